@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ckpt-bench — measure what a trainer pays and what the disk gets, against
+ * a running ckptd, for bench/run.sh.
+ *
+ * The claims in DESIGN.md are ratios ("staging costs about a memcpy", "the
+ * local tier writes at disk speed"), so this client measures the ckptd side
+ * of each ratio in one process, against the same prefaulted source buffers
+ * (N bytes as K equal tensors), and prints one `key=value` line per number;
+ * the reference side (fio, torch) and the medians are run.sh's job.
+ *
+ *   ckpt-bench [OPTIONS] all|memcpy|stage|zerocopy|restore
+ *
+ *   --socket PATH      the daemon's socket ($CKPT_SOCKET if unset)
+ *   --job NAME         job to save under (default: bench)
+ *   --size BYTES       bytes per save (K/M/G suffixes; default 1G)
+ *   --tensors K        shards per save (default 64)
+ *   --daemon-pid PID   read the daemon's CPU time from /proc/PID/stat
+ *   --no-commit        leave steps uncommitted (default: commit each, so
+ *                      the daemon's retention keeps the disk bounded)
+ *
+ * Every mode that talks to the daemon first does one untimed warm-up save
+ * on the same connection, so the pool slots are already mapped here and the
+ * timed save measures the steady state a trainer sees from its second save
+ * on.  Steps are numbered after the job's latest committed step.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt.h"
+
+#define WAIT_TIMEOUT_MS (300u * 1000)
+
+struct bench {
+        const char *socket;
+        const char *job;
+        uint64_t size;
+        uint32_t tensors;
+        uint64_t tensor_size;
+        long daemon_pid;
+        bool commit;
+        char *src; /* size bytes, prefaulted, non-zero pattern */
+        char *dst; /* size bytes, prefaulted */
+        struct ckpt_conn *conn;
+        uint64_t next_step;
+        bool have_saved;
+        uint64_t saved_step; /* a fully local step, for restore */
+};
+
+static double now_s(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int parse_size(const char *s, uint64_t *out) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno || end == s)
+                return -EINVAL;
+        uint64_t mult = 1;
+        switch (*end) {
+        case 'k': case 'K': mult = 1ull << 10; end++; break;
+        case 'm': case 'M': mult = 1ull << 20; end++; break;
+        case 'g': case 'G': mult = 1ull << 30; end++; break;
+        case '\0': break;
+        default: return -EINVAL;
+        }
+        if (*end == 'i' && end[1] == 'B')
+                end += 2;
+        if (*end)
+                return -EINVAL;
+        *out = v * mult;
+        return 0;
+}
+
+/* Anonymous memory with every page written, so no timed copy pays a page
+ * fault on either side. */
+static char *alloc_prefaulted(uint64_t size, bool pattern) {
+        char *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                       -1, 0);
+        if (p == MAP_FAILED)
+                return NULL;
+        if (pattern) {
+                uint64_t *w = (uint64_t *)p;
+                for (uint64_t i = 0; i < size / 8; i++)
+                        w[i] = i * 0x9e3779b97f4a7c15ull;
+        } else {
+                memset(p, 0x5a, size);
+        }
+        return p;
+}
+
+/* utime+stime of a process in seconds (clock ticks), -1 if unreadable. */
+static double proc_cpu_s(long pid) {
+        char path[64], buf[1024];
+        snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return -1;
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        /* comm may contain spaces and parentheses: fields start after the
+         * last ')'; utime and stime are fields 14 and 15. */
+        char *p = strrchr(buf, ')');
+        if (!p)
+                return -1;
+        unsigned long long utime, stime;
+        if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+                   &stime) != 2)
+                return -1;
+        return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static void shard_name(char *buf, size_t len, uint32_t i) {
+        snprintf(buf, len, "tensor-%04u", i);
+}
+
+static int fail(struct bench *b, const char *what, int r) {
+        fprintf(stderr, "ckpt-bench: %s: %s (%s)\n", what, ckpt_strerror(r),
+                b->conn ? ckpt_last_error(b->conn) : "");
+        return r;
+}
+
+static int bench_connect(struct bench *b) {
+        if (b->conn)
+                return 0;
+        int r = ckpt_connect(b->socket, &b->conn);
+        if (r < 0)
+                return fail(b, "connect", r);
+        uint64_t latest;
+        r = ckpt_latest(b->conn, b->job, &latest, NULL);
+        if (r == -ENOENT)
+                b->next_step = 1;
+        else if (r < 0)
+                return fail(b, "latest", r);
+        else
+                b->next_step = latest + 1;
+        return 0;
+}
+
+struct save_times {
+        double begin, first_byte, finished, local;
+        double cpu_before, cpu_after;
+};
+
+/* One save of the whole buffer, by copy (ckpt_save_write) or zero-copy
+ * (buffer, memcpy from the source, commit), then wait for tier local and
+ * (unless disabled) commit.  Fills t; the commit is outside every time. */
+static int bench_save(struct bench *b, bool zero_copy, struct save_times *t) {
+        uint64_t step = b->next_step++;
+        struct ckpt_save *s;
+        char name[32];
+        int r;
+
+        t->cpu_before = b->daemon_pid > 0 ? proc_cpu_s(b->daemon_pid) : -1;
+        t->begin = now_s();
+        r = ckpt_save_begin(b->conn, b->job, step, 0, 1, &s);
+        if (r < 0)
+                return fail(b, "save_begin", r);
+        t->first_byte = now_s();
+        for (uint32_t i = 0; i < b->tensors; i++) {
+                const char *src = b->src + (uint64_t)i * b->tensor_size;
+                shard_name(name, sizeof(name), i);
+                if (!zero_copy) {
+                        r = ckpt_save_write(s, name, src, b->tensor_size);
+                        if (r < 0) {
+                                fail(b, "save_write", r);
+                                ckpt_save_abort(s);
+                                return r;
+                        }
+                        continue;
+                }
+                struct ckpt_shard *sh;
+                r = ckpt_shard_begin(s, name, b->tensor_size, &sh);
+                while (r == 0) {
+                        void *buf;
+                        uint64_t off, len;
+                        r = ckpt_shard_buffer(sh, &buf, &off, &len);
+                        if (r < 0)
+                                break;
+                        memcpy(buf, src + off, len);
+                        r = ckpt_shard_commit(sh);
+                }
+                if (r < 0) {
+                        fail(b, "zero-copy shard", r);
+                        ckpt_save_abort(s);
+                        return r;
+                }
+        }
+        r = ckpt_save_finish(s);
+        t->finished = now_s();
+        if (r < 0)
+                return fail(b, "save_finish", r);
+        r = ckpt_wait(b->conn, b->job, step, CKPT_LOCAL, WAIT_TIMEOUT_MS);
+        t->local = now_s();
+        t->cpu_after = b->daemon_pid > 0 ? proc_cpu_s(b->daemon_pid) : -1;
+        if (r < 0)
+                return fail(b, "wait local", r);
+        if (b->commit) {
+                r = ckpt_commit(b->conn, b->job, step, WAIT_TIMEOUT_MS);
+                if (r < 0)
+                        return fail(b, "commit", r);
+        }
+        b->have_saved = true;
+        b->saved_step = step;
+        return 0;
+}
+
+static int bench_warmup(struct bench *b) {
+        struct save_times t;
+        int r = bench_connect(b);
+        if (r < 0)
+                return r;
+        return bench_save(b, false, &t);
+}
+
+static void mode_memcpy(struct bench *b) {
+        double t0 = now_s();
+        for (uint32_t i = 0; i < b->tensors; i++) {
+                uint64_t off = (uint64_t)i * b->tensor_size;
+                memcpy(b->dst + off, b->src + off, b->tensor_size);
+        }
+        double t1 = now_s();
+        /* keep the copy observable */
+        if (b->dst[b->size - 1] != b->src[b->size - 1])
+                fprintf(stderr, "ckpt-bench: memcpy mismatch\n");
+        printf("memcpy_s=%.6f\n", t1 - t0);
+}
+
+static int mode_stage(struct bench *b) {
+        struct save_times t;
+        int r = bench_save(b, false, &t);
+        if (r < 0)
+                return r;
+        double gb = (double)b->size / 1e9;
+        printf("staging_s=%.6f\n", t.finished - t.begin);
+        printf("local_from_first_byte_s=%.6f\n", t.local - t.first_byte);
+        printf("local_from_begin_s=%.6f\n", t.local - t.begin);
+        printf("local_after_finish_s=%.6f\n", t.local - t.finished);
+        printf("local_mbps=%.1f\n", (double)b->size / (t.local - t.first_byte) / 1e6);
+        if (t.cpu_before >= 0 && t.cpu_after >= 0) {
+                printf("daemon_cpu_s=%.3f\n", t.cpu_after - t.cpu_before);
+                printf("daemon_cpu_s_per_gb=%.4f\n", (t.cpu_after - t.cpu_before) / gb);
+        }
+        return 0;
+}
+
+static int mode_zerocopy(struct bench *b) {
+        struct save_times t;
+        int r = bench_save(b, true, &t);
+        if (r < 0)
+                return r;
+        printf("zerocopy_s=%.6f\n", t.finished - t.begin);
+        return 0;
+}
+
+static int mode_restore(struct bench *b) {
+        struct ckpt_shard_info *list;
+        size_t count;
+        int r;
+
+        if (!b->have_saved) {
+                struct save_times t;
+                r = bench_save(b, false, &t);
+                if (r < 0)
+                        return r;
+        }
+        r = ckpt_shard_list(b->conn, b->job, b->saved_step, 0, &list, &count);
+        if (r < 0)
+                return fail(b, "shard_list", r);
+        uint64_t total = 0;
+        for (size_t i = 0; i < count; i++)
+                total += list[i].size;
+        if (total > b->size) {
+                ckpt_shard_list_free(list);
+                fprintf(stderr, "ckpt-bench: step %" PRIu64 " holds more than --size\n",
+                        b->saved_step);
+                return -EINVAL;
+        }
+        double t0 = now_s();
+        uint64_t off = 0;
+        for (size_t i = 0; i < count; i++) {
+                int64_t got = ckpt_read(b->conn, b->job, b->saved_step, 0, list[i].name, 0,
+                                        b->dst + off, list[i].size);
+                if (got < 0) {
+                        ckpt_shard_list_free(list);
+                        return fail(b, "read", (int)got);
+                }
+                if ((uint64_t)got != list[i].size) {
+                        ckpt_shard_list_free(list);
+                        fprintf(stderr, "ckpt-bench: short read of %s\n", list[i].name);
+                        return -EIO;
+                }
+                off += (uint64_t)got;
+        }
+        double t1 = now_s();
+        ckpt_shard_list_free(list);
+        /* the bytes read back are the bytes saved (shards sort by name, as
+         * saved); outside the timed part */
+        if (memcmp(b->dst, b->src, off) != 0) {
+                fprintf(stderr, "ckpt-bench: restored bytes differ from saved bytes\n");
+                return -EIO;
+        }
+        printf("restore_s=%.6f\n", t1 - t0);
+        printf("restore_mbps=%.1f\n", (double)off / (t1 - t0) / 1e6);
+        return 0;
+}
+
+static void usage(FILE *f) {
+        fprintf(f, "usage: ckpt-bench [--socket PATH] [--job NAME] [--size BYTES] [--tensors K]\n"
+                   "                  [--daemon-pid PID] [--no-commit] "
+                   "all|memcpy|stage|zerocopy|restore\n");
+}
+
+int main(int argc, char **argv) {
+        static const struct option opts[] = {
+                { "socket", required_argument, NULL, 's' },
+                { "job", required_argument, NULL, 'j' },
+                { "size", required_argument, NULL, 'n' },
+                { "tensors", required_argument, NULL, 'k' },
+                { "daemon-pid", required_argument, NULL, 'p' },
+                { "no-commit", no_argument, NULL, 'C' },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        struct bench b = { .job = "bench", .size = 1ull << 30, .tensors = 64, .commit = true };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                switch (c) {
+                case 's': b.socket = optarg; break;
+                case 'j': b.job = optarg; break;
+                case 'n':
+                        if (parse_size(optarg, &b.size) < 0 || b.size == 0) {
+                                fprintf(stderr, "ckpt-bench: bad --size '%s'\n", optarg);
+                                return 2;
+                        }
+                        break;
+                case 'k': b.tensors = (uint32_t)strtoul(optarg, NULL, 10); break;
+                case 'p': b.daemon_pid = strtol(optarg, NULL, 10); break;
+                case 'C': b.commit = false; break;
+                case 'h': usage(stdout); return 0;
+                default: usage(stderr); return 2;
+                }
+        }
+        if (optind != argc - 1) {
+                usage(stderr);
+                return 2;
+        }
+        const char *mode = argv[optind];
+        if (b.tensors == 0 || b.size % b.tensors || (b.size / b.tensors) % 8) {
+                fprintf(stderr, "ckpt-bench: --size must split into --tensors equal parts "
+                                "(multiples of 8 bytes)\n");
+                return 2;
+        }
+        b.tensor_size = b.size / b.tensors;
+        b.src = alloc_prefaulted(b.size, true);
+        b.dst = alloc_prefaulted(b.size, false);
+        if (!b.src || !b.dst) {
+                fprintf(stderr, "ckpt-bench: cannot allocate 2 x %" PRIu64 " bytes\n", b.size);
+                return 1;
+        }
+        printf("bytes=%" PRIu64 "\ntensors=%u\n", b.size, b.tensors);
+
+        bool all = !strcmp(mode, "all");
+        if (!all && strcmp(mode, "memcpy") && strcmp(mode, "stage") &&
+            strcmp(mode, "zerocopy") && strcmp(mode, "restore")) {
+                usage(stderr);
+                return 2;
+        }
+        int r = 0;
+        if (strcmp(mode, "memcpy"))
+                r = bench_warmup(&b);
+        /* the reference copy right before the staging it is compared with,
+         * with the daemon idle (the warm-up is on disk by now) */
+        if (r >= 0 && (all || !strcmp(mode, "memcpy")))
+                mode_memcpy(&b);
+        if (r >= 0 && (all || !strcmp(mode, "stage")))
+                r = mode_stage(&b);
+        if (r >= 0 && (all || !strcmp(mode, "zerocopy")))
+                r = mode_zerocopy(&b);
+        if (r >= 0 && (all || !strcmp(mode, "restore")))
+                r = mode_restore(&b);
+        ckpt_disconnect(b.conn);
+        fflush(stdout);
+        return r < 0 ? 1 : 0;
+}

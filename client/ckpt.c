@@ -1,0 +1,589 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libckpt — see ckpt.h.  Thin by design: the daemon owns the memory and
+ * the durability; the library maps slots, copies (with the CRC32C folded
+ * into the copy) and speaks the protocol.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "ckpt.h"
+#include "conn.h"
+#include "crc32c.h"
+
+#define MIN_U64(a, b) ((a) < (b) ? (a) : (b))
+
+struct slot_map {
+        void *addr;
+        uint32_t gen;
+};
+
+struct ckpt_conn {
+        pthread_mutex_t lock;
+        struct wire wire;
+        uint64_t slot_size;
+        uint32_t slot_count;
+        uint32_t block_size;
+        struct slot_map *slots;
+};
+
+struct ckpt_shard {
+        struct ckpt_shard *next;
+        struct ckpt_save *save;
+        uint32_t id;
+        uint64_t size;
+        uint64_t committed;
+        bool window_open;
+        uint32_t slot_id;
+        uint64_t win_offset, win_length;
+        void *win_addr;
+};
+
+struct ckpt_save {
+        struct ckpt_conn *conn;
+        uint32_t id;
+        struct ckpt_shard *shards;
+};
+
+static int name_check(struct ckpt_conn *c, struct ckpt_name *n, const char *str) {
+        if (!str) {
+                snprintf(c->wire.errmsg, sizeof(c->wire.errmsg), "name is NULL");
+                return -EINVAL;
+        }
+        int r = ckpt_name_set(n, str);
+        if (r < 0)
+                snprintf(c->wire.errmsg, sizeof(c->wire.errmsg),
+                         "invalid name '%.64s%s': use 1-%u characters of A-Z a-z 0-9 . _ + = : @ -, "
+                         "not starting with '.' or '-'",
+                         str, strlen(str) > 64 ? "..." : "", CKPT_NAME_MAX);
+        return r;
+}
+
+/* Map the slot named by a reply (fd attached on first use of a generation). */
+static int slot_attach(struct ckpt_conn *c, const struct ckpt_rep_slot *rs, int fd, void **addr) {
+        if (rs->slot_id >= c->slot_count || rs->slot_offset > c->slot_size ||
+            rs->length > c->slot_size - rs->slot_offset) {
+                if (fd >= 0)
+                        close(fd);
+                snprintf(c->wire.errmsg, sizeof(c->wire.errmsg), "daemon named an invalid slot");
+                return -EPROTO;
+        }
+        struct slot_map *m = &c->slots[rs->slot_id];
+        if (rs->has_fd) {
+                if (fd < 0) {
+                        snprintf(c->wire.errmsg, sizeof(c->wire.errmsg),
+                                 "daemon announced a slot descriptor but none arrived");
+                        return -EPROTO;
+                }
+                /* MAP_POPULATE: the pages exist already (the daemon touched
+                 * them); fill our page tables now, not a fault per page
+                 * during the copy. */
+                void *p = mmap(NULL, c->slot_size, PROT_READ | PROT_WRITE,
+                               MAP_SHARED | MAP_POPULATE, fd, 0);
+                int err = errno;
+                close(fd);
+                if (p == MAP_FAILED) {
+                        snprintf(c->wire.errmsg, sizeof(c->wire.errmsg),
+                                 "cannot map shared-memory slot: %s", strerror(err));
+                        return -err;
+                }
+                if (m->addr)
+                        munmap(m->addr, c->slot_size);
+                m->addr = p;
+                m->gen = rs->slot_gen;
+        } else {
+                if (fd >= 0)
+                        close(fd);
+                if (!m->addr || m->gen != rs->slot_gen) {
+                        snprintf(c->wire.errmsg, sizeof(c->wire.errmsg),
+                                 "daemon reused a slot this connection has not mapped");
+                        return -EPROTO;
+                }
+        }
+        *addr = (char *)m->addr + rs->slot_offset;
+        return 0;
+}
+
+int ckpt_connect(const char *socket_path, struct ckpt_conn **out) {
+        struct ckpt_conn *c = calloc(1, sizeof(*c));
+        struct ckpt_rep_hello hello;
+
+        if (!c)
+                return -ENOMEM;
+        int r = wire_open(&c->wire, socket_path, &hello);
+        if (r < 0) {
+                free(c);
+                return r;
+        }
+        c->slot_size = hello.slot_size;
+        c->slot_count = hello.slot_count;
+        c->block_size = hello.block_size;
+        if (c->slot_count == 0 || c->slot_size == 0 || c->block_size == 0 ||
+            c->slot_size % c->block_size) {
+                wire_close(&c->wire);
+                free(c);
+                return -EPROTO;
+        }
+        c->slots = calloc(c->slot_count, sizeof(*c->slots));
+        if (!c->slots) {
+                wire_close(&c->wire);
+                free(c);
+                return -ENOMEM;
+        }
+        pthread_mutex_init(&c->lock, NULL);
+        *out = c;
+        return 0;
+}
+
+void ckpt_disconnect(struct ckpt_conn *c) {
+        if (!c)
+                return;
+        wire_close(&c->wire);
+        for (uint32_t i = 0; i < c->slot_count; i++)
+                if (c->slots[i].addr)
+                        munmap(c->slots[i].addr, c->slot_size);
+        free(c->slots);
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+}
+
+const char *ckpt_last_error(struct ckpt_conn *c) {
+        return c ? c->wire.errmsg : "";
+}
+
+const char *ckpt_strerror(int err) {
+        switch (err) {
+        case 0:
+                return "success";
+        case -ENOENT:
+                return "not found (no daemon at the socket path, or no such job, step, rank or "
+                       "shard)";
+        case -ECONNREFUSED:
+                return "ckptd is not running (connection refused)";
+        case -EINVAL:
+                return "invalid argument or name";
+        case -EACCES:
+                return "the job belongs to another user";
+        case -ETIMEDOUT:
+                return "timed out (no free shared-memory slot, or the step did not reach the "
+                       "tier in time)";
+        case -EBADMSG:
+                return "torn shard: bytes changed after they were committed";
+        case -EIO:
+                return "stored data failed its checksum, or an I/O error";
+        case -ENOSPC:
+                return "the daemon's disk is full";
+        case -EPROTONOSUPPORT:
+                return "libckpt and ckptd speak different protocol versions";
+        case -EPROTO:
+                return "request out of order (e.g. finishing with incomplete shards, committing "
+                       "with ranks missing)";
+        case -EEXIST:
+                return "already exists (step already committed, or shard name reused)";
+        case -EBUSY:
+                return "busy (rank already being saved, or step being committed)";
+        case -ECONNRESET:
+        case -EPIPE:
+                return "lost the connection to ckptd";
+        case -ERANGE:
+                return "offset beyond the end of the shard";
+        case -ESHUTDOWN:
+                return "ckptd is shutting down";
+        case -ECANCELED:
+                return "the save was aborted";
+        default:
+                return err < 0 ? strerror(-err) : "not an error code";
+        }
+}
+
+/* ---- save ---------------------------------------------------------------------- */
+
+int ckpt_save_begin(struct ckpt_conn *c, const char *job, uint64_t step, uint32_t rank,
+                    uint32_t world_size, struct ckpt_save **out) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_SAVE_BEGIN };
+        struct ckpt_reply rep;
+
+        int r = name_check(c, &req.save_begin.job, job);
+        if (r < 0)
+                return r;
+        if (world_size == 0 || rank >= world_size || step > CKPT_STEP_MAX) {
+                snprintf(c->wire.errmsg, sizeof(c->wire.errmsg),
+                         "need rank < world_size, world_size >= 1 and step <= 2^63-1");
+                return -EINVAL;
+        }
+        req.save_begin.step = step;
+        req.save_begin.rank = rank;
+        req.save_begin.world_size = world_size;
+        struct ckpt_save *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        pthread_mutex_lock(&c->lock);
+        r = wire_call(&c->wire, &req, &rep, NULL);
+        pthread_mutex_unlock(&c->lock);
+        if (r < 0) {
+                free(s);
+                return r;
+        }
+        s->conn = c;
+        s->id = rep.id.id;
+        *out = s;
+        return 0;
+}
+
+static void save_free(struct ckpt_save *s) {
+        while (s->shards) {
+                struct ckpt_shard *n = s->shards->next;
+                free(s->shards);
+                s->shards = n;
+        }
+        free(s);
+}
+
+int ckpt_shard_begin(struct ckpt_save *s, const char *name, uint64_t size,
+                     struct ckpt_shard **out) {
+        struct ckpt_conn *c = s->conn;
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_SHARD_BEGIN };
+        struct ckpt_reply rep;
+
+        int r = name_check(c, &req.shard_begin.shard, name);
+        if (r < 0)
+                return r;
+        if (size > CKPT_SHARD_SIZE_MAX)
+                return -EFBIG;
+        req.shard_begin.save_id = s->id;
+        req.shard_begin.size = size;
+        struct ckpt_shard *sh = calloc(1, sizeof(*sh));
+        if (!sh)
+                return -ENOMEM;
+        pthread_mutex_lock(&c->lock);
+        r = wire_call(&c->wire, &req, &rep, NULL);
+        pthread_mutex_unlock(&c->lock);
+        if (r < 0) {
+                free(sh);
+                return r;
+        }
+        sh->save = s;
+        sh->id = rep.id.id;
+        sh->size = size;
+        sh->next = s->shards;
+        s->shards = sh;
+        *out = sh;
+        return 0;
+}
+
+int ckpt_shard_buffer(struct ckpt_shard *sh, void **buf, uint64_t *offset, uint64_t *len) {
+        struct ckpt_conn *c = sh->save->conn;
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_CHUNK_GET };
+        struct ckpt_reply rep;
+        int fd, r;
+
+        if (sh->window_open) {
+                *buf = sh->win_addr;
+                *offset = sh->win_offset;
+                *len = sh->win_length;
+                return 0;
+        }
+        if (sh->committed >= sh->size)
+                return -ERANGE;
+        req.chunk_get.shard_id = sh->id;
+        req.chunk_get.offset = sh->committed;
+        pthread_mutex_lock(&c->lock);
+        r = wire_call(&c->wire, &req, &rep, &fd);
+        if (r == 0)
+                r = slot_attach(c, &rep.slot, fd, &sh->win_addr);
+        pthread_mutex_unlock(&c->lock);
+        if (r < 0)
+                return r;
+        if (rep.slot.offset != sh->committed || rep.slot.length == 0 ||
+            rep.slot.length > sh->size - sh->committed)
+                return -EPROTO;
+        sh->window_open = true;
+        sh->slot_id = rep.slot.slot_id;
+        sh->win_offset = rep.slot.offset;
+        sh->win_length = rep.slot.length;
+        *buf = sh->win_addr;
+        *offset = sh->win_offset;
+        *len = sh->win_length;
+        return 0;
+}
+
+static int shard_put(struct ckpt_shard *sh, uint32_t crc) {
+        struct ckpt_conn *c = sh->save->conn;
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_CHUNK_PUT };
+        struct ckpt_reply rep;
+
+        req.chunk_put.shard_id = sh->id;
+        req.chunk_put.slot_id = sh->slot_id;
+        req.chunk_put.offset = sh->win_offset;
+        req.chunk_put.length = sh->win_length;
+        req.chunk_put.crc32c = crc;
+        pthread_mutex_lock(&c->lock);
+        int r = wire_call(&c->wire, &req, &rep, NULL);
+        pthread_mutex_unlock(&c->lock);
+        if (r < 0)
+                return r;
+        sh->window_open = false;
+        sh->committed += sh->win_length;
+        return sh->committed == sh->size ? 1 : 0;
+}
+
+int ckpt_shard_commit(struct ckpt_shard *sh) {
+        if (!sh->window_open)
+                return -EINVAL;
+        return shard_put(sh, crc32c(0, sh->win_addr, sh->win_length));
+}
+
+int ckpt_save_write(struct ckpt_save *s, const char *name, const void *data, uint64_t size) {
+        struct ckpt_shard *sh;
+        int r = ckpt_shard_begin(s, name, size, &sh);
+
+        while (r >= 0 && sh->committed < sh->size) {
+                void *buf;
+                uint64_t off, len;
+                r = ckpt_shard_buffer(sh, &buf, &off, &len);
+                if (r < 0)
+                        break;
+                /* the one copy a trainer waits for, checksummed on the way */
+                uint32_t crc = crc32c_copy(0, buf, (const char *)data + off, len);
+                r = shard_put(sh, crc);
+        }
+        return r < 0 ? r : 0;
+}
+
+int ckpt_save_finish(struct ckpt_save *s) {
+        struct ckpt_conn *c = s->conn;
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_SAVE_FINISH };
+        struct ckpt_reply rep;
+
+        req.save.save_id = s->id;
+        pthread_mutex_lock(&c->lock);
+        int r = wire_call(&c->wire, &req, &rep, NULL);
+        pthread_mutex_unlock(&c->lock);
+        save_free(s);
+        return r;
+}
+
+void ckpt_save_abort(struct ckpt_save *s) {
+        if (!s)
+                return;
+        struct ckpt_conn *c = s->conn;
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_SAVE_ABORT };
+        struct ckpt_reply rep;
+
+        req.save.save_id = s->id;
+        pthread_mutex_lock(&c->lock);
+        (void)wire_call(&c->wire, &req, &rep, NULL);
+        pthread_mutex_unlock(&c->lock);
+        save_free(s);
+}
+
+int ckpt_wait(struct ckpt_conn *c, const char *job, uint64_t step, enum ckpt_wait_tier tier,
+              uint32_t timeout_ms) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_WAIT };
+        struct ckpt_reply rep;
+
+        int r = name_check(c, &req.wait.job, job);
+        if (r < 0)
+                return r;
+        if (tier < CKPT_STAGED || tier > CKPT_COMMITTED)
+                return -EINVAL;
+        req.wait.step = step;
+        req.wait.tier = (uint8_t)tier;
+        req.wait.timeout_ms = timeout_ms;
+        pthread_mutex_lock(&c->lock);
+        r = wire_call(&c->wire, &req, &rep, NULL);
+        pthread_mutex_unlock(&c->lock);
+        return r;
+}
+
+int ckpt_commit(struct ckpt_conn *c, const char *job, uint64_t step, uint32_t timeout_ms) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_COMMIT };
+        struct ckpt_reply rep;
+
+        int r = name_check(c, &req.job_step.job, job);
+        if (r < 0)
+                return r;
+        req.job_step.step = step;
+        req.job_step.timeout_ms = timeout_ms;
+        pthread_mutex_lock(&c->lock);
+        r = wire_call(&c->wire, &req, &rep, NULL);
+        pthread_mutex_unlock(&c->lock);
+        return r;
+}
+
+/* ---- restore --------------------------------------------------------------------- */
+
+int ckpt_latest(struct ckpt_conn *c, const char *job, uint64_t *step, uint32_t *world_size) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_LATEST };
+        struct ckpt_reply rep;
+
+        int r = name_check(c, &req.job_step.job, job);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&c->lock);
+        r = wire_call(&c->wire, &req, &rep, NULL);
+        pthread_mutex_unlock(&c->lock);
+        if (r < 0)
+                return r;
+        if (step)
+                *step = rep.latest.step;
+        if (world_size)
+                *world_size = rep.latest.world_size;
+        return 0;
+}
+
+int ckpt_shard_list(struct ckpt_conn *c, const char *job, uint64_t step, uint32_t rank,
+                    struct ckpt_shard_info **list, size_t *count) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_SHARD_LIST };
+        struct ckpt_reply *rep = malloc(sizeof(*rep));
+        struct ckpt_shard_info *out = NULL;
+        size_t n = 0;
+        int r;
+
+        if (!rep)
+                return -ENOMEM;
+        r = name_check(c, &req.shard_list.job, job);
+        req.shard_list.step = step;
+        req.shard_list.rank = rank;
+        while (r == 0) {
+                req.shard_list.start = (uint32_t)n;
+                req.hdr.type = CKPT_MSG_SHARD_LIST;
+                pthread_mutex_lock(&c->lock);
+                r = wire_call(&c->wire, &req, rep, NULL);
+                pthread_mutex_unlock(&c->lock);
+                if (r < 0)
+                        break;
+                const struct ckpt_rep_shard_list *l = &rep->shard_list;
+                if (!out) {
+                        out = calloc(l->total ? l->total : 1, sizeof(*out));
+                        if (!out) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                }
+                for (uint32_t i = 0; i < l->count && n < l->total; i++, n++) {
+                        snprintf(out[n].name, sizeof(out[n].name), "%s", l->entries[i].name.str);
+                        out[n].size = l->entries[i].size;
+                        out[n].crc32c = l->entries[i].crc32c;
+                }
+                if (n >= l->total || l->count == 0)
+                        break;
+        }
+        free(rep);
+        if (r < 0) {
+                free(out);
+                return r;
+        }
+        *list = out;
+        *count = n;
+        return 0;
+}
+
+void ckpt_shard_list_free(struct ckpt_shard_info *list) {
+        free(list);
+}
+
+int64_t ckpt_read(struct ckpt_conn *c, const char *job, uint64_t step, uint32_t rank,
+                  const char *shard, uint64_t offset, void *buf, uint64_t len) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_READ };
+        struct ckpt_reply rep;
+        uint64_t done = 0;
+        int r;
+
+        r = name_check(c, &req.read.job, job);
+        if (r == 0)
+                r = name_check(c, &req.read.shard, shard);
+        if (r < 0)
+                return r;
+        req.read.step = step;
+        req.read.rank = rank;
+        pthread_mutex_lock(&c->lock);
+        while (done < len) {
+                uint64_t off = offset + done;
+                /* one slot holds whole CRC blocks: stay inside one */
+                uint64_t piece = MIN_U64(len - done, c->slot_size - off % c->block_size);
+                int fd;
+                void *src;
+
+                req.hdr.type = CKPT_MSG_READ;
+                req.read.offset = off;
+                req.read.length = piece;
+                r = wire_call(&c->wire, &req, &rep, &fd);
+                if (r == 0)
+                        r = slot_attach(c, &rep.slot, fd, &src);
+                if (r < 0)
+                        break;
+                uint64_t got = rep.slot.length;
+                if (got > piece) {
+                        r = -EPROTO;
+                        break;
+                }
+                memcpy((char *)buf + done, src, got);
+                struct ckpt_request rd = { .hdr.type = CKPT_MSG_READ_DONE };
+                struct ckpt_reply rdrep;
+                rd.read_done.slot_id = rep.slot.slot_id;
+                r = wire_call(&c->wire, &rd, &rdrep, NULL);
+                if (r < 0)
+                        break;
+                done += got;
+                if (got < piece)
+                        break; /* end of shard */
+        }
+        pthread_mutex_unlock(&c->lock);
+        return r < 0 ? r : (int64_t)done;
+}
+
+static const char empty_mapping[1];
+
+int ckpt_map(struct ckpt_conn *c, const char *job, uint64_t step, uint32_t rank,
+             const char *shard, const void **addr, uint64_t *size) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_MAP };
+        struct ckpt_reply rep;
+        int fd, r;
+
+        r = name_check(c, &req.read.job, job);
+        if (r == 0)
+                r = name_check(c, &req.read.shard, shard);
+        if (r < 0)
+                return r;
+        req.read.step = step;
+        req.read.rank = rank;
+        pthread_mutex_lock(&c->lock);
+        r = wire_call(&c->wire, &req, &rep, &fd);
+        pthread_mutex_unlock(&c->lock);
+        if (r < 0)
+                return r;
+        if (fd < 0)
+                return -EPROTO;
+        if (rep.map.size == 0) {
+                close(fd);
+                *addr = empty_mapping;
+                *size = 0;
+                return 0;
+        }
+        void *p = mmap(NULL, rep.map.size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+        int err = errno;
+        close(fd);
+        if (p == MAP_FAILED)
+                return -err;
+        if (crc32c(0, p, rep.map.size) != rep.map.crc32c) {
+                munmap(p, rep.map.size);
+                snprintf(c->wire.errmsg, sizeof(c->wire.errmsg),
+                         "shard '%s' does not match its checksum: the stored copy is corrupt", shard);
+                return -EIO;
+        }
+        *addr = p;
+        *size = rep.map.size;
+        return 0;
+}
+
+void ckpt_unmap(const void *addr, uint64_t size) {
+        if (addr && addr != empty_mapping && size > 0)
+                munmap((void *)addr, size);
+}

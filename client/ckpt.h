@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libckpt — hand checkpoint shards to the node's ckptd and read them back.
+ *
+ * A save, from one trainer rank:
+ *
+ *     struct ckpt_conn *c;
+ *     struct ckpt_save *s;
+ *     ckpt_connect(NULL, &c);                          // CKPT_SOCKET or default
+ *     ckpt_save_begin(c, "llama", step, rank, world_size, &s);
+ *     ckpt_save_write(s, "model.pt", data, size);      // one copy into shared memory
+ *     ...                                              // more shards
+ *     ckpt_save_finish(s);     // every shard staged: the daemon owns the bytes
+ *     // trainer barrier across ranks, then one rank (or all: idempotent):
+ *     ckpt_commit(c, "llama", step, timeout_ms);
+ *
+ * The only time a trainer waits for is the copy into the daemon's shared
+ * memory slots (plus a CRC32C folded into that copy).  Writing to disk,
+ * fsync and retention happen in the daemon afterwards; ckpt_wait() waits for
+ * a tier when the trainer wants to know.
+ *
+ * Zero-copy variant: ckpt_shard_begin() / ckpt_shard_buffer() give a pointer
+ * into a slot; the trainer produces its bytes there directly and calls
+ * ckpt_shard_commit().  A shard larger than one slot arrives as several
+ * windows: buffer, fill, commit, repeat until the whole size is committed.
+ * Do not touch a window after committing it: the daemon verifies the CRC32C
+ * the library computed at commit, and a window that changed after commit
+ * fails the save with -EBADMSG (a "torn" shard); it is never committed.
+ *
+ * Restore: ckpt_latest() finds the newest committed step; ckpt_shard_list()
+ * names a rank's shards; ckpt_read() copies any byte range into the caller's
+ * buffer (verified against the block checksums on the way); ckpt_map() maps
+ * a whole shard read-only (verified once when mapped).
+ *
+ * Errors: every function returns 0 (or a non-negative count) on success and a
+ * negative errno on failure; ckpt_strerror() explains one, and
+ * ckpt_last_error() gives the daemon's own words about the last failure on a
+ * connection.  Common ones:
+ *   -ENOENT / -ECONNREFUSED  daemon not running (connect), or no such
+ *                            job/step/rank/shard
+ *   -EINVAL                  invalid name or argument
+ *   -EACCES                  the job belongs to another user
+ *   -ETIMEDOUT               no shared-memory slot freed up within the
+ *                            daemon's pool wait timeout, or a wait timed out
+ *   -EBADMSG                 torn shard: bytes changed after commit
+ *   -EIO                     stored data failed its checksum
+ *   -ENOSPC                  the daemon's disk is full
+ *   -EPROTONOSUPPORT         daemon and library speak different protocols
+ *   -ECONNRESET / -EPIPE     the daemon went away; reconnect
+ *
+ * Thread-safety: a struct ckpt_conn may be shared between threads; calls on
+ * it are serialised by an internal lock (one request at a time), so give
+ * each thread its own connection when they should run in parallel.  A
+ * struct ckpt_save and its shards must be used by one thread at a time.
+ * ckpt_strerror() is thread-safe.
+ */
+#ifndef CKPT_H
+#define CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(CKPT_BUILDING_LIBRARY)
+#define CKPT_EXPORT __attribute__((visibility("default")))
+#else
+#define CKPT_EXPORT
+#endif
+
+#define CKPT_VERSION_MAJOR 0
+#define CKPT_VERSION_MINOR 1
+
+struct ckpt_conn;
+struct ckpt_save;
+struct ckpt_shard;
+
+/* Tiers a step can be waited for, in order of durability. */
+enum ckpt_wait_tier {
+        CKPT_STAGED = 1,    /* every shard is in daemon-owned memory */
+        CKPT_LOCAL = 2,     /* on this node's disk, fsynced */
+        CKPT_COMMITTED = 3, /* local and committed by ckpt_commit() */
+};
+
+/*
+ * Connect to the daemon.  socket_path NULL means $CKPT_SOCKET, else the
+ * per-user socket ($XDG_RUNTIME_DIR/ckptd.sock or
+ * ~/.local/state/ckptd/ckptd.sock) if it exists, else the system socket
+ * /run/ckptd/ckptd.sock.  On success *out owns the connection.
+ */
+CKPT_EXPORT int ckpt_connect(const char *socket_path, struct ckpt_conn **out);
+
+/* Close the connection and unmap its slots.  Saves not finished on it are
+ * aborted by the daemon.  Accepts NULL. */
+CKPT_EXPORT void ckpt_disconnect(struct ckpt_conn *conn);
+
+/* The daemon's message about the last error on this connection ("" if
+ * none).  Valid until the next call on conn. */
+CKPT_EXPORT const char *ckpt_last_error(struct ckpt_conn *conn);
+
+/* Text for a negative errno returned by this library.  Never NULL. */
+CKPT_EXPORT const char *ckpt_strerror(int err);
+
+/* ---- save -------------------------------------------------------------- */
+
+/*
+ * Start saving rank `rank` of `world_size` for (job, step).  The job is
+ * created on first use and belongs to the calling uid.  Saving a step that
+ * is already committed fails with -EEXIST.
+ */
+CKPT_EXPORT int ckpt_save_begin(struct ckpt_conn *conn, const char *job, uint64_t step,
+                                uint32_t rank, uint32_t world_size, struct ckpt_save **out);
+
+/*
+ * Save a whole shard by copying `size` bytes from `data` (the only copy on
+ * the trainer's time; the CRC32C is folded into it).  Waits for free slots
+ * when the pool is busy.  `data` is not used after return.
+ */
+CKPT_EXPORT int ckpt_save_write(struct ckpt_save *save, const char *shard, const void *data,
+                                uint64_t size);
+
+/* Zero-copy: declare a shard of `size` bytes.  *out stays valid until the
+ * last window is committed or the save ends. */
+CKPT_EXPORT int ckpt_shard_begin(struct ckpt_save *save, const char *shard, uint64_t size,
+                                 struct ckpt_shard **out);
+
+/*
+ * Get the next window of the shard to fill: *buf points into shared memory,
+ * *offset is where in the shard it starts, *len how many bytes it holds
+ * (up to the daemon's slot size).  Calling it again before committing
+ * returns the same window.  -ERANGE when the shard is already complete.
+ */
+CKPT_EXPORT int ckpt_shard_buffer(struct ckpt_shard *shard, void **buf, uint64_t *offset,
+                                  uint64_t *len);
+
+/* Commit the current window (CRC32C computed now).  Returns 1 when the shard
+ * is complete, 0 when more windows remain. */
+CKPT_EXPORT int ckpt_shard_commit(struct ckpt_shard *shard);
+
+/*
+ * Finish this rank's save: returns 0 once every shard is staged and
+ * verified.  From then on the daemon owns the bytes; the trainer may exit.
+ * Frees save (also on error).  -EBADMSG for a torn shard, -EPROTO when a
+ * shard was begun but not completely committed.
+ */
+CKPT_EXPORT int ckpt_save_finish(struct ckpt_save *save);
+
+/* Abandon a save: nothing of it is kept.  Frees save.  Accepts NULL. */
+CKPT_EXPORT void ckpt_save_abort(struct ckpt_save *save);
+
+/*
+ * Wait until every rank this node holds for (job, step) reaches `tier`, at
+ * most timeout_ms (0: just check).  0 when reached, -ETIMEDOUT, -ENOENT (no
+ * such step), or the error that made the step fail.
+ */
+CKPT_EXPORT int ckpt_wait(struct ckpt_conn *conn, const char *job, uint64_t step,
+                          enum ckpt_wait_tier tier, uint32_t timeout_ms);
+
+/*
+ * Mark (job, step) committed, after the trainer's own barrier guarantees
+ * every rank finished its save.  Waits (up to timeout_ms) for the node's
+ * ranks to reach local disk, then writes the commit record atomically.
+ * Idempotent.  -EPROTO if a rank's save failed or (single-node daemon) not
+ * every rank of world_size was saved.
+ */
+CKPT_EXPORT int ckpt_commit(struct ckpt_conn *conn, const char *job, uint64_t step,
+                            uint32_t timeout_ms);
+
+/* ---- restore ----------------------------------------------------------- */
+
+/* Newest committed step of job.  -ENOENT if none. */
+CKPT_EXPORT int ckpt_latest(struct ckpt_conn *conn, const char *job, uint64_t *step,
+                            uint32_t *world_size);
+
+struct ckpt_shard_info {
+        char name[256];
+        uint64_t size;
+        uint32_t crc32c;
+};
+
+/* The shards of one rank of (job, step), sorted by name.  *list is
+ * malloc'd; free it with ckpt_shard_list_free(). */
+CKPT_EXPORT int ckpt_shard_list(struct ckpt_conn *conn, const char *job, uint64_t step,
+                                uint32_t rank, struct ckpt_shard_info **list, size_t *count);
+CKPT_EXPORT void ckpt_shard_list_free(struct ckpt_shard_info *list);
+
+/*
+ * Read bytes [offset, offset+len) of a shard into buf.  Returns the number
+ * of bytes read (less than len only at the end of the shard), or -errno.
+ * Every block read is checked against its CRC32C: -EIO on a mismatch.
+ */
+CKPT_EXPORT int64_t ckpt_read(struct ckpt_conn *conn, const char *job, uint64_t step,
+                              uint32_t rank, const char *shard, uint64_t offset, void *buf,
+                              uint64_t len);
+
+/* Map a whole shard read-only.  Its CRC32C is checked before returning
+ * (-EIO on mismatch).  Release with ckpt_unmap(). */
+CKPT_EXPORT int ckpt_map(struct ckpt_conn *conn, const char *job, uint64_t step, uint32_t rank,
+                         const char *shard, const void **addr, uint64_t *size);
+CKPT_EXPORT void ckpt_unmap(const void *addr, uint64_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,998 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * catalog — the sqlite index of what this node holds (catalog.h).
+ *
+ * Why it looks like this:
+ *  - The disk is the truth and this is an index of it, so durability is
+ *    traded for speed: WAL with synchronous=NORMAL, and writes batched into
+ *    one transaction that the event loop commits before it sleeps.  A tail
+ *    lost in a power cut is re-derived from the manifests at the next start.
+ *  - Every statement is prepared once at open and reset after each use, so
+ *    no statement is ever left active between calls (COMMIT then never
+ *    trips over a pending statement) and the hot path never parses SQL.
+ *  - The schema only moves forward: migrations[] is an ordered list of SQL
+ *    scripts, script i takes user_version i to i+1 in its own transaction.
+ *    Old scripts are never edited; a new column is a new script
+ *    (docs/catalog.md).  A database newer than this build is refused, not
+ *    "fixed".
+ *  - sqlite result codes stop here: callers see 0, -ENOENT for the
+ *    documented "no such row" cases and -EIO for everything sqlite refused,
+ *    which is logged once, here, with sqlite's message and the job/step.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "catalog/catalog.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+/*
+ * Forward migrations.  migrations[i] takes the schema from user_version i to
+ * i + 1.  Append only: a database in the field may be at any version, so an
+ * edited script would leave two databases with the same user_version and
+ * different schemas.  Later tiers (replica holders, object keys, multipart
+ * upload ids) arrive as new scripts that ALTER TABLE / CREATE TABLE.
+ */
+static const char *const migrations[] = {
+        /* 0 -> 1: jobs, checkpoints, ranks held locally, their shards. */
+        "CREATE TABLE jobs ("
+        "  name TEXT PRIMARY KEY,"
+        "  uid INTEGER NOT NULL,"
+        "  created_at INTEGER NOT NULL,"
+        "  errors INTEGER NOT NULL DEFAULT 0"
+        ");"
+        "CREATE TABLE checkpoints ("
+        "  job TEXT NOT NULL REFERENCES jobs(name) ON DELETE CASCADE,"
+        "  step INTEGER NOT NULL,"
+        "  world_size INTEGER NOT NULL,"
+        "  state INTEGER NOT NULL,"
+        "  created_at INTEGER NOT NULL,"
+        "  committed_at INTEGER NOT NULL DEFAULT 0,"
+        "  PRIMARY KEY (job, step)"
+        ");"
+        "CREATE TABLE ranks ("
+        "  job TEXT NOT NULL,"
+        "  step INTEGER NOT NULL,"
+        "  rank INTEGER NOT NULL,"
+        "  bytes INTEGER NOT NULL,"
+        "  shards INTEGER NOT NULL,"
+        "  PRIMARY KEY (job, step, rank),"
+        "  FOREIGN KEY (job, step) REFERENCES checkpoints(job, step) ON DELETE CASCADE"
+        ");"
+        "CREATE TABLE shards ("
+        "  job TEXT NOT NULL,"
+        "  step INTEGER NOT NULL,"
+        "  rank INTEGER NOT NULL,"
+        "  name TEXT NOT NULL,"
+        "  size INTEGER NOT NULL,"
+        "  crc32c INTEGER NOT NULL,"
+        "  tier_local INTEGER NOT NULL DEFAULT 1,"
+        "  PRIMARY KEY (job, step, rank, name),"
+        "  FOREIGN KEY (job, step, rank) REFERENCES ranks(job, step, rank) ON DELETE CASCADE"
+        ");",
+};
+
+_Static_assert(sizeof(migrations) / sizeof(migrations[0]) == CATALOG_SCHEMA_VERSION,
+               "one migration script per schema version");
+
+/* The primary keys double as the indexes foreign keys and listings need:
+ * (job, step) serves "checkpoints of a job, newest first" and the ranks
+ * cascade, (job, step, rank) serves the shards cascade. */
+enum stmt_id {
+        STMT_BEGIN,
+        STMT_COMMIT,
+        STMT_ROLLBACK,
+        STMT_SAVEPOINT,
+        STMT_RELEASE,
+        STMT_ROLLBACK_TO,
+        STMT_JOB_ADD,
+        STMT_JOB_UID,
+        STMT_JOB_ERROR,
+        STMT_JOB_COUNT,
+        STMT_JOB_PAGE,
+        STMT_CKPT_UPSERT,
+        STMT_CKPT_ENSURE,
+        STMT_CKPT_GET,
+        STMT_CKPT_STATE,
+        STMT_CKPT_DELETE,
+        STMT_CKPT_COUNT,
+        STMT_CKPT_PAGE,
+        STMT_CKPT_ALL,
+        STMT_CKPT_OF_JOB,
+        STMT_LATEST_COMMITTED,
+        STMT_RANK_DELETE,
+        STMT_RANK_INSERT,
+        STMT_RANK_EXISTS,
+        STMT_SHARD_INSERT,
+        STMT_SHARD_GET,
+        STMT_SHARD_COUNT,
+        STMT_SHARD_PAGE,
+        STMT_INTEGRITY,
+        STMT_MAX_,
+};
+
+/* Per-checkpoint aggregates over the ranks held here; shared by get and
+ * list so the two can never disagree.  Columns: step, world_size, state,
+ * committed_at, ranks_local, bytes, shards. */
+#define CKPT_ENTRY_SELECT                                                          \
+        "SELECT c.step, c.world_size, c.state, c.committed_at, COUNT(r.rank),"    \
+        " COALESCE(SUM(r.bytes), 0), COALESCE(SUM(r.shards), 0)"                  \
+        " FROM checkpoints c LEFT JOIN ranks r ON r.job = c.job AND r.step = c.step"
+
+static const char *const stmt_sql[STMT_MAX_] = {
+        [STMT_BEGIN] = "BEGIN IMMEDIATE",
+        [STMT_COMMIT] = "COMMIT",
+        [STMT_ROLLBACK] = "ROLLBACK",
+        [STMT_SAVEPOINT] = "SAVEPOINT catalog_op",
+        [STMT_RELEASE] = "RELEASE catalog_op",
+        [STMT_ROLLBACK_TO] = "ROLLBACK TO catalog_op",
+        [STMT_JOB_ADD] = "INSERT INTO jobs (name, uid, created_at) VALUES (?1, ?2, ?3)"
+                         " ON CONFLICT (name) DO NOTHING",
+        [STMT_JOB_UID] = "SELECT uid FROM jobs WHERE name = ?1",
+        [STMT_JOB_ERROR] = "UPDATE jobs SET errors = errors + 1 WHERE name = ?1",
+        [STMT_JOB_COUNT] = "SELECT COUNT(*) FROM jobs",
+        [STMT_JOB_PAGE] =
+                "SELECT j.name, j.uid, j.errors,"
+                " (SELECT MAX(step) FROM checkpoints WHERE job = j.name AND state = ?3),"
+                " (SELECT COUNT(*) FROM checkpoints WHERE job = j.name),"
+                " (SELECT COUNT(*) FROM checkpoints WHERE job = j.name AND state = ?3),"
+                " (SELECT COALESCE(SUM(bytes), 0) FROM ranks WHERE job = j.name)"
+                " FROM jobs j ORDER BY j.name LIMIT ?1 OFFSET ?2",
+        [STMT_CKPT_UPSERT] =
+                "INSERT INTO checkpoints (job, step, world_size, state, created_at, committed_at)"
+                " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+                " ON CONFLICT (job, step) DO UPDATE SET world_size = excluded.world_size,"
+                " state = excluded.state, committed_at = excluded.committed_at",
+        [STMT_CKPT_ENSURE] =
+                "INSERT INTO checkpoints (job, step, world_size, state, created_at)"
+                " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (job, step) DO NOTHING",
+        [STMT_CKPT_GET] = CKPT_ENTRY_SELECT " WHERE c.job = ?1 AND c.step = ?2"
+                                            " GROUP BY c.job, c.step",
+        [STMT_CKPT_STATE] = "SELECT state FROM checkpoints WHERE job = ?1 AND step = ?2",
+        [STMT_CKPT_DELETE] = "DELETE FROM checkpoints WHERE job = ?1 AND step = ?2",
+        [STMT_CKPT_COUNT] = "SELECT COUNT(*) FROM checkpoints WHERE job = ?1",
+        [STMT_CKPT_PAGE] = CKPT_ENTRY_SELECT " WHERE c.job = ?1 GROUP BY c.job, c.step"
+                                             " ORDER BY c.step DESC LIMIT ?2 OFFSET ?3",
+        [STMT_CKPT_ALL] = "SELECT job, step, state FROM checkpoints ORDER BY job, step DESC",
+        [STMT_CKPT_OF_JOB] =
+                "SELECT job, step, state FROM checkpoints WHERE job = ?1 ORDER BY step DESC",
+        [STMT_LATEST_COMMITTED] = "SELECT step, world_size FROM checkpoints"
+                                  " WHERE job = ?1 AND state = ?2 ORDER BY step DESC LIMIT 1",
+        [STMT_RANK_DELETE] = "DELETE FROM ranks WHERE job = ?1 AND step = ?2 AND rank = ?3",
+        [STMT_RANK_INSERT] = "INSERT INTO ranks (job, step, rank, bytes, shards)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5)",
+        [STMT_RANK_EXISTS] = "SELECT 1 FROM ranks WHERE job = ?1 AND step = ?2 AND rank = ?3",
+        [STMT_SHARD_INSERT] = "INSERT INTO shards (job, step, rank, name, size, crc32c)"
+                              " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        [STMT_SHARD_GET] = "SELECT size, crc32c FROM shards"
+                           " WHERE job = ?1 AND step = ?2 AND rank = ?3 AND name = ?4",
+        [STMT_SHARD_COUNT] = "SELECT COUNT(*) FROM shards WHERE job = ?1 AND step = ?2 AND rank = ?3",
+        [STMT_SHARD_PAGE] = "SELECT name, size, crc32c FROM shards"
+                            " WHERE job = ?1 AND step = ?2 AND rank = ?3"
+                            " ORDER BY name LIMIT ?4 OFFSET ?5",
+        [STMT_INTEGRITY] = "PRAGMA integrity_check",
+};
+
+struct catalog {
+        sqlite3 *db;
+        sqlite3_stmt *stmt[STMT_MAX_];
+};
+
+/* ---- helpers ----------------------------------------------------------- */
+
+/* Log an sqlite failure with context and sqlite's own message, return -EIO.
+ * Must run before the failing statement is reset (reset may change the
+ * message). */
+__attribute__((format(printf, 2, 3))) static int sql_error(sqlite3 *db, const char *fmt, ...) {
+        char what[512];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof(what), fmt, ap);
+        va_end(ap);
+        log_error("catalog: %s: %s (sqlite %d)", what, db ? sqlite3_errmsg(db) : "out of memory",
+                  db ? sqlite3_extended_errcode(db) : SQLITE_NOMEM);
+        return -EIO;
+}
+
+/* Statements are reset and unbound when the variable that holds them goes
+ * out of scope, so every return path leaves them idle. */
+static void stmt_resetp(sqlite3_stmt **s) {
+        if (*s) {
+                sqlite3_reset(*s);
+                sqlite3_clear_bindings(*s);
+        }
+}
+#define _cleanup_stmt_ _cleanup_(stmt_resetp)
+
+/* Text bound with SQLITE_STATIC: the caller's string outlives the call, and
+ * stmt_resetp clears the binding before we return. */
+static int bind_text(sqlite3_stmt *s, int i, const char *v) {
+        return sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+}
+
+static int bind_i64(sqlite3_stmt *s, int i, int64_t v) {
+        return sqlite3_bind_int64(s, i, v);
+}
+
+/* Steps are u64 on the wire but bounded by CKPT_STEP_MAX so that they keep
+ * their order as sqlite's signed INTEGER. */
+static int check_step(const char *job, uint64_t step) {
+        if (step > (uint64_t)CKPT_STEP_MAX) {
+                log_error("catalog: job %s step %" PRIu64 " exceeds the largest storable step",
+                          job, step);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+static int exec(sqlite3 *db, const char *path, const char *sql, const char *what) {
+        char *msg = NULL;
+        int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+
+        if (rc != SQLITE_OK) {
+                log_error("catalog: %s: %s: %s (sqlite %d)", path, what,
+                          msg ? msg : sqlite3_errstr(rc), rc);
+                sqlite3_free(msg);
+                return -EIO;
+        }
+        return 0;
+}
+
+/* Run a statement that returns one integer (a pragma, a count). */
+static int query_int(sqlite3 *db, const char *path, const char *sql, int64_t *out) {
+        sqlite3_stmt *s = NULL;
+        int rc;
+
+        if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK)
+                return sql_error(db, "%s: prepare \"%s\"", path, sql);
+        rc = sqlite3_step(s);
+        if (rc != SQLITE_ROW) {
+                int r = sql_error(db, "%s: \"%s\"", path, sql);
+                sqlite3_finalize(s);
+                return r;
+        }
+        *out = sqlite3_column_int64(s, 0);
+        sqlite3_finalize(s);
+        return 0;
+}
+
+static int query_text(sqlite3 *db, const char *path, const char *sql, char *buf, size_t size) {
+        sqlite3_stmt *s = NULL;
+        const unsigned char *t;
+        int rc;
+
+        if (sqlite3_prepare_v2(db, sql, -1, &s, NULL) != SQLITE_OK)
+                return sql_error(db, "%s: prepare \"%s\"", path, sql);
+        rc = sqlite3_step(s);
+        if (rc != SQLITE_ROW) {
+                int r = sql_error(db, "%s: \"%s\"", path, sql);
+                sqlite3_finalize(s);
+                return r;
+        }
+        t = sqlite3_column_text(s, 0);
+        snprintf(buf, size, "%s", t ? (const char *)t : "");
+        sqlite3_finalize(s);
+        return 0;
+}
+
+/* Run a statement that returns no rows (or whose rows we do not need). */
+static int step_done(struct catalog *c, enum stmt_id id) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[id];
+
+        if (sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "\"%s\"", stmt_sql[id]);
+        return 0;
+}
+
+/* Writes join the open batch transaction, opening one if none is. */
+static int tx_ensure(struct catalog *c) {
+        if (!sqlite3_get_autocommit(c->db))
+                return 0;
+        return step_done(c, STMT_BEGIN);
+}
+
+/* A multi-statement write (rank_add) runs inside a savepoint, so a failure
+ * half-way leaves the batch as it was before the call rather than with half
+ * a rank in it. */
+static int op_begin(struct catalog *c) {
+        int r = tx_ensure(c);
+
+        return r < 0 ? r : step_done(c, STMT_SAVEPOINT);
+}
+
+static int op_end(struct catalog *c, int r) {
+        if (r < 0) {
+                /* ROLLBACK TO keeps the savepoint open; release it too.  Some
+                 * errors (disk full) already rolled back the whole
+                 * transaction, savepoint included. */
+                if (!sqlite3_get_autocommit(c->db)) {
+                        (void)step_done(c, STMT_ROLLBACK_TO);
+                        (void)step_done(c, STMT_RELEASE);
+                }
+                return r;
+        }
+        return step_done(c, STMT_RELEASE);
+}
+
+static void name_copy(struct ckpt_name *n, sqlite3_stmt *s, int col) {
+        const unsigned char *t = sqlite3_column_text(s, col);
+        int len = sqlite3_column_bytes(s, col);
+
+        /* Names were validated on the way in; the bound only guards against a
+         * database edited by hand. */
+        if (!t || len < 0)
+                len = 0;
+        if (len > CKPT_NAME_MAX)
+                len = CKPT_NAME_MAX;
+        if (len)
+                memcpy(n->str, t, (size_t)len);
+        n->str[len] = '\0';
+        n->len = (uint16_t)len;
+}
+
+static uint32_t col_u32(sqlite3_stmt *s, int col) {
+        int64_t v = sqlite3_column_int64(s, col);
+
+        if (v < 0)
+                return 0;
+        return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+static uint64_t col_u64(sqlite3_stmt *s, int col) {
+        int64_t v = sqlite3_column_int64(s, col);
+
+        return v < 0 ? 0 : (uint64_t)v;
+}
+
+static void ckpt_entry_fill(struct ckpt_ckpt_entry *e, sqlite3_stmt *s) {
+        *e = (struct ckpt_ckpt_entry){
+                .step = col_u64(s, 0),
+                .world_size = col_u32(s, 1),
+                .state = (uint8_t)sqlite3_column_int(s, 2),
+                .committed_at = sqlite3_column_int64(s, 3),
+                .ranks_local = col_u32(s, 4),
+                .bytes = col_u64(s, 5),
+                .shards = col_u32(s, 6),
+        };
+}
+
+/* ---- open / close ------------------------------------------------------ */
+
+/* A schema newer than this build may mean anything; refuse rather than
+ * write rows a newer ckptd would misread. */
+static int version_check(const char *path, int64_t version) {
+        if (version >= 0 && version <= CATALOG_SCHEMA_VERSION)
+                return 0;
+        log_error("catalog: %s has schema version %" PRId64 ", this build knows up to %d; "
+                  "refusing to use it (run a newer ckptd, or move the file away and it is "
+                  "rebuilt from the disk)",
+                  path, version, CATALOG_SCHEMA_VERSION);
+        return -EIO;
+}
+
+/* Apply the pending migrations, each in its own transaction.  The version
+ * is re-read under BEGIN IMMEDIATE so two openers cannot both apply it. */
+static int migrate(sqlite3 *db, const char *path) {
+        for (;;) {
+                char what[64], sql[64];
+                int64_t version;
+                int r;
+
+                r = exec(db, path, "BEGIN IMMEDIATE", "begin migration");
+                if (r < 0)
+                        return r;
+                r = query_int(db, path, "PRAGMA user_version", &version);
+                if (r < 0)
+                        goto fail;
+                r = version_check(path, version);
+                if (r < 0)
+                        goto fail;
+                if (version == CATALOG_SCHEMA_VERSION)
+                        return exec(db, path, "COMMIT", "end migration check");
+
+                snprintf(what, sizeof(what), "migration %" PRId64 " -> %" PRId64, version,
+                         version + 1);
+                r = exec(db, path, migrations[version], what);
+                if (r < 0)
+                        goto fail;
+                snprintf(sql, sizeof(sql), "PRAGMA user_version = %" PRId64, version + 1);
+                r = exec(db, path, sql, what);
+                if (r < 0)
+                        goto fail;
+                r = exec(db, path, "COMMIT", what);
+                if (r < 0)
+                        goto fail;
+                log_info("catalog: %s migrated to schema version %" PRId64, path, version + 1);
+                continue;
+        fail:
+                if (!sqlite3_get_autocommit(db))
+                        (void)exec(db, path, "ROLLBACK", "roll back migration");
+                return r;
+        }
+}
+
+static int configure(sqlite3 *db, const char *path) {
+        char mode[32];
+        int64_t version, fk;
+        int r;
+
+        if (sqlite3_busy_timeout(db, 5000) != SQLITE_OK)
+                return sql_error(db, "%s: busy_timeout", path);
+
+        /* Check before touching anything: a newer schema is not ours to
+         * convert to WAL either.  migrate() checks again under a lock. */
+        r = query_int(db, path, "PRAGMA user_version", &version);
+        if (r < 0)
+                return r;
+        r = version_check(path, version);
+        if (r < 0)
+                return r;
+
+        r = query_text(db, path, "PRAGMA journal_mode = WAL", mode, sizeof(mode));
+        if (r < 0)
+                return r;
+        if (strcmp(mode, "wal") != 0) {
+                log_error("catalog: %s: cannot switch to WAL mode (journal_mode is %s)", path,
+                          mode);
+                return -EIO;
+        }
+        r = exec(db, path, "PRAGMA synchronous = NORMAL", "set synchronous");
+        if (r < 0)
+                return r;
+        r = exec(db, path, "PRAGMA foreign_keys = ON", "enable foreign keys");
+        if (r < 0)
+                return r;
+        /* A build without foreign-key support ignores the pragma silently;
+         * the cascades are load-bearing, so check. */
+        r = query_int(db, path, "PRAGMA foreign_keys", &fk);
+        if (r < 0)
+                return r;
+        if (fk != 1) {
+                log_error("catalog: %s: sqlite does not enforce foreign keys", path);
+                return -EIO;
+        }
+        return 0;
+}
+
+DEFINE_CLEANUP(struct catalog *, catalog_free)
+
+int catalog_open(struct catalog **out, const char *path) {
+        _cleanup_(catalog_freep) struct catalog *c = NULL;
+        int r;
+
+        c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+
+        if (sqlite3_open_v2(path, &c->db,
+                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                            NULL) != SQLITE_OK)
+                return sql_error(c->db, "open %s", path);
+
+        r = configure(c->db, path);
+        if (r < 0)
+                return r;
+        r = migrate(c->db, path);
+        if (r < 0)
+                return r;
+
+        for (size_t i = 0; i < STMT_MAX_; i++)
+                if (sqlite3_prepare_v3(c->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                                       &c->stmt[i], NULL) != SQLITE_OK)
+                        return sql_error(c->db, "%s: prepare \"%s\"", path, stmt_sql[i]);
+
+        *out = TAKE_PTR(c);
+        return 0;
+}
+
+struct catalog *catalog_free(struct catalog *c) {
+        if (!c)
+                return NULL;
+        if (c->db) {
+                /* Statements exist only once open succeeded; a half-open
+                 * catalog has nothing to flush. */
+                if (c->stmt[STMT_MAX_ - 1])
+                        (void)catalog_flush(c);
+                for (size_t i = 0; i < STMT_MAX_; i++)
+                        sqlite3_finalize(c->stmt[i]);
+                if (sqlite3_close(c->db) != SQLITE_OK)
+                        (void)sql_error(c->db, "close");
+        }
+        free(c);
+        return NULL;
+}
+
+int catalog_flush(struct catalog *c) {
+        int r;
+
+        if (sqlite3_get_autocommit(c->db))
+                return 0;
+        r = step_done(c, STMT_COMMIT);
+        if (r < 0 && !sqlite3_get_autocommit(c->db)) {
+                /* busy_timeout has already waited; keeping a transaction that
+                 * cannot commit would only grow it.  The rows are re-derived
+                 * from the manifests at the next start. */
+                log_error("catalog: dropping the uncommitted batch");
+                (void)step_done(c, STMT_ROLLBACK);
+        }
+        return r;
+}
+
+int catalog_check(struct catalog *c) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_INTEGRITY];
+        bool ok = true;
+        int rc, rows = 0;
+
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+                const unsigned char *t = sqlite3_column_text(s, 0);
+
+                rows++;
+                if (t && strcmp((const char *)t, "ok") == 0)
+                        continue;
+                ok = false;
+                log_error("catalog: integrity check: %s", t ? (const char *)t : "(null)");
+        }
+        if (rc != SQLITE_DONE)
+                return sql_error(c->db, "integrity check");
+        return ok && rows > 0 ? 0 : -EIO;
+}
+
+/* ---- jobs -------------------------------------------------------------- */
+
+int catalog_job_add(struct catalog *c, const char *job, uint32_t uid) {
+        int r;
+
+        /* Only validated names reach the catalog; a bad one here is a bug in
+         * the caller, not something to store. */
+        r = ckpt_name_validate(job, strlen(job));
+        if (r < 0)
+                return r;
+        r = tx_ensure(c);
+        if (r < 0)
+                return r;
+
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_JOB_ADD];
+        if (bind_text(s, 1, job) || bind_i64(s, 2, uid) || bind_i64(s, 3, time(NULL)) ||
+            sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "add job %s", job);
+        return 0;
+}
+
+int catalog_job_uid(struct catalog *c, const char *job, uint32_t *uid) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_JOB_UID];
+        int rc;
+
+        if (bind_text(s, 1, job))
+                return sql_error(c->db, "look up job %s", job);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_error(c->db, "look up job %s", job);
+        if (uid)
+                *uid = col_u32(s, 0);
+        return 0;
+}
+
+int catalog_job_error(struct catalog *c, const char *job) {
+        int r = tx_ensure(c);
+
+        if (r < 0)
+                return r;
+
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_JOB_ERROR];
+        if (bind_text(s, 1, job) || sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "count error of job %s", job);
+        return sqlite3_changes(c->db) > 0 ? 0 : -ENOENT;
+}
+
+uint32_t catalog_job_count(struct catalog *c) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_JOB_COUNT];
+
+        if (sqlite3_step(s) != SQLITE_ROW) {
+                (void)sql_error(c->db, "count jobs");
+                return 0;
+        }
+        return col_u32(s, 0);
+}
+
+int catalog_job_list(struct catalog *c, uint32_t start, struct ckpt_rep_job_list *out) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_JOB_PAGE];
+        int rc = SQLITE_DONE;
+
+        out->total = 0;
+        out->count = 0;
+
+        {
+                _cleanup_stmt_ sqlite3_stmt *n = c->stmt[STMT_JOB_COUNT];
+                if (sqlite3_step(n) != SQLITE_ROW)
+                        return sql_error(c->db, "count jobs");
+                out->total = col_u32(n, 0);
+        }
+
+        if (bind_i64(s, 1, CKPT_JOB_PAGE) || bind_i64(s, 2, start) ||
+            bind_i64(s, 3, CKPT_STATE_COMMITTED))
+                return sql_error(c->db, "list jobs from %" PRIu32, start);
+        while (out->count < CKPT_JOB_PAGE && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+                struct ckpt_job_entry *e = &out->entries[out->count++];
+
+                name_copy(&e->name, s, 0);
+                e->uid = col_u32(s, 1);
+                e->errors = col_u32(s, 2);
+                e->latest_committed =
+                        sqlite3_column_type(s, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 3);
+                e->checkpoints = col_u32(s, 4);
+                e->committed = col_u32(s, 5);
+                e->bytes_local = col_u64(s, 6);
+        }
+        if (out->count < CKPT_JOB_PAGE && rc != SQLITE_DONE) {
+                out->count = 0;
+                return sql_error(c->db, "list jobs from %" PRIu32, start);
+        }
+        return 0;
+}
+
+/* ---- checkpoints ------------------------------------------------------- */
+
+int catalog_ckpt_upsert(struct catalog *c, const char *job, uint64_t step, uint32_t world_size,
+                        uint8_t state, int64_t committed_at) {
+        int r;
+
+        r = check_step(job, step);
+        if (r < 0)
+                return r;
+        r = tx_ensure(c);
+        if (r < 0)
+                return r;
+        /* Checked rather than left to the foreign key, so that a missing job
+         * is the documented -ENOENT and not a logged sqlite failure. */
+        r = catalog_job_uid(c, job, NULL);
+        if (r < 0)
+                return r;
+
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_CKPT_UPSERT];
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) || bind_i64(s, 3, world_size) ||
+            bind_i64(s, 4, state) || bind_i64(s, 5, time(NULL)) || bind_i64(s, 6, committed_at) ||
+            sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "record job %s step %" PRIu64, job, step);
+        return 0;
+}
+
+int catalog_ckpt_get(struct catalog *c, const char *job, uint64_t step,
+                     struct ckpt_ckpt_entry *out) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_CKPT_GET];
+        int rc;
+
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return -ENOENT;
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step))
+                return sql_error(c->db, "get job %s step %" PRIu64, job, step);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_error(c->db, "get job %s step %" PRIu64, job, step);
+        ckpt_entry_fill(out, s);
+        return 0;
+}
+
+/* Deleting a row that is already gone succeeds: the caller wants it gone. */
+int catalog_ckpt_delete(struct catalog *c, const char *job, uint64_t step) {
+        int r;
+
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return 0;
+        r = tx_ensure(c);
+        if (r < 0)
+                return r;
+
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_CKPT_DELETE];
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) ||
+            sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "delete job %s step %" PRIu64, job, step);
+        return 0;
+}
+
+int catalog_latest_committed(struct catalog *c, const char *job, uint64_t *step,
+                             uint32_t *world_size) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_LATEST_COMMITTED];
+        int rc;
+
+        if (bind_text(s, 1, job) || bind_i64(s, 2, CKPT_STATE_COMMITTED))
+                return sql_error(c->db, "latest committed step of job %s", job);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_error(c->db, "latest committed step of job %s", job);
+        if (step)
+                *step = col_u64(s, 0);
+        if (world_size)
+                *world_size = col_u32(s, 1);
+        return 0;
+}
+
+int catalog_ckpt_list(struct catalog *c, const char *job, uint32_t start,
+                      struct ckpt_rep_ckpt_list *out) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_CKPT_PAGE];
+        int r, rc = SQLITE_DONE;
+
+        out->total = 0;
+        out->count = 0;
+
+        r = catalog_job_uid(c, job, NULL);
+        if (r < 0)
+                return r;
+        {
+                _cleanup_stmt_ sqlite3_stmt *n = c->stmt[STMT_CKPT_COUNT];
+                if (bind_text(n, 1, job) || sqlite3_step(n) != SQLITE_ROW)
+                        return sql_error(c->db, "count checkpoints of job %s", job);
+                out->total = col_u32(n, 0);
+        }
+
+        if (bind_text(s, 1, job) || bind_i64(s, 2, CKPT_LIST_PAGE) || bind_i64(s, 3, start))
+                return sql_error(c->db, "list checkpoints of job %s", job);
+        while (out->count < CKPT_LIST_PAGE && (rc = sqlite3_step(s)) == SQLITE_ROW)
+                ckpt_entry_fill(&out->entries[out->count++], s);
+        if (out->count < CKPT_LIST_PAGE && rc != SQLITE_DONE) {
+                out->count = 0;
+                return sql_error(c->db, "list checkpoints of job %s", job);
+        }
+        return 0;
+}
+
+/* Rows are copied out before any callback runs, so no statement is active
+ * while the callback calls back into the catalog (deleting, upserting).
+ * Job names are stored once per job, not once per row. */
+struct foreach_row {
+        size_t job; /* index into jobs[] */
+        uint64_t step;
+};
+
+int catalog_ckpt_foreach(struct catalog *c, const char *job, catalog_ckpt_cb cb, void *userdata) {
+        _cleanup_free_ struct foreach_row *rows = NULL;
+        char **jobs = NULL;
+        size_t nrows = 0, rows_cap = 0, njobs = 0, jobs_cap = 0;
+        int r = 0, rc;
+
+        {
+                _cleanup_stmt_ sqlite3_stmt *s = c->stmt[job ? STMT_CKPT_OF_JOB : STMT_CKPT_ALL];
+
+                if (job && bind_text(s, 1, job)) {
+                        r = sql_error(c->db, "iterate checkpoints of job %s", job);
+                        goto out;
+                }
+                while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+                        const char *name = (const char *)sqlite3_column_text(s, 0);
+
+                        if (!name)
+                                continue;
+                        if (njobs == 0 || strcmp(jobs[njobs - 1], name) != 0) {
+                                if (njobs == jobs_cap) {
+                                        size_t cap = jobs_cap ? jobs_cap * 2 : 8;
+                                        char **n = reallocarray(jobs, cap, sizeof(*jobs));
+                                        if (!n) {
+                                                r = -ENOMEM;
+                                                goto out;
+                                        }
+                                        jobs = n;
+                                        jobs_cap = cap;
+                                }
+                                jobs[njobs] = strdup(name);
+                                if (!jobs[njobs]) {
+                                        r = -ENOMEM;
+                                        goto out;
+                                }
+                                njobs++;
+                        }
+                        if (nrows == rows_cap) {
+                                size_t cap = rows_cap ? rows_cap * 2 : 64;
+                                struct foreach_row *n = reallocarray(rows, cap, sizeof(*rows));
+                                if (!n) {
+                                        r = -ENOMEM;
+                                        goto out;
+                                }
+                                rows = n;
+                                rows_cap = cap;
+                        }
+                        rows[nrows++] = (struct foreach_row){
+                                .job = njobs - 1,
+                                .step = col_u64(s, 1),
+                        };
+                }
+                if (rc != SQLITE_DONE) {
+                        r = sql_error(c->db, "iterate checkpoints of job %s", job ? job : "(all)");
+                        goto out;
+                }
+        }
+
+        for (size_t i = 0; i < nrows; i++) {
+                const char *name = jobs[rows[i].job];
+                uint8_t state;
+
+                /* An earlier callback may have deleted or changed this row:
+                 * report what is there now, and skip what is gone. */
+                {
+                        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_CKPT_STATE];
+
+                        if (bind_text(s, 1, name) || bind_i64(s, 2, (int64_t)rows[i].step)) {
+                                r = sql_error(c->db, "state of job %s step %" PRIu64, name,
+                                              rows[i].step);
+                                goto out;
+                        }
+                        rc = sqlite3_step(s);
+                        if (rc == SQLITE_DONE)
+                                continue;
+                        if (rc != SQLITE_ROW) {
+                                r = sql_error(c->db, "state of job %s step %" PRIu64, name,
+                                              rows[i].step);
+                                goto out;
+                        }
+                        state = (uint8_t)sqlite3_column_int(s, 0);
+                }
+                r = cb(userdata, name, rows[i].step, state);
+                if (r != 0)
+                        goto out;
+        }
+
+out:
+        for (size_t i = 0; i < njobs; i++)
+                free(jobs[i]);
+        free(jobs);
+        return r;
+}
+
+/* ---- ranks and shards -------------------------------------------------- */
+
+static int rank_add_rows(struct catalog *c, const struct manifest *m) {
+        uint64_t bytes = 0;
+        int r;
+
+        /* The checkpoint row may not exist yet when reconcile finds a rank
+         * before anything else of its step; the job must (ownership is only
+         * ever decided by catalog_job_add). */
+        r = catalog_job_uid(c, m->job, NULL);
+        if (r < 0)
+                return r;
+        {
+                _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_CKPT_ENSURE];
+                if (bind_text(s, 1, m->job) || bind_i64(s, 2, (int64_t)m->step) ||
+                    bind_i64(s, 3, m->world_size) || bind_i64(s, 4, CKPT_STATE_SAVING) ||
+                    bind_i64(s, 5, time(NULL)) || sqlite3_step(s) != SQLITE_DONE)
+                        return sql_error(c->db, "record job %s step %" PRIu64, m->job, m->step);
+        }
+        {
+                /* Cascades to the rank's old shard rows. */
+                _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_RANK_DELETE];
+                if (bind_text(s, 1, m->job) || bind_i64(s, 2, (int64_t)m->step) ||
+                    bind_i64(s, 3, m->rank) || sqlite3_step(s) != SQLITE_DONE)
+                        return sql_error(c->db, "replace job %s step %" PRIu64 " rank %" PRIu32,
+                                         m->job, m->step, m->rank);
+        }
+        for (uint32_t i = 0; i < m->nshards; i++)
+                bytes += m->shards[i].size;
+        {
+                _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_RANK_INSERT];
+                if (bind_text(s, 1, m->job) || bind_i64(s, 2, (int64_t)m->step) ||
+                    bind_i64(s, 3, m->rank) || bind_i64(s, 4, (int64_t)bytes) ||
+                    bind_i64(s, 5, m->nshards) || sqlite3_step(s) != SQLITE_DONE)
+                        return sql_error(c->db, "add job %s step %" PRIu64 " rank %" PRIu32,
+                                         m->job, m->step, m->rank);
+        }
+        for (uint32_t i = 0; i < m->nshards; i++) {
+                const struct manifest_shard *sh = &m->shards[i];
+                _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_SHARD_INSERT];
+
+                if (bind_text(s, 1, m->job) || bind_i64(s, 2, (int64_t)m->step) ||
+                    bind_i64(s, 3, m->rank) || bind_text(s, 4, sh->name) ||
+                    bind_i64(s, 5, (int64_t)sh->size) || bind_i64(s, 6, sh->crc32c) ||
+                    sqlite3_step(s) != SQLITE_DONE)
+                        return sql_error(c->db,
+                                         "add shard %s of job %s step %" PRIu64 " rank %" PRIu32,
+                                         sh->name, m->job, m->step, m->rank);
+        }
+        return 0;
+}
+
+int catalog_rank_add(struct catalog *c, const struct manifest *m) {
+        int r;
+
+        r = check_step(m->job, m->step);
+        if (r < 0)
+                return r;
+        r = op_begin(c);
+        if (r < 0)
+                return r;
+        return op_end(c, rank_add_rows(c, m));
+}
+
+int catalog_rank_exists(struct catalog *c, const char *job, uint64_t step, uint32_t rank) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_RANK_EXISTS];
+        int rc;
+
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return 0;
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) || bind_i64(s, 3, rank))
+                return sql_error(c->db, "look up job %s step %" PRIu64 " rank %" PRIu32, job,
+                                 step, rank);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW)
+                return 1;
+        if (rc == SQLITE_DONE)
+                return 0;
+        return sql_error(c->db, "look up job %s step %" PRIu64 " rank %" PRIu32, job, step, rank);
+}
+
+int catalog_shard_get(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                      const char *shard, uint64_t *size, uint32_t *crc32c) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_SHARD_GET];
+        int rc;
+
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return -ENOENT;
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) || bind_i64(s, 3, rank) ||
+            bind_text(s, 4, shard))
+                return sql_error(c->db, "look up shard %s of job %s step %" PRIu64, shard, job,
+                                 step);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_error(c->db, "look up shard %s of job %s step %" PRIu64 " rank %" PRIu32,
+                                 shard, job, step, rank);
+        if (size)
+                *size = col_u64(s, 0);
+        if (crc32c)
+                *crc32c = (uint32_t)sqlite3_column_int64(s, 1);
+        return 0;
+}
+
+int catalog_shard_list(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                       uint32_t start, struct ckpt_rep_shard_list *out) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_SHARD_PAGE];
+        int r, rc = SQLITE_DONE;
+
+        out->total = 0;
+        out->count = 0;
+
+        r = catalog_rank_exists(c, job, step, rank);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -ENOENT;
+        {
+                _cleanup_stmt_ sqlite3_stmt *n = c->stmt[STMT_SHARD_COUNT];
+                if (bind_text(n, 1, job) || bind_i64(n, 2, (int64_t)step) || bind_i64(n, 3, rank) ||
+                    sqlite3_step(n) != SQLITE_ROW)
+                        return sql_error(c->db, "count shards of job %s step %" PRIu64
+                                         " rank %" PRIu32, job, step, rank);
+                out->total = col_u32(n, 0);
+        }
+
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) || bind_i64(s, 3, rank) ||
+            bind_i64(s, 4, CKPT_LIST_PAGE) || bind_i64(s, 5, start))
+                return sql_error(c->db, "list shards of job %s step %" PRIu64 " rank %" PRIu32,
+                                 job, step, rank);
+        while (out->count < CKPT_LIST_PAGE && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+                struct ckpt_shard_entry *e = &out->entries[out->count++];
+
+                name_copy(&e->name, s, 0);
+                e->size = col_u64(s, 1);
+                e->crc32c = (uint32_t)sqlite3_column_int64(s, 2);
+        }
+        if (out->count < CKPT_LIST_PAGE && rc != SQLITE_DONE) {
+                out->count = 0;
+                return sql_error(c->db, "list shards of job %s step %" PRIu64 " rank %" PRIu32,
+                                 job, step, rank);
+        }
+        return 0;
+}

@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ckptctl — the operator's view of a running ckptd.
+ *
+ *   ckptctl [--socket PATH] [--json] status
+ *   ckptctl [--socket PATH] [--json] list [JOB]
+ *   ckptctl [--socket PATH] [--json] show JOB STEP
+ *
+ * Tables for people, --json for scripts.  Exit status: 0 ok, 1 the daemon
+ * reported an error, 2 usage, 3 no daemon is running at the socket.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ckptd-config.h"
+#include "conn.h"
+
+#define EXIT_DAEMON_ERROR 1
+#define EXIT_USAGE 2
+#define EXIT_NOT_RUNNING 3
+
+static bool json;
+static struct wire wire;
+
+static void json_str(const char *s) {
+        putchar('"');
+        for (; *s; s++) {
+                unsigned char ch = (unsigned char)*s;
+                if (ch == '"' || ch == '\\')
+                        printf("\\%c", ch);
+                else if (ch < 0x20)
+                        printf("\\u%04x", ch);
+                else
+                        putchar(ch);
+        }
+        putchar('"');
+}
+
+static const char *human_bytes(uint64_t b, char buf[32]) {
+        static const char *units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+        double v = (double)b;
+        int u = 0;
+        while (v >= 1024 && u < 5) {
+                v /= 1024;
+                u++;
+        }
+        if (u == 0)
+                snprintf(buf, 32, "%" PRIu64 " B", b);
+        else
+                snprintf(buf, 32, "%.1f %s", v, units[u]);
+        return buf;
+}
+
+static const char *human_duration(uint64_t ms, char buf[32]) {
+        uint64_t s = ms / 1000;
+        if (s >= 86400)
+                snprintf(buf, 32, "%" PRIu64 "d %" PRIu64 "h", s / 86400, s % 86400 / 3600);
+        else if (s >= 3600)
+                snprintf(buf, 32, "%" PRIu64 "h %" PRIu64 "m", s / 3600, s % 3600 / 60);
+        else if (s >= 60)
+                snprintf(buf, 32, "%" PRIu64 "m %" PRIu64 "s", s / 60, s % 60);
+        else
+                snprintf(buf, 32, "%" PRIu64 ".%01" PRIu64 "s", s, ms % 1000 / 100);
+        return buf;
+}
+
+static int report(int r, const char *what) {
+        fprintf(stderr, "ckptctl: %s: %s\n", what, wire.errmsg[0] ? wire.errmsg : strerror(-r));
+        return EXIT_DAEMON_ERROR;
+}
+
+/* Fetch every page of the job list (caller frees). */
+static int fetch_jobs(struct ckpt_job_entry **out, uint32_t *n_out) {
+        struct ckpt_reply *rep = malloc(sizeof(*rep));
+        struct ckpt_job_entry *all = NULL;
+        uint32_t n = 0;
+        int r = 0;
+
+        if (!rep)
+                return -ENOMEM;
+        for (;;) {
+                struct ckpt_request req = { .hdr.type = CKPT_MSG_JOB_LIST };
+                req.list.start = n;
+                r = wire_call(&wire, &req, rep, NULL);
+                if (r < 0)
+                        break;
+                const struct ckpt_rep_job_list *l = &rep->job_list;
+                struct ckpt_job_entry *grown = realloc(all, (n + l->count + 1) * sizeof(*all));
+                if (!grown) {
+                        r = -ENOMEM;
+                        break;
+                }
+                all = grown;
+                memcpy(all + n, l->entries, l->count * sizeof(*all));
+                n += l->count;
+                if (l->count == 0 || n >= l->total)
+                        break;
+        }
+        free(rep);
+        if (r < 0) {
+                free(all);
+                return r;
+        }
+        *out = all;
+        *n_out = n;
+        return 0;
+}
+
+static int fetch_ckpts(const char *job, struct ckpt_ckpt_entry **out, uint32_t *n_out) {
+        struct ckpt_reply *rep = malloc(sizeof(*rep));
+        struct ckpt_ckpt_entry *all = NULL;
+        uint32_t n = 0;
+        int r = 0;
+
+        if (!rep)
+                return -ENOMEM;
+        for (;;) {
+                struct ckpt_request req = { .hdr.type = CKPT_MSG_CKPT_LIST };
+                r = ckpt_name_set(&req.list.job, job);
+                if (r < 0) {
+                        snprintf(wire.errmsg, sizeof(wire.errmsg), "invalid job name '%s'", job);
+                        break;
+                }
+                req.list.start = n;
+                r = wire_call(&wire, &req, rep, NULL);
+                if (r < 0)
+                        break;
+                const struct ckpt_rep_ckpt_list *l = &rep->ckpt_list;
+                struct ckpt_ckpt_entry *grown = realloc(all, (n + l->count + 1) * sizeof(*all));
+                if (!grown) {
+                        r = -ENOMEM;
+                        break;
+                }
+                all = grown;
+                memcpy(all + n, l->entries, l->count * sizeof(*all));
+                n += l->count;
+                if (l->count == 0 || n >= l->total)
+                        break;
+        }
+        free(rep);
+        if (r < 0) {
+                free(all);
+                return r;
+        }
+        *out = all;
+        *n_out = n;
+        return 0;
+}
+
+static void print_job_table(const struct ckpt_job_entry *jobs, uint32_t n) {
+        char b[32];
+        printf("%-24s %6s %12s %6s %9s %12s %6s\n", "JOB", "UID", "LATEST", "CKPTS", "COMMITTED",
+               "LOCAL", "ERRORS");
+        for (uint32_t i = 0; i < n; i++) {
+                char latest[24] = "-";
+                if (jobs[i].latest_committed >= 0)
+                        snprintf(latest, sizeof(latest), "%" PRId64, jobs[i].latest_committed);
+                printf("%-24s %6u %12s %6u %9u %12s %6u\n", jobs[i].name.str, jobs[i].uid, latest,
+                       jobs[i].checkpoints, jobs[i].committed, human_bytes(jobs[i].bytes_local, b),
+                       jobs[i].errors);
+        }
+        if (n == 0)
+                printf("(no jobs)\n");
+}
+
+static void print_job_json(const struct ckpt_job_entry *j) {
+        printf("{\"name\":");
+        json_str(j->name.str);
+        printf(",\"uid\":%u,\"latest_committed\":", j->uid);
+        if (j->latest_committed >= 0)
+                printf("%" PRId64, j->latest_committed);
+        else
+                printf("null");
+        printf(",\"checkpoints\":%u,\"committed\":%u,\"tiers\":{\"local\":{\"bytes\":%" PRIu64
+               "}},\"errors\":%u}",
+               j->checkpoints, j->committed, j->bytes_local, j->errors);
+}
+
+static int cmd_status(void) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_STATUS };
+        struct ckpt_reply *rep = malloc(sizeof(*rep));
+        struct ckpt_job_entry *jobs = NULL;
+        uint32_t njobs = 0;
+        char b1[32], b2[32], b3[32];
+
+        if (!rep)
+                return EXIT_DAEMON_ERROR;
+        int r = wire_call(&wire, &req, rep, NULL);
+        if (r < 0) {
+                free(rep);
+                return report(r, "status");
+        }
+        r = fetch_jobs(&jobs, &njobs);
+        if (r < 0) {
+                free(rep);
+                return report(r, "listing jobs");
+        }
+        const struct ckpt_rep_status *s = &rep->status;
+        if (json) {
+                printf("{\"version\":");
+                json_str(s->daemon_version);
+                printf(",\"uptime_ms\":%" PRIu64 ",\"state_dir\":", s->uptime_ms);
+                json_str(s->state_dir);
+                printf(",\"pool\":{\"bytes\":%" PRIu64 ",\"used_bytes\":%" PRIu64
+                       ",\"slots\":%u,\"slots_used\":%u,\"waiters\":%u}",
+                       s->pool_bytes, s->pool_used_bytes, s->slot_count, s->slots_used,
+                       s->slot_waiters);
+                printf(",\"in_flight\":{\"bytes\":%" PRIu64 ",\"shards\":%u,\"saves\":%u}",
+                       s->bytes_in_flight, s->shards_in_flight, s->saves_active);
+                printf(",\"clients\":%u,\"bytes_written\":%" PRIu64 ",\"bytes_read\":%" PRIu64
+                       ",\"errors\":%" PRIu64 ",\"last_error\":",
+                       s->clients, s->bytes_written, s->bytes_read, s->errors);
+                json_str(s->last_error);
+                printf(",\"jobs\":[");
+                for (uint32_t i = 0; i < njobs; i++) {
+                        if (i)
+                                putchar(',');
+                        print_job_json(&jobs[i]);
+                }
+                printf("]}\n");
+        } else {
+                printf("ckptd %s, up %s\n", s->daemon_version, human_duration(s->uptime_ms, b1));
+                if (s->state_dir[0])
+                        printf("state:     %s\n", s->state_dir);
+                printf("pool:      %u of %u slots in use (%s of %s), %u waiting\n", s->slots_used,
+                       s->slot_count, human_bytes(s->pool_used_bytes, b1),
+                       human_bytes(s->pool_bytes, b2), s->slot_waiters);
+                printf("in flight: %u saves, %u shards, %s not yet on disk; %u clients\n",
+                       s->saves_active, s->shards_in_flight, human_bytes(s->bytes_in_flight, b1),
+                       s->clients);
+                printf("traffic:   %s written, %s read since start\n",
+                       human_bytes(s->bytes_written, b2), human_bytes(s->bytes_read, b3));
+                printf("errors:    %" PRIu64 "%s%s\n", s->errors, s->last_error[0] ? ", last: " : "",
+                       s->last_error);
+                printf("\n");
+                print_job_table(jobs, njobs);
+        }
+        free(jobs);
+        free(rep);
+        return 0;
+}
+
+static const char *fmt_time(int64_t t, char buf[32]) {
+        if (t <= 0)
+                return "-";
+        time_t tt = (time_t)t;
+        struct tm tm;
+        gmtime_r(&tt, &tm);
+        strftime(buf, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        return buf;
+}
+
+static int cmd_list(const char *job) {
+        if (!job) {
+                struct ckpt_job_entry *jobs;
+                uint32_t n;
+                int r = fetch_jobs(&jobs, &n);
+                if (r < 0)
+                        return report(r, "list");
+                if (json) {
+                        printf("[");
+                        for (uint32_t i = 0; i < n; i++) {
+                                if (i)
+                                        putchar(',');
+                                print_job_json(&jobs[i]);
+                        }
+                        printf("]\n");
+                } else {
+                        print_job_table(jobs, n);
+                }
+                free(jobs);
+                return 0;
+        }
+        struct ckpt_ckpt_entry *c;
+        uint32_t n;
+        char b[32], t[32];
+        int r = fetch_ckpts(job, &c, &n);
+        if (r < 0)
+                return report(r, "list");
+        if (json) {
+                printf("[");
+                for (uint32_t i = 0; i < n; i++) {
+                        printf("%s{\"step\":%" PRIu64 ",\"state\":", i ? "," : "", c[i].step);
+                        json_str(ckpt_state_name(c[i].state));
+                        printf(",\"world_size\":%u,\"ranks_local\":%u,\"shards\":%u,\"bytes\":%" PRIu64
+                               ",\"committed_at\":%" PRId64 "}",
+                               c[i].world_size, c[i].ranks_local, c[i].shards, c[i].bytes,
+                               c[i].committed_at);
+                }
+                printf("]\n");
+        } else {
+                printf("%-20s %-10s %6s %6s %7s %12s  %s\n", "STEP", "STATE", "WORLD", "RANKS",
+                       "SHARDS", "BYTES", "COMMITTED AT");
+                for (uint32_t i = 0; i < n; i++)
+                        printf("%-20" PRIu64 " %-10s %6u %6u %7u %12s  %s\n", c[i].step,
+                               ckpt_state_name(c[i].state), c[i].world_size, c[i].ranks_local,
+                               c[i].shards, human_bytes(c[i].bytes, b), fmt_time(c[i].committed_at, t));
+                if (n == 0)
+                        printf("(no checkpoints)\n");
+        }
+        free(c);
+        return 0;
+}
+
+static int cmd_show(const char *job, const char *step_str) {
+        char *end;
+        errno = 0;
+        uint64_t step = strtoull(step_str, &end, 10);
+        if (errno || *end || !*step_str || step_str[0] == '-') {
+                fprintf(stderr, "ckptctl: STEP must be a non-negative integer, not '%s'\n", step_str);
+                return EXIT_USAGE;
+        }
+        struct ckpt_ckpt_entry *all;
+        uint32_t n;
+        int r = fetch_ckpts(job, &all, &n);
+        if (r < 0)
+                return report(r, "show");
+        struct ckpt_ckpt_entry *c = NULL;
+        for (uint32_t i = 0; i < n; i++)
+                if (all[i].step == step)
+                        c = &all[i];
+        if (!c) {
+                fprintf(stderr, "ckptctl: job '%s' has no step %" PRIu64 " on this node\n", job, step);
+                free(all);
+                return EXIT_DAEMON_ERROR;
+        }
+        char b[32], t[32];
+        if (json) {
+                printf("{\"job\":");
+                json_str(job);
+                printf(",\"step\":%" PRIu64 ",\"state\":", step);
+                json_str(ckpt_state_name(c->state));
+                printf(",\"world_size\":%u,\"bytes\":%" PRIu64 ",\"committed_at\":%" PRId64
+                       ",\"ranks\":[",
+                       c->world_size, c->bytes, c->committed_at);
+        } else {
+                printf("job %s step %" PRIu64 ": %s, world size %u, %u ranks here, %u shards, %s, "
+                       "committed %s\n",
+                       job, step, ckpt_state_name(c->state), c->world_size, c->ranks_local,
+                       c->shards, human_bytes(c->bytes, b), fmt_time(c->committed_at, t));
+        }
+        struct ckpt_reply *rep = malloc(sizeof(*rep));
+        bool first_rank = true;
+        for (uint32_t rank = 0; rep && rank < c->world_size; rank++) {
+                uint32_t got = 0;
+                bool header = false;
+                for (;;) {
+                        struct ckpt_request req = { .hdr.type = CKPT_MSG_SHARD_LIST };
+                        ckpt_name_set(&req.shard_list.job, job);
+                        req.shard_list.step = step;
+                        req.shard_list.rank = rank;
+                        req.shard_list.start = got;
+                        r = wire_call(&wire, &req, rep, NULL);
+                        if (r < 0)
+                                break;
+                        const struct ckpt_rep_shard_list *l = &rep->shard_list;
+                        if (!header) {
+                                header = true;
+                                if (json)
+                                        printf("%s{\"rank\":%u,\"shards\":[", first_rank ? "" : ",", rank);
+                                else
+                                        printf("\nrank %u:\n  %-40s %14s  %s\n", rank, "SHARD", "BYTES",
+                                               "CRC32C");
+                                first_rank = false;
+                        }
+                        for (uint32_t i = 0; i < l->count; i++) {
+                                const struct ckpt_shard_entry *e = &l->entries[i];
+                                if (json) {
+                                        printf("%s{\"name\":", got + i ? "," : "");
+                                        json_str(e->name.str);
+                                        printf(",\"size\":%" PRIu64 ",\"crc32c\":\"%08x\"}", e->size,
+                                               e->crc32c);
+                                } else {
+                                        printf("  %-40s %14" PRIu64 "  %08x\n", e->name.str, e->size,
+                                               e->crc32c);
+                                }
+                        }
+                        got += l->count;
+                        if (l->count == 0 || got >= l->total)
+                                break;
+                }
+                if (header && json)
+                        printf("]}");
+                if (r < 0 && r != -ENOENT) {
+                        free(rep);
+                        free(all);
+                        return report(r, "listing shards");
+                }
+        }
+        if (json)
+                printf("]}\n");
+        free(rep);
+        free(all);
+        return 0;
+}
+
+static void usage(FILE *f) {
+        fprintf(f, "Usage: ckptctl [--socket PATH] [--json] COMMAND\n\n"
+                   "Commands:\n"
+                   "  status           daemon state, pool, in-flight saves, per-job summary\n"
+                   "  list [JOB]       jobs, or the checkpoints of JOB (newest first)\n"
+                   "  show JOB STEP    one checkpoint: ranks and shards\n\n"
+                   "Options:\n"
+                   "  --socket PATH    daemon socket (default: $CKPT_SOCKET, the per-user socket,\n"
+                   "                   or /run/ckptd/ckptd.sock)\n"
+                   "  --json           machine-readable output\n"
+                   "  --version, --help\n");
+}
+
+int main(int argc, char **argv) {
+        static const struct option longopts[] = {
+                { "socket", required_argument, NULL, 's' },
+                { "json", no_argument, NULL, 'j' },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                {}
+        };
+        const char *socket_path = NULL;
+        char def[108];
+        int c;
+
+        while ((c = getopt_long(argc, argv, "+s:jh", longopts, NULL)) != -1) {
+                switch (c) {
+                case 's':
+                        socket_path = optarg;
+                        break;
+                case 'j':
+                        json = true;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                case 'V':
+                        printf("ckptctl %s\n", CKPTD_VERSION);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc) {
+                usage(stderr);
+                return EXIT_USAGE;
+        }
+        const char *cmd = argv[optind];
+        int nargs = argc - optind - 1;
+        char **args = argv + optind + 1;
+        if (!((!strcmp(cmd, "status") && nargs == 0) || (!strcmp(cmd, "list") && nargs <= 1) ||
+              (!strcmp(cmd, "show") && nargs == 2))) {
+                fprintf(stderr, "ckptctl: unknown command or wrong arguments: %s\n", cmd);
+                usage(stderr);
+                return EXIT_USAGE;
+        }
+
+        if (!socket_path)
+                socket_path = wire_default_path(def, sizeof(def));
+        int r = wire_open(&wire, socket_path, NULL);
+        if (r == -ENOENT || r == -ECONNREFUSED) {
+                fprintf(stderr, "ckptctl: ckptd is not running (nothing listens on %s); start it "
+                                "with 'systemctl start ckptd' or run ckptd\n",
+                        socket_path);
+                return EXIT_NOT_RUNNING;
+        }
+        if (r < 0) {
+                fprintf(stderr, "ckptctl: cannot talk to ckptd at %s: %s\n", socket_path,
+                        wire.errmsg[0] ? wire.errmsg : strerror(-r));
+                return EXIT_DAEMON_ERROR;
+        }
+        if (!strcmp(cmd, "status"))
+                r = cmd_status();
+        else if (!strcmp(cmd, "list"))
+                r = cmd_list(nargs ? args[0] : NULL);
+        else
+                r = cmd_show(args[0], args[1]);
+        wire_close(&wire);
+        return r;
+}

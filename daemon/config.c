@@ -1,0 +1,1184 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * config — one table (keys[] below) drives everything: the embedded
+ * defaults, the INI file, the --section-key flags, range checks, SIGHUP
+ * reload and --help.  Adding a setting is one line in the table plus the
+ * field in struct config; nothing else has to learn about it, so the file,
+ * the flags and the help text cannot drift apart.
+ *
+ * Defaults are written in the same syntax as the file ("1G", "30s") and go
+ * through the same parser, so the help text shows exactly what is applied.
+ *
+ * Loading is all-or-nothing: a file or an argv is applied to a copy, and
+ * the copy replaces the caller's struct only when every line parsed.  A
+ * half-applied config (a new pool size with the old slot size) is never
+ * observable.
+ *
+ * Not thread-safe: main() owns the struct; SIGHUP handling builds a fresh
+ * one and copies the reloadable keys over with config_reload().
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#define KiB (UINT64_C(1) << 10)
+#define MiB (UINT64_C(1) << 20)
+#define GiB (UINT64_C(1) << 30)
+#define TiB (UINT64_C(1) << 40)
+
+#define MS_PER_S UINT64_C(1000)
+#define MS_PER_MIN (60 * MS_PER_S)
+#define MS_PER_H (60 * MS_PER_MIN)
+
+/* io_uring_register_buffers() takes at most this many iovecs (UIO_MAXIOV
+ * in the kernel's io_uring rsrc code), and the pool registers one per slot. */
+#define SLOT_COUNT_MAX 1024
+
+enum key_type {
+        TYPE_PATH,     /* char *, absolute, not empty */
+        TYPE_STRING,   /* char *, empty means NULL (the built-in choice) */
+        TYPE_SIZE,     /* uint64_t bytes, K/M/G/T suffixes */
+        TYPE_DURATION, /* uint64_t milliseconds, ms/s/m/h suffixes */
+        TYPE_U32,      /* uint32_t, decimal */
+        TYPE_BOOL,     /* bool */
+        TYPE_MODE,     /* uint32_t, octal permission bits */
+        TYPE_LOGLEVEL, /* int, LOG_ERR..LOG_DEBUG */
+};
+
+struct key {
+        const char *section;
+        const char *name;
+        enum key_type type;
+        size_t offset;   /* into struct config */
+        bool reloadable; /* SIGHUP may change it */
+        uint64_t min, max;
+        uint64_t multiple; /* 0: any value in range */
+        const char *def;   /* in file syntax; NULL for computed paths */
+        const char *help;
+};
+
+/* offsetof() that refuses to compile when the field's C type is not the one
+ * the key's type stores through — the table writes via untyped pointers. */
+#define FIELD(f, T)                                                                \
+        (offsetof(struct config, f) +                                              \
+         sizeof(char[__builtin_types_compatible_p(__typeof__(((struct config *)0)->f), \
+                                                  T) ? 1 : -1]) - 1)
+
+static const struct key keys[] = {
+        { .section = "daemon", .name = "state_dir", .type = TYPE_PATH,
+          .offset = FIELD(state_dir, char *),
+          .help = "directory for checkpoints and the catalog" },
+        { .section = "daemon", .name = "socket", .type = TYPE_PATH,
+          .offset = FIELD(socket_path, char *),
+          .help = "path of the client socket (AF_UNIX, SOCK_SEQPACKET)" },
+        { .section = "daemon", .name = "socket_mode", .type = TYPE_MODE,
+          .offset = FIELD(socket_mode, uint32_t), .max = 0777, .def = "0660",
+          .help = "permission bits of the socket" },
+        { .section = "daemon", .name = "socket_group", .type = TYPE_STRING,
+          .offset = FIELD(socket_group, char *), .def = "",
+          .help = "group that owns the socket (empty: the daemon's group)" },
+        { .section = "daemon", .name = "log_level", .type = TYPE_LOGLEVEL,
+          .offset = FIELD(log_level, int), .reloadable = true,
+          .min = LOG_ERR, .max = LOG_DEBUG, .def = "info",
+          .help = "error, warning, notice, info or debug" },
+        { .section = "daemon", .name = "workers", .type = TYPE_U32,
+          .offset = FIELD(workers, uint32_t), .min = 1, .max = 64, .def = "2",
+          .help = "checksum worker threads" },
+
+        { .section = "pool", .name = "size", .type = TYPE_SIZE,
+          .offset = FIELD(pool_size, uint64_t), .min = MiB, .max = TiB, .def = "1G",
+          .help = "shared-memory staging pool, a multiple of slot_size" },
+        { .section = "pool", .name = "slot_size", .type = TYPE_SIZE,
+          .offset = FIELD(slot_size, uint64_t), .min = MiB, .max = GiB,
+          .multiple = MiB, .def = "64M",
+          .help = "size of one pool slot" },
+        { .section = "pool", .name = "wait_timeout", .type = TYPE_DURATION,
+          .offset = FIELD(pool_wait_ms, uint64_t), .reloadable = true,
+          .max = 24 * MS_PER_H, .def = "30s",
+          .help = "how long a save waits for a free slot before failing" },
+
+        { .section = "local", .name = "io_size", .type = TYPE_SIZE,
+          .offset = FIELD(io_size, uint64_t), .min = 4 * KiB, .max = 64 * MiB,
+          .multiple = 4 * KiB, .def = "1M",
+          .help = "bytes per read or write request to the local disk" },
+        { .section = "local", .name = "queue_depth", .type = TYPE_U32,
+          .offset = FIELD(queue_depth, uint32_t), .min = 1, .max = 1024, .def = "16",
+          .help = "local disk requests in flight" },
+        { .section = "local", .name = "keep", .type = TYPE_U32,
+          .offset = FIELD(keep, uint32_t), .reloadable = true,
+          .min = 1, .max = 1000000, .def = "3",
+          .help = "committed checkpoints kept per job on local disk" },
+        { .section = "local", .name = "direct_io", .type = TYPE_BOOL,
+          .offset = FIELD(direct_io, bool), .max = 1, .def = "yes",
+          .help = "write with O_DIRECT, bypassing the page cache" },
+        { .section = "local", .name = "register_buffers", .type = TYPE_BOOL,
+          .offset = FIELD(register_buffers, bool), .max = 1, .def = "yes",
+          .help = "register the pool with io_uring as fixed buffers" },
+};
+
+/* Sections accepted in the file, in the order help lists them. */
+static const char *const sections[] = { "daemon", "pool", "local" };
+
+static void *field_ptr(struct config *c, const struct key *k) {
+        return (char *)c + k->offset;
+}
+
+static const void *field_cptr(const struct config *c, const struct key *k) {
+        return (const char *)c + k->offset;
+}
+
+static bool key_is_string(const struct key *k) {
+        return k->type == TYPE_PATH || k->type == TYPE_STRING;
+}
+
+/* Numeric value of a non-string key, widened for comparison and printing. */
+static uint64_t key_get_u64(const struct config *c, const struct key *k) {
+        const void *p = field_cptr(c, k);
+
+        switch (k->type) {
+        case TYPE_SIZE:
+        case TYPE_DURATION:
+                return *(const uint64_t *)p;
+        case TYPE_U32:
+        case TYPE_MODE:
+                return *(const uint32_t *)p;
+        case TYPE_BOOL:
+                return *(const bool *)p;
+        case TYPE_LOGLEVEL:
+                return (uint64_t)*(const int *)p;
+        case TYPE_PATH:
+        case TYPE_STRING:
+                break;
+        }
+        return 0;
+}
+
+static void key_set_u64(struct config *c, const struct key *k, uint64_t v) {
+        void *p = field_ptr(c, k);
+
+        switch (k->type) {
+        case TYPE_SIZE:
+        case TYPE_DURATION:
+                *(uint64_t *)p = v;
+                break;
+        case TYPE_U32:
+        case TYPE_MODE:
+                *(uint32_t *)p = (uint32_t)v;
+                break;
+        case TYPE_BOOL:
+                *(bool *)p = v != 0;
+                break;
+        case TYPE_LOGLEVEL:
+                *(int *)p = (int)v;
+                break;
+        case TYPE_PATH:
+        case TYPE_STRING:
+                break;
+        }
+}
+
+/* Takes ownership of s (may be NULL). */
+static void key_set_str(struct config *c, const struct key *k, char *s) {
+        char **p = field_ptr(c, k);
+
+        free(*p);
+        *p = s;
+}
+
+static const char *key_get_str(const struct config *c, const struct key *k) {
+        return *(char *const *)field_cptr(c, k);
+}
+
+/* ---- parse helpers ---------------------------------------------------- */
+
+/* Leading decimal digits of s; -EINVAL if there are none (so no sign, no
+ * blank, no "0x"), -ERANGE if they overflow. *end points past them. */
+static int parse_digits(const char *s, uint64_t *out, const char **end) {
+        unsigned long long v;
+        char *e;
+
+        if (!s || !isdigit((unsigned char)s[0]))
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &e, 10);
+        if (errno == ERANGE)
+                return -ERANGE;
+        *out = v;
+        *end = e;
+        return 0;
+}
+
+struct unit {
+        const char *suffix;
+        uint64_t factor;
+};
+
+static int parse_with_units(const char *s, const struct unit *units, size_t n_units,
+                            bool ignore_case, uint64_t *out) {
+        const char *end;
+        uint64_t v;
+        int r;
+
+        r = parse_digits(s, &v, &end);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n_units; i++) {
+                bool match = ignore_case ? strcasecmp(end, units[i].suffix) == 0
+                                         : strcmp(end, units[i].suffix) == 0;
+                if (!match)
+                        continue;
+                if (v > UINT64_MAX / units[i].factor)
+                        return -ERANGE;
+                *out = v * units[i].factor;
+                return 0;
+        }
+        return -EINVAL;
+}
+
+/* "4096", "64K", "64KiB", "1G", "2T" (powers of 1024, any case).  0, -EINVAL
+ * for anything else (fractions, signs, blanks, unknown suffix), -ERANGE when
+ * it does not fit in 64 bits. */
+int config_parse_size(const char *s, uint64_t *out) {
+        static const struct unit units[] = {
+                { "", 1 },       { "K", KiB },   { "M", MiB },   { "G", GiB },
+                { "T", TiB },    { "KiB", KiB }, { "MiB", MiB }, { "GiB", GiB },
+                { "TiB", TiB },
+        };
+        return parse_with_units(s, units, ARRAY_SIZE(units), true, out);
+}
+
+/* "250" (milliseconds), "250ms", "30s", "5m" or "5min", "2h" — case
+ * matters, "M" is not minutes.  0, -EINVAL, -ERANGE as config_parse_size. */
+int config_parse_duration_ms(const char *s, uint64_t *out) {
+        static const struct unit units[] = {
+                { "", 1 },            { "ms", 1 },          { "s", MS_PER_S },
+                { "m", MS_PER_MIN },  { "min", MS_PER_MIN }, { "h", MS_PER_H },
+        };
+        return parse_with_units(s, units, ARRAY_SIZE(units), false, out);
+}
+
+/* yes/no, true/false, on/off, 1/0, any case.  0 or -EINVAL. */
+int config_parse_bool(const char *s, bool *out) {
+        static const char *const yes[] = { "yes", "true", "on", "1" };
+        static const char *const no[] = { "no", "false", "off", "0" };
+
+        if (!s)
+                return -EINVAL;
+        for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+                if (strcasecmp(s, yes[i]) == 0) {
+                        *out = true;
+                        return 0;
+                }
+                if (strcasecmp(s, no[i]) == 0) {
+                        *out = false;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+static int parse_mode(const char *s, uint64_t *out) {
+        uint64_t v = 0;
+
+        if (!*s || strlen(s) > 4)
+                return -EINVAL;
+        for (; *s; s++) {
+                if (*s < '0' || *s > '7')
+                        return -EINVAL;
+                v = v * 8 + (uint64_t)(*s - '0');
+        }
+        *out = v;
+        return 0;
+}
+
+/* ---- formatting --------------------------------------------------------- */
+
+static void format_size(uint64_t v, char *buf, size_t n) {
+        static const struct unit units[] = {
+                { "T", TiB }, { "G", GiB }, { "M", MiB }, { "K", KiB },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(units); i++)
+                if (v > 0 && v % units[i].factor == 0) {
+                        snprintf(buf, n, "%llu%s", (unsigned long long)(v / units[i].factor),
+                                 units[i].suffix);
+                        return;
+                }
+        snprintf(buf, n, "%llu", (unsigned long long)v);
+}
+
+static void format_duration(uint64_t ms, char *buf, size_t n) {
+        static const struct unit units[] = {
+                { "h", MS_PER_H }, { "m", MS_PER_MIN }, { "s", MS_PER_S },
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(units); i++)
+                if (ms > 0 && ms % units[i].factor == 0) {
+                        snprintf(buf, n, "%llu%s", (unsigned long long)(ms / units[i].factor),
+                                 units[i].suffix);
+                        return;
+                }
+        snprintf(buf, n, "%llums", (unsigned long long)ms);
+}
+
+static const char *level_name(int level) {
+        switch (level) {
+        case LOG_ERR:
+                return "error";
+        case LOG_WARNING:
+                return "warning";
+        case LOG_NOTICE:
+                return "notice";
+        case LOG_INFO:
+                return "info";
+        case LOG_DEBUG:
+                return "debug";
+        }
+        return "?";
+}
+
+/* A numeric value of key k's type, in file syntax. */
+static void format_number(const struct key *k, uint64_t v, char *buf, size_t n) {
+        switch (k->type) {
+        case TYPE_SIZE:
+                format_size(v, buf, n);
+                break;
+        case TYPE_DURATION:
+                format_duration(v, buf, n);
+                break;
+        case TYPE_MODE:
+                snprintf(buf, n, "%04llo", (unsigned long long)v);
+                break;
+        case TYPE_BOOL:
+                snprintf(buf, n, "%s", v ? "yes" : "no");
+                break;
+        case TYPE_LOGLEVEL:
+                snprintf(buf, n, "%s", level_name((int)v));
+                break;
+        case TYPE_U32:
+        case TYPE_PATH:
+        case TYPE_STRING:
+                snprintf(buf, n, "%llu", (unsigned long long)v);
+                break;
+        }
+}
+
+static void format_value(const struct config *c, const struct key *k, char *buf, size_t n) {
+        if (key_is_string(k)) {
+                const char *s = key_get_str(c, k);
+                snprintf(buf, n, "%s", s ? s : "");
+        } else
+                format_number(k, key_get_u64(c, k), buf, n);
+}
+
+/* "--pool-slot-size", or "--slot-size"-style without the section. */
+static void flag_name(const struct key *k, bool with_section, char *buf, size_t n) {
+        size_t pos;
+
+        if (with_section)
+                snprintf(buf, n, "--%s-%s", k->section, k->name);
+        else
+                snprintf(buf, n, "--%s", k->name);
+        for (pos = 0; buf[pos]; pos++)
+                if (buf[pos] == '_')
+                        buf[pos] = '-';
+}
+
+/* ---- value parsing with the reason on failure -------------------------- */
+
+union value {
+        char *str;
+        uint64_t u64;
+};
+
+static const char *type_hint(enum key_type t) {
+        switch (t) {
+        case TYPE_SIZE:
+                return "a whole number of bytes with an optional K, M, G or T suffix";
+        case TYPE_DURATION:
+                return "a whole number with an optional ms, s, m or h suffix; bare is ms";
+        case TYPE_U32:
+                return "a whole decimal number";
+        case TYPE_BOOL:
+                return "yes/no, true/false, on/off or 1/0";
+        case TYPE_MODE:
+                return "octal permission bits such as 0660";
+        case TYPE_LOGLEVEL:
+                return "error, warning, notice, info or debug";
+        case TYPE_PATH:
+                return "an absolute path";
+        case TYPE_STRING:
+                return "a string";
+        }
+        return "";
+}
+
+static const char *type_word(enum key_type t) {
+        switch (t) {
+        case TYPE_SIZE:
+                return "size";
+        case TYPE_DURATION:
+                return "duration";
+        case TYPE_U32:
+                return "number";
+        case TYPE_BOOL:
+                return "boolean";
+        case TYPE_MODE:
+                return "mode";
+        case TYPE_LOGLEVEL:
+                return "log level";
+        case TYPE_PATH:
+                return "path";
+        case TYPE_STRING:
+                return "string";
+        }
+        return "";
+}
+
+/* Range and alignment of a numeric value; the reason goes to why. */
+static int check_number(const struct key *k, uint64_t v, char *why, size_t n) {
+        char val[32], lo[32], hi[32];
+
+        format_number(k, v, val, sizeof(val));
+        if (v < k->min || (k->max && v > k->max)) {
+                format_number(k, k->min, lo, sizeof(lo));
+                format_number(k, k->max, hi, sizeof(hi));
+                snprintf(why, n, "[%s] %s = %s is out of range (%s..%s)", k->section,
+                         k->name, val, lo, hi);
+                return -ERANGE;
+        }
+        if (k->multiple && v % k->multiple != 0) {
+                format_number(k, k->multiple, lo, sizeof(lo));
+                snprintf(why, n, "[%s] %s = %s is not a multiple of %s", k->section, k->name,
+                         val, lo);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* Parse s as key k's value into *v (a string is strdup()ed: the caller owns
+ * it).  0, or -EINVAL / -ERANGE / -ENOMEM with the reason in why. */
+static int parse_value(const struct key *k, const char *s, union value *v, char *why,
+                       size_t n) {
+        bool b = false;
+        int r;
+
+        if (!*s && k->type != TYPE_STRING) {
+                snprintf(why, n, "missing value for [%s] %s (expected %s)", k->section,
+                         k->name, type_hint(k->type));
+                return -EINVAL;
+        }
+
+        switch (k->type) {
+        case TYPE_PATH:
+                if (s[0] != '/') {
+                        snprintf(why, n, "[%s] %s must be an absolute path, not '%s'",
+                                 k->section, k->name, s);
+                        return -EINVAL;
+                }
+                __attribute__((fallthrough));
+        case TYPE_STRING:
+                v->str = NULL;
+                if (*s) {
+                        v->str = strdup(s);
+                        if (!v->str) {
+                                snprintf(why, n, "out of memory");
+                                return -ENOMEM;
+                        }
+                }
+                return 0;
+        case TYPE_SIZE:
+                r = config_parse_size(s, &v->u64);
+                break;
+        case TYPE_DURATION:
+                r = config_parse_duration_ms(s, &v->u64);
+                break;
+        case TYPE_U32: {
+                const char *end;
+                r = parse_digits(s, &v->u64, &end);
+                if (r == 0 && *end)
+                        r = -EINVAL;
+                break;
+        }
+        case TYPE_BOOL:
+                r = config_parse_bool(s, &b);
+                v->u64 = b;
+                break;
+        case TYPE_MODE:
+                r = parse_mode(s, &v->u64);
+                break;
+        case TYPE_LOGLEVEL:
+                r = log_level_parse(s);
+                if (r >= 0) {
+                        v->u64 = (uint64_t)r;
+                        r = 0;
+                }
+                break;
+        default:
+                r = -EINVAL;
+        }
+
+        if (r == -ERANGE) {
+                snprintf(why, n, "%s '%s' for [%s] %s is too large", type_word(k->type), s,
+                         k->section, k->name);
+                return r;
+        }
+        if (r < 0) {
+                snprintf(why, n, "invalid %s '%s' for [%s] %s (expected %s)", type_word(k->type),
+                         s, k->section, k->name, type_hint(k->type));
+                return -EINVAL;
+        }
+        return check_number(k, v->u64, why, n);
+}
+
+static void apply_value(struct config *c, const struct key *k, union value *v);
+
+/* Parse and apply in one step. */
+static int set_from_string(struct config *c, const struct key *k, const char *s, char *why,
+                           size_t n) {
+        union value v;
+        int r;
+
+        r = parse_value(k, s, &v, why, n);
+        if (r < 0)
+                return r;
+        apply_value(c, k, &v);
+        return 0;
+}
+
+/* ---- defaults ---------------------------------------------------------- */
+
+/* "base/leaf" without doubling a trailing slash.  NULL on -ENOMEM. */
+static char *path_join(const char *base, const char *leaf) {
+        size_t len = strlen(base);
+        char *s;
+
+        while (len > 1 && base[len - 1] == '/')
+                len--;
+        if (asprintf(&s, "%.*s/%s", (int)len, base, leaf) < 0)
+                return NULL;
+        return s;
+}
+
+/* First entry of a colon-separated absolute directory list from the
+ * environment (systemd passes one per StateDirectory= line), or NULL. */
+static char *env_first_dir(const char *name) {
+        const char *e = getenv(name);
+        size_t len;
+
+        if (!e || e[0] != '/')
+                return NULL;
+        len = strcspn(e, ":");
+        return strndup(e, len);
+}
+
+/* An absolute directory from the environment; the XDG base-directory spec
+ * says relative values are to be ignored. */
+static const char *env_abs_dir(const char *name) {
+        const char *e = getenv(name);
+        return e && e[0] == '/' ? e : NULL;
+}
+
+static char *home_dir(void) {
+        const char *h = env_abs_dir("HOME");
+        struct passwd pw, *res = NULL;
+        char buf[4096];
+
+        if (h)
+                return strdup(h);
+        if (getpwuid_r(getuid(), &pw, buf, sizeof(buf), &res) == 0 && res &&
+            res->pw_dir && res->pw_dir[0] == '/')
+                return strdup(res->pw_dir);
+        return NULL;
+}
+
+/* The socket that the default rule derives from a state dir (used when no
+ * runtime directory is known). */
+static char *state_socket(const char *state_dir) {
+        return path_join(state_dir, "ckptd.sock");
+}
+
+static int default_paths(char **ret_state, char **ret_socket) {
+        _cleanup_free_ char *state = NULL, *sock = NULL, *dir = NULL;
+        const char *xdg;
+
+        dir = env_first_dir("STATE_DIRECTORY");
+        if (dir)
+                state = TAKE_PTR(dir);
+        else if (geteuid() == 0)
+                state = strdup("/var/lib/ckptd");
+        else if ((xdg = env_abs_dir("XDG_STATE_HOME")))
+                state = path_join(xdg, "ckptd");
+        else {
+                _cleanup_free_ char *home = home_dir();
+                /* No home at all: leave it empty, config_validate() asks
+                 * for --state-dir. */
+                state = home ? path_join(home, ".local/state/ckptd") : strdup("");
+        }
+        if (!state)
+                return -ENOMEM;
+
+        dir = env_first_dir("RUNTIME_DIRECTORY");
+        if (dir)
+                sock = path_join(dir, "ckptd.sock");
+        else if (geteuid() == 0)
+                sock = strdup("/run/ckptd/ckptd.sock");
+        else if ((xdg = env_abs_dir("XDG_RUNTIME_DIR")))
+                sock = path_join(xdg, "ckptd.sock");
+        else
+                sock = state[0] ? state_socket(state) : strdup("");
+        if (!sock)
+                return -ENOMEM;
+
+        *ret_state = TAKE_PTR(state);
+        *ret_socket = TAKE_PTR(sock);
+        return 0;
+}
+
+static void apply_value(struct config *c, const struct key *k, union value *v) {
+        if (!key_is_string(k)) {
+                key_set_u64(c, k, v->u64);
+                return;
+        }
+        /* The fallback socket lives in the state dir; when the state dir
+         * moves and the socket is still the one derived from it, move the
+         * socket along, or "--state-dir X" alone would leave the socket in
+         * a directory the daemon never creates. */
+        if (k->offset == offsetof(struct config, state_dir) && v->str && c->state_dir &&
+            c->socket_path) {
+                _cleanup_free_ char *old = state_socket(c->state_dir);
+                if (old && strcmp(old, c->socket_path) == 0) {
+                        char *moved = state_socket(v->str);
+                        if (moved) {
+                                free(c->socket_path);
+                                c->socket_path = moved;
+                        }
+                }
+        }
+        key_set_str(c, k, v->str);
+        v->str = NULL;
+}
+
+int config_init(struct config *c) {
+        _cleanup_free_ char *state = NULL, *sock = NULL;
+        char why[256];
+        int r;
+
+        *c = (struct config){ 0 };
+        r = default_paths(&state, &sock);
+        if (r < 0)
+                return r;
+        c->state_dir = TAKE_PTR(state);
+        c->socket_path = TAKE_PTR(sock);
+
+        for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+                if (!keys[i].def)
+                        continue;
+                r = set_from_string(c, &keys[i], keys[i].def, why, sizeof(why));
+                if (r < 0) {
+                        /* A default that fails its own key's checks is a bug
+                         * in the table; -ENOMEM is the only runtime cause. */
+                        config_clear(c);
+                        return r == -ENOMEM ? r : -EINVAL;
+                }
+        }
+        return 0;
+}
+
+void config_clear(struct config *c) {
+        for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+                if (key_is_string(&keys[i]))
+                        key_set_str(c, &keys[i], NULL);
+}
+
+/* Deep copy, for all-or-nothing application.  0 or -ENOMEM. */
+static int config_dup(struct config *dst, const struct config *src) {
+        *dst = *src;
+        for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+                if (key_is_string(&keys[i]))
+                        *(char **)field_ptr(dst, &keys[i]) = NULL;
+        for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+                const struct key *k = &keys[i];
+                const char *s;
+                char *copy;
+
+                if (!key_is_string(k))
+                        continue;
+                s = key_get_str(src, k);
+                if (!s)
+                        continue;
+                copy = strdup(s);
+                if (!copy) {
+                        config_clear(dst);
+                        return -ENOMEM;
+                }
+                key_set_str(dst, k, copy);
+        }
+        return 0;
+}
+
+/* Replace *c with *tmp (consumed). */
+static void config_commit(struct config *c, struct config *tmp) {
+        config_clear(c);
+        *c = *tmp;
+        *tmp = (struct config){ 0 };
+}
+
+/* ---- file -------------------------------------------------------------- */
+
+static char *strip(char *s) {
+        char *end;
+
+        while (isspace((unsigned char)*s))
+                s++;
+        end = s + strlen(s);
+        while (end > s && isspace((unsigned char)end[-1]))
+                *--end = '\0';
+        return s;
+}
+
+static bool section_known(const char *name) {
+        for (size_t i = 0; i < ARRAY_SIZE(sections); i++)
+                if (strcmp(sections[i], name) == 0)
+                        return true;
+        return false;
+}
+
+static const struct key *find_key(const char *section, const char *name) {
+        for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+                if (strcmp(keys[i].section, section) == 0 && strcmp(keys[i].name, name) == 0)
+                        return &keys[i];
+        return NULL;
+}
+
+int config_load_file(struct config *c, const char *path, FILE *err) {
+        _cleanup_fclose_ FILE *f = NULL;
+        _cleanup_free_ char *line = NULL;
+        struct config tmp;
+        unsigned first_line[ARRAY_SIZE(keys)] = { 0 };
+        char section[64] = "";
+        bool skip_section = false; /* under an unknown [section], already reported */
+        unsigned lineno = 0;
+        size_t cap = 0;
+        ssize_t len;
+        int r, failed = 0;
+
+        f = fopen(path, "re");
+        if (!f) {
+                r = -errno;
+                if (r != -ENOENT)
+                        fprintf(err, "%s: cannot open: %s\n", path, strerror(-r));
+                return r;
+        }
+
+        r = config_dup(&tmp, c);
+        if (r < 0) {
+                fprintf(err, "%s: out of memory\n", path);
+                return r;
+        }
+
+#define FAIL(...)                                                \
+        do {                                                     \
+                fprintf(err, "%s:%u: ", path, lineno);           \
+                fprintf(err, __VA_ARGS__);                       \
+                fputc('\n', err);                                \
+                if (!failed)                                     \
+                        failed = -EINVAL;                        \
+        } while (0)
+
+        while ((len = getline(&line, &cap, f)) >= 0) {
+                const struct key *k;
+                char *s, *eq, *name, *value;
+                char why[512];
+
+                lineno++;
+                s = line;
+                if (lineno == 1 && strncmp(s, "\xef\xbb\xbf", 3) == 0)
+                        s += 3; /* UTF-8 byte-order mark from some editors */
+                if (strlen(line) != (size_t)len) {
+                        FAIL("NUL byte in line");
+                        continue;
+                }
+                s = strip(s);
+                if (!*s || *s == '#' || *s == ';')
+                        continue;
+
+                if (*s == '[') {
+                        char *end = strchr(s, ']');
+                        if (!end || end[1] != '\0') {
+                                FAIL("malformed section header '%s' (expected [name])", s);
+                                skip_section = true;
+                                continue;
+                        }
+                        *end = '\0';
+                        name = strip(s + 1);
+                        if (!section_known(name)) {
+                                FAIL("unknown section [%s] (known: [daemon], [pool], [local])",
+                                     name);
+                                skip_section = true;
+                                continue;
+                        }
+                        snprintf(section, sizeof(section), "%s", name);
+                        skip_section = false;
+                        continue;
+                }
+
+                eq = strchr(s, '=');
+                if (!eq) {
+                        FAIL("expected 'key = value' or '[section]', got '%s'", s);
+                        continue;
+                }
+                *eq = '\0';
+                name = strip(s);
+                value = strip(eq + 1);
+                if (skip_section)
+                        continue;
+                if (!*name) {
+                        FAIL("missing key name before '='");
+                        continue;
+                }
+                if (!section[0]) {
+                        FAIL("key '%s' outside of a section (put it under [daemon], [pool] "
+                             "or [local])", name);
+                        continue;
+                }
+                k = find_key(section, name);
+                if (!k) {
+                        FAIL("unknown key '%s' in section [%s]", name, section);
+                        continue;
+                }
+                if (first_line[k - keys]) {
+                        FAIL("duplicate key '%s' in section [%s] (first set on line %u)", name,
+                             section, first_line[k - keys]);
+                        continue;
+                }
+                first_line[k - keys] = lineno;
+
+                r = set_from_string(&tmp, k, value, why, sizeof(why));
+                if (r == -ENOMEM) {
+                        fprintf(err, "%s:%u: out of memory\n", path, lineno);
+                        failed = r;
+                        break;
+                }
+                if (r < 0)
+                        FAIL("%s", why);
+        }
+#undef FAIL
+
+        if (!failed && ferror(f)) {
+                r = errno > 0 ? -errno : -EIO;
+                fprintf(err, "%s: read error: %s\n", path, strerror(-r));
+                failed = r;
+        }
+        if (failed) {
+                config_clear(&tmp);
+                return failed;
+        }
+        config_commit(c, &tmp);
+        return 0;
+}
+
+/* ---- flags ------------------------------------------------------------- */
+
+/* The key for "--NAME" (name without the dashes, len bytes), or NULL.
+ * [daemon] keys also answer to their bare name: --state-dir. */
+static const struct key *find_flag(const char *name, size_t len) {
+        char buf[96];
+
+        for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+                const struct key *k = &keys[i];
+
+                flag_name(k, true, buf, sizeof(buf));
+                if (strlen(buf + 2) == len && strncmp(buf + 2, name, len) == 0)
+                        return k;
+                if (strcmp(k->section, "daemon") != 0)
+                        continue;
+                flag_name(k, false, buf, sizeof(buf));
+                if (strlen(buf + 2) == len && strncmp(buf + 2, name, len) == 0)
+                        return k;
+        }
+        return NULL;
+}
+
+static bool flag_is(const char *name, size_t len, const char *what) {
+        return strlen(what) == len && strncmp(name, what, len) == 0;
+}
+
+/* The separate-argument value of argv[*i], advancing *i; NULL when argv
+ * ends or the next word is another option (a forgotten value). */
+static const char *next_value(int argc, char **argv, int *i) {
+        if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0)
+                return NULL;
+        return argv[++*i];
+}
+
+const char *config_path_from_args(int argc, char **argv) {
+        const char *path = NULL;
+
+        for (int i = 1; i < argc; i++) {
+                const char *a = argv[i], *name, *eq;
+                size_t len;
+
+                if (strcmp(a, "--") == 0)
+                        break;
+                if (strncmp(a, "--", 2) != 0)
+                        continue;
+                name = a + 2;
+                eq = strchr(name, '=');
+                len = eq ? (size_t)(eq - name) : strlen(name);
+                if (flag_is(name, len, "config")) {
+                        const char *v = eq ? eq + 1 : next_value(argc, argv, &i);
+                        if (v)
+                                path = v;
+                } else if (!eq && find_flag(name, len))
+                        next_value(argc, argv, &i); /* skip its value, as the parser will */
+        }
+        return path;
+}
+
+int config_parse_args(struct config *c, int argc, char **argv, FILE *err) {
+        struct config tmp;
+        int r;
+
+        r = config_dup(&tmp, c);
+        if (r < 0) {
+                fprintf(err, "out of memory\n");
+                return r;
+        }
+
+        for (int i = 1; i < argc; i++) {
+                const char *a = argv[i], *name, *eq, *value;
+                const struct key *k;
+                char why[512];
+                size_t len;
+
+                if (strcmp(a, "-h") == 0) {
+                        config_clear(&tmp);
+                        return 1;
+                }
+                if (strcmp(a, "--") == 0) {
+                        /* The end of options; ckptd takes no operands. */
+                        if (i + 1 == argc)
+                                break;
+                        a = argv[i + 1];
+                }
+                if (a != argv[i] || a[0] != '-') {
+                        fprintf(err, "unexpected argument '%s' (ckptd takes only options; see "
+                                     "--help)\n", a);
+                        r = -EINVAL;
+                        goto fail;
+                }
+                if (strncmp(a, "--", 2) != 0) {
+                        fprintf(err, "unknown option '%s' (see --help)\n", a);
+                        r = -EINVAL;
+                        goto fail;
+                }
+                name = a + 2;
+                eq = strchr(name, '=');
+                len = eq ? (size_t)(eq - name) : strlen(name);
+
+                if (!eq && flag_is(name, len, "help")) {
+                        config_clear(&tmp);
+                        return 1;
+                }
+                if (!eq && flag_is(name, len, "version")) {
+                        config_clear(&tmp);
+                        return 2;
+                }
+
+                k = flag_is(name, len, "config") ? NULL : find_flag(name, len);
+                if (!k && !flag_is(name, len, "config")) {
+                        fprintf(err, "unknown option '--%.*s' (see --help)\n", (int)len, name);
+                        r = -EINVAL;
+                        goto fail;
+                }
+                value = eq ? eq + 1 : next_value(argc, argv, &i);
+                if (!value) {
+                        fprintf(err, "option '--%.*s' needs a value\n", (int)len, name);
+                        r = -EINVAL;
+                        goto fail;
+                }
+                if (!k) {
+                        /* --config: main() read it with config_path_from_args(). */
+                        if (!*value) {
+                                fprintf(err, "option '--config' needs a value\n");
+                                r = -EINVAL;
+                                goto fail;
+                        }
+                        continue;
+                }
+
+                r = set_from_string(&tmp, k, value, why, sizeof(why));
+                if (r < 0) {
+                        fprintf(err, "--%.*s: %s\n", (int)len, name, why);
+                        goto fail;
+                }
+        }
+        config_commit(c, &tmp);
+        return 0;
+
+fail:
+        config_clear(&tmp);
+        return r == -ENOMEM ? r : -EINVAL;
+}
+
+/* ---- validation, reload, help ----------------------------------------- */
+
+int config_validate(const struct config *c, FILE *err) {
+        struct sockaddr_un sa;
+        char a[32], b[32], why[512];
+        int r = 0;
+
+        /* Per-key ranges again: the struct may have been set by code, not
+         * parsed. */
+        for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+                const struct key *k = &keys[i];
+                if (key_is_string(k))
+                        continue;
+                if (check_number(k, key_get_u64(c, k), why, sizeof(why)) < 0) {
+                        fprintf(err, "%s\n", why);
+                        r = -EINVAL;
+                }
+        }
+
+        if (!c->state_dir || c->state_dir[0] != '/') {
+                fprintf(err, "[daemon] state_dir must be an absolute path, not '%s' (set "
+                             "--state-dir or $HOME)\n", c->state_dir ? c->state_dir : "");
+                r = -EINVAL;
+        }
+        if (!c->socket_path || c->socket_path[0] != '/') {
+                fprintf(err, "[daemon] socket must be an absolute path, not '%s' (set "
+                             "--socket)\n", c->socket_path ? c->socket_path : "");
+                r = -EINVAL;
+        } else if (strlen(c->socket_path) >= sizeof(sa.sun_path)) {
+                fprintf(err, "[daemon] socket path is %zu bytes long; AF_UNIX allows at most "
+                             "%zu: choose a shorter --socket\n", strlen(c->socket_path),
+                        sizeof(sa.sun_path) - 1);
+                r = -EINVAL;
+        }
+
+        format_size(c->slot_size, a, sizeof(a));
+        format_size(c->pool_size, b, sizeof(b));
+        if (c->slot_size > c->pool_size) {
+                fprintf(err, "[pool] slot_size = %s is larger than [pool] size = %s\n", a, b);
+                r = -EINVAL;
+        } else if (c->slot_size && c->pool_size % c->slot_size != 0) {
+                fprintf(err, "[pool] size = %s is not a multiple of [pool] slot_size = %s\n",
+                        b, a);
+                r = -EINVAL;
+        } else if (c->slot_size && c->pool_size / c->slot_size > SLOT_COUNT_MAX) {
+                fprintf(err, "[pool] size / slot_size = %llu slots; at most %d fit in "
+                             "io_uring's registered buffers: raise slot_size or lower size\n",
+                        (unsigned long long)(c->pool_size / c->slot_size), SLOT_COUNT_MAX);
+                r = -EINVAL;
+        }
+
+        if (c->io_size > c->slot_size) {
+                format_size(c->io_size, b, sizeof(b));
+                fprintf(err, "[local] io_size = %s is larger than [pool] slot_size = %s\n", b,
+                        a);
+                r = -EINVAL;
+        }
+        return r;
+}
+
+void config_reload(struct config *dst, const struct config *src) {
+        for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+                const struct key *k = &keys[i];
+                char from[512], to[512];
+
+                if (!k->reloadable)
+                        continue;
+                if (key_is_string(k)) {
+                        const char *a = key_get_str(dst, k), *b = key_get_str(src, k);
+                        char *copy = NULL;
+
+                        if ((!a && !b) || (a && b && strcmp(a, b) == 0))
+                                continue;
+                        if (b && !(copy = strdup(b))) {
+                                log_error("config: cannot reload [%s] %s: out of memory",
+                                          k->section, k->name);
+                                continue;
+                        }
+                        format_value(dst, k, from, sizeof(from));
+                        key_set_str(dst, k, copy);
+                } else {
+                        if (key_get_u64(dst, k) == key_get_u64(src, k))
+                                continue;
+                        format_value(dst, k, from, sizeof(from));
+                        key_set_u64(dst, k, key_get_u64(src, k));
+                }
+                format_value(dst, k, to, sizeof(to));
+                log_notice("config: [%s] %s changed from %s to %s", k->section, k->name, from,
+                           to);
+        }
+}
+
+static const char *metavar(enum key_type t) {
+        switch (t) {
+        case TYPE_PATH:
+                return "PATH";
+        case TYPE_STRING:
+                return "NAME";
+        case TYPE_SIZE:
+                return "SIZE";
+        case TYPE_DURATION:
+                return "DURATION";
+        case TYPE_U32:
+                return "N";
+        case TYPE_BOOL:
+                return "BOOL";
+        case TYPE_MODE:
+                return "MODE";
+        case TYPE_LOGLEVEL:
+                return "LEVEL";
+        }
+        return "VALUE";
+}
+
+void config_print_help(FILE *out) {
+        struct config def;
+        bool have_def = config_init(&def) == 0;
+
+        /* main() prints the usage line; this is the option list. */
+        fprintf(out,
+                "  %-30s read settings from PATH (ckptd.conf(5))\n"
+                "  %-30s show this help and exit\n"
+                "  %-30s show the version and exit\n",
+                "--config=PATH", "-h, --help", "--version");
+
+        for (size_t s = 0; s < ARRAY_SIZE(sections); s++) {
+                bool daemon = strcmp(sections[s], "daemon") == 0;
+
+                fprintf(out, "\n[%s]%s\n", sections[s],
+                        daemon ? " (also as --daemon-KEY, e.g. --daemon-state-dir)" : "");
+                for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+                        const struct key *k = &keys[i];
+                        char flag[96], value[512], option[128];
+
+                        if (strcmp(k->section, sections[s]) != 0)
+                                continue;
+                        flag_name(k, !daemon, flag, sizeof(flag));
+                        snprintf(option, sizeof(option), "%s=%s", flag, metavar(k->type));
+                        if (!have_def)
+                                snprintf(value, sizeof(value), "?");
+                        else if (k->type == TYPE_STRING && !key_get_str(&def, k))
+                                snprintf(value, sizeof(value), "(unset)");
+                        else
+                                format_value(&def, k, value, sizeof(value));
+                        fprintf(out, "  %-30s %s = %s\n      %s%s\n", option, k->name, value,
+                                k->help, k->reloadable ? " (SIGHUP reloads it)" : "");
+                }
+        }
+        if (have_def)
+                config_clear(&def);
+}

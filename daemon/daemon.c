@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon — wires the modules together and talks to systemd.
+ *
+ * Start-up order matters: the catalog is reconciled with the disk before
+ * the socket accepts anyone, so the first client already sees exactly what
+ * survived; READY=1 is sent only then.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "catalog/catalog.h"
+#include "crc32c.h"
+#include "daemon.h"
+#include "io/loop.h"
+#include "io/worker.h"
+#include "local/store.h"
+#include "pool/pool.h"
+#include "server/server.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+struct daemon {
+        struct config *cfg;
+        const char *config_path;
+        int argc;
+        char **argv;
+        struct loop *loop;
+        struct worker_pool *workers;
+        struct pool *pool;
+        struct catalog *catalog;
+        struct store *store;
+        struct server *server;
+        int signal_fd;
+        struct loop_watch signal_watch;
+        struct loop_timer watchdog;
+        uint64_t watchdog_ms;
+        struct loop_hook flush_hook;
+        uint64_t status_ms;
+        char status[256];
+};
+
+/* ---- reconcile ------------------------------------------------------------------- */
+
+struct reconcile {
+        struct daemon *d;
+        uint32_t ranks_in_step; /* ranks seen since the last step callback */
+        struct {
+                char job[CKPT_NAME_MAX + 1];
+                uint64_t step;
+        } *seen;
+        size_t nseen, cap;
+        uint32_t steps, committed;
+};
+
+static void reconcile_rank(void *userdata, const struct manifest *m) {
+        struct reconcile *rc = userdata;
+        struct catalog *cat = rc->d->catalog;
+
+        if (rc->ranks_in_step == 0) {
+                /* first rank of a step: drop stale rows, rebuild from disk */
+                catalog_ckpt_delete(cat, m->job, m->step);
+        }
+        catalog_job_add(cat, m->job, m->uid);
+        catalog_rank_add(cat, m);
+        rc->ranks_in_step++;
+}
+
+static void reconcile_step(void *userdata, const char *job, uint64_t step,
+                           const struct commit_record *committed) {
+        struct reconcile *rc = userdata;
+        struct daemon *d = rc->d;
+        uint32_t ranks = rc->ranks_in_step;
+
+        rc->ranks_in_step = 0;
+        if (ranks == 0) {
+                /* nothing survived of this step (a first rank interrupted) */
+                catalog_ckpt_delete(d->catalog, job, step);
+                store_step_delete(d->store, job, step);
+                return;
+        }
+        struct ckpt_ckpt_entry e;
+        if (catalog_ckpt_get(d->catalog, job, step, &e) < 0)
+                return;
+        if (committed)
+                catalog_ckpt_upsert(d->catalog, job, step, e.world_size, CKPT_STATE_COMMITTED,
+                                    committed->committed_at);
+        else
+                catalog_ckpt_upsert(d->catalog, job, step, e.world_size, CKPT_STATE_LOCAL, 0);
+        rc->steps++;
+        rc->committed += committed != NULL;
+        if (rc->nseen == rc->cap) {
+                size_t cap = rc->cap ? rc->cap * 2 : 64;
+                void *n = realloc(rc->seen, cap * sizeof(*rc->seen));
+                if (!n)
+                        return;
+                rc->seen = n;
+                rc->cap = cap;
+        }
+        snprintf(rc->seen[rc->nseen].job, sizeof(rc->seen[0].job), "%s", job);
+        rc->seen[rc->nseen].step = step;
+        rc->nseen++;
+}
+
+static int reconcile_sweep(void *userdata, const char *job, uint64_t step, uint8_t state) {
+        struct reconcile *rc = userdata;
+        (void)state;
+        for (size_t i = 0; i < rc->nseen; i++)
+                if (rc->seen[i].step == step && !strcmp(rc->seen[i].job, job))
+                        return 0;
+        log_notice("reconcile: job %s step %" PRIu64 " is in the catalog but not on disk; "
+                   "forgetting it", job, step);
+        catalog_ckpt_delete(rc->d->catalog, job, step);
+        return 0;
+}
+
+/* The disk is the truth: make the catalog say exactly what it holds. */
+static int daemon_reconcile(struct daemon *d) {
+        struct reconcile rc = { .d = d };
+        const struct store_scan_ops ops = { .rank = reconcile_rank, .step = reconcile_step };
+
+        store_trash_empty(d->store);
+        int r = store_scan(d->store, &ops, &rc);
+        if (r == 0)
+                r = catalog_ckpt_foreach(d->catalog, NULL, reconcile_sweep, &rc);
+        free(rc.seen);
+        if (r < 0)
+                return r;
+        r = catalog_flush(d->catalog);
+        log_info("reconcile: %u checkpoints on disk, %u committed", rc.steps, rc.committed);
+        return r;
+}
+
+static void daemon_retention_all(struct daemon *d) {
+        struct ckpt_rep_job_list *page = calloc(1, sizeof(*page));
+        if (!page)
+                return;
+        uint32_t start = 0;
+        for (;;) {
+                if (catalog_job_list(d->catalog, start, page) < 0 || page->count == 0)
+                        break;
+                for (uint32_t i = 0; i < page->count; i++)
+                        save_retention_run(d->server, page->entries[i].name.str);
+                start += page->count;
+                if (start >= page->total)
+                        break;
+        }
+        free(page);
+}
+
+/* ---- systemd ------------------------------------------------------------------------- */
+
+static void daemon_watchdog(struct loop_timer *t) {
+        struct daemon *d = container_of(t, struct daemon, watchdog);
+        /* The ping comes from the loop thread, so a wedged loop stops it
+         * and systemd restarts us. */
+        sd_notify(0, "WATCHDOG=1");
+        loop_timer_start(d->loop, &d->watchdog, d->watchdog_ms, daemon_watchdog);
+}
+
+static void daemon_before_sleep(struct loop_hook *h) {
+        struct daemon *d = container_of(h, struct daemon, flush_hook);
+
+        catalog_flush(d->catalog);
+
+        uint64_t now = loop_now_ms();
+        if (now - d->status_ms < 1000)
+                return;
+        d->status_ms = now;
+        char status[256];
+        struct server *srv = d->server;
+        snprintf(status, sizeof(status),
+                 "STATUS=%u clients, %u saves active, %" PRIu64 " MiB in flight, %u/%u slots used",
+                 srv->nconns, srv->saves_active, srv->bytes_in_flight >> 20,
+                 pool_slots_used(d->pool), pool_slot_count(d->pool));
+        if (strcmp(status, d->status)) {
+                sd_notify(0, status);
+                memcpy(d->status, status, sizeof(status));
+        }
+}
+
+static void daemon_drained(struct server *srv) {
+        log_info("all acknowledged saves are on disk; exiting");
+        loop_stop(srv->loop);
+}
+
+static void daemon_reload(struct daemon *d) {
+        struct config fresh;
+        int r;
+
+        sd_notify(0, "RELOADING=1");
+        r = config_init(&fresh);
+        if (r == 0 && d->config_path) {
+                r = config_load_file(&fresh, d->config_path, stderr);
+                if (r == -ENOENT)
+                        r = 0;
+        }
+        if (r == 0)
+                r = config_parse_args(&fresh, d->argc, d->argv, stderr);
+        if (r >= 0)
+                r = config_validate(&fresh, stderr);
+        if (r < 0) {
+                log_error("reload: configuration invalid, keeping the running one");
+        } else {
+                config_reload(d->cfg, &fresh);
+                log_set_level(d->cfg->log_level);
+                d->server->opts.keep = d->cfg->keep;
+                d->server->opts.pool_wait_ms = d->cfg->pool_wait_ms;
+                log_info("reload: done");
+                daemon_retention_all(d);
+        }
+        config_clear(&fresh);
+        sd_notify(0, "READY=1");
+}
+
+static void daemon_on_signal(struct loop_watch *w, uint32_t events) {
+        struct daemon *d = container_of(w, struct daemon, signal_watch);
+        struct signalfd_siginfo si;
+        (void)events;
+
+        while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
+                switch (si.ssi_signo) {
+                case SIGTERM:
+                case SIGINT:
+                        log_info("received %s: draining in-flight saves",
+                                 si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+                        sd_notify(0, "STOPPING=1\nSTATUS=draining in-flight saves");
+                        server_drain(d->server);
+                        break;
+                case SIGHUP:
+                        log_info("received SIGHUP: reloading configuration");
+                        daemon_reload(d);
+                        break;
+                default:
+                        break;
+                }
+        }
+}
+
+/* ---- lifecycle -------------------------------------------------------------------------- */
+
+int daemon_new(struct daemon **out, struct config *cfg, const char *config_path, int argc,
+               char **argv) {
+        struct daemon *d = calloc(1, sizeof(*d));
+        char path[4096];
+        int r;
+
+        if (!d)
+                return -ENOMEM;
+        d->cfg = cfg;
+        d->config_path = config_path;
+        d->argc = argc;
+        d->argv = argv;
+        d->signal_fd = -1;
+
+        /* Block the signals we handle before any thread exists, so every
+         * thread inherits the mask and they arrive only via the signalfd. */
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        r = loop_new(&d->loop, MAX(256u, cfg->queue_depth * 2 + 64));
+        if (r < 0)
+                goto fail;
+        r = worker_pool_new(&d->workers, d->loop, cfg->workers);
+        if (r < 0)
+                goto fail;
+
+        struct store_options so = {
+                .io_size = cfg->io_size,
+                .queue_depth = cfg->queue_depth,
+                .direct_io = cfg->direct_io,
+        };
+        r = pool_new(&d->pool, d->loop, cfg->pool_size, cfg->slot_size, cfg->register_buffers);
+        if (r < 0)
+                goto fail;
+        r = store_open(&d->store, cfg->state_dir, d->loop, d->workers, d->pool, &so);
+        if (r < 0)
+                goto fail;
+        snprintf(path, sizeof(path), "%s/catalog.db", cfg->state_dir);
+        r = catalog_open(&d->catalog, path);
+        if (r < 0)
+                goto fail;
+
+        struct server_options sopts = {
+                .pool_wait_ms = cfg->pool_wait_ms,
+                .keep = cfg->keep,
+                .socket_mode = cfg->socket_mode,
+                .socket_group = cfg->socket_group,
+                .state_dir = cfg->state_dir,
+        };
+        r = server_new(&d->server, d->loop, d->pool, d->store, d->catalog, d->workers, &sopts);
+        if (r < 0)
+                goto fail;
+        d->server->on_drained = daemon_drained;
+
+        r = daemon_reconcile(d);
+        if (r < 0) {
+                log_error("reconcile with %s failed: %s", cfg->state_dir, strerror(-r));
+                goto fail;
+        }
+        daemon_retention_all(d);
+        catalog_flush(d->catalog);
+
+        d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (d->signal_fd < 0) {
+                r = -errno;
+                goto fail;
+        }
+        r = loop_watch_add(d->loop, &d->signal_watch, d->signal_fd, EPOLLIN, daemon_on_signal);
+        if (r < 0)
+                goto fail;
+
+        int n = sd_listen_fds(1);
+        if (n > 1) {
+                log_error("systemd passed %d sockets; ckptd.socket must have exactly one", n);
+                r = -EINVAL;
+                goto fail;
+        }
+        if (n == 1) {
+                r = server_listen_fd(d->server, SD_LISTEN_FDS_START);
+                log_info("listening on the socket passed by systemd");
+        } else {
+                r = server_listen_path(d->server, cfg->socket_path);
+                if (r == 0)
+                        log_info("listening on %s", cfg->socket_path);
+        }
+        if (r < 0)
+                goto fail;
+
+        uint64_t usec = 0;
+        if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
+                d->watchdog_ms = MAX(usec / 2000, 1u);
+                loop_timer_start(d->loop, &d->watchdog, d->watchdog_ms, daemon_watchdog);
+        }
+        d->flush_hook.run = daemon_before_sleep;
+        loop_hook_add(d->loop, &d->flush_hook);
+
+        log_info("ckptd ready: state %s, pool %" PRIu64 " MiB in %u slots, crc32c %s",
+                 cfg->state_dir, cfg->pool_size >> 20, pool_slot_count(d->pool), crc32c_impl());
+        sd_notifyf(0, "READY=1\nSTATUS=serving, state in %s", cfg->state_dir);
+        *out = d;
+        return 0;
+
+fail:
+        daemon_free(d);
+        return r;
+}
+
+int daemon_run(struct daemon *d) {
+        int r = loop_run(d->loop);
+        catalog_flush(d->catalog);
+        return r;
+}
+
+struct daemon *daemon_free(struct daemon *d) {
+        if (!d)
+                return NULL;
+        if (d->signal_fd >= 0) {
+                loop_watch_del(d->loop, &d->signal_watch);
+                close(d->signal_fd);
+        }
+        /* workers first: their done() callbacks may still reference saves
+         * the server owns */
+        d->workers = worker_pool_free(d->workers);
+        d->server = server_free(d->server);
+        d->catalog = catalog_free(d->catalog);
+        d->store = store_free(d->store);
+        d->pool = pool_free(d->pool);
+        d->loop = loop_free(d->loop);
+        free(d);
+        return NULL;
+}

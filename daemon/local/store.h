@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * store — the local tier: checkpoint bytes on this node's disk.
+ *
+ * Layout (docs/on-disk.md):
+ *     <state>/jobs/<job>/<step:020>/.rank-<r>.tmp/   a rank being written
+ *     <state>/jobs/<job>/<step:020>/rank-<r>/        MANIFEST + one file per shard
+ *     <state>/jobs/<job>/<step:020>/COMMITTED        the job committed this step
+ *     <state>/trash/                                 deleted asynchronously
+ *
+ * Shard bytes go from pool slots straight to disk: O_DIRECT, registered
+ * buffers, split into io_size requests with at most queue_depth in flight
+ * across all shards.  The store never copies shard bytes.  An unaligned
+ * tail is padded to 4 KiB in the slot (the padding is not part of the
+ * shard) and the file truncated to its size before fsync.
+ *
+ * Blocking metadata work — fsync of shards, MANIFEST write, rename into
+ * place, directory fsync, COMMITTED record, removal of old trees — runs on
+ * the worker pool so the loop never waits for the disk.
+ *
+ * Not thread-safe: loop thread only (workers get self-contained items).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "io/loop.h"
+#include "io/worker.h"
+#include "local/manifest.h"
+#include "pool/pool.h"
+
+struct store;
+
+struct store_options {
+        uint64_t io_size;
+        uint32_t queue_depth;
+        bool direct_io;
+};
+
+int store_open(struct store **out, const char *state_dir, struct loop *loop,
+               struct worker_pool *workers, struct pool *pool,
+               const struct store_options *opts);
+struct store *store_free(struct store *s);
+void store_set_options(struct store *s, const struct store_options *opts);
+
+/* Bytes moved since start, for status. */
+uint64_t store_bytes_written(const struct store *s);
+uint64_t store_bytes_read(const struct store *s);
+
+/* ---- writing a rank ------------------------------------------------------ */
+
+struct rank_writer;
+
+/* Create <step>/.rank-<r>.tmp (replacing a stale one).  -ENOSPC, -EIO ... */
+int store_rank_begin(struct store *s, const char *job, uint64_t step, uint32_t rank,
+                     struct rank_writer **out);
+/* Remove the tmp dir and everything in it (asynchronously); frees rw.
+ * The caller guarantees no I/O of rw is in flight. */
+void store_rank_abort(struct store *s, struct rank_writer *rw);
+
+/* Create the file for a shard of `size` bytes, preallocated; returns an fd
+ * owned by rw (closed by finish/abort). */
+int store_shard_create(struct store *s, struct rank_writer *rw, const char *name, uint64_t size,
+                       int *fd_out);
+
+/* One asynchronous slot-sized transfer between a slot and a file. */
+struct store_xfer {
+        struct list link;       /* store's queue */
+        int fd;
+        struct slot *slot;
+        uint64_t slot_offset;   /* where in the slot the bytes start (4K aligned) */
+        uint64_t file_offset;   /* 4K aligned */
+        uint64_t length;        /* bytes to transfer (rounded up to 4K for O_DIRECT writes) */
+        uint64_t submitted;     /* bytes handed to the ring */
+        uint64_t completed;     /* bytes done */
+        uint32_t inflight;
+        bool write;
+        int error;
+        void (*done)(struct store_xfer *x, int error);
+};
+
+/* Queue a write of x->length bytes (the caller pads the tail, see
+ * store_pad_tail()).  done() runs once all of it is on the device or on the
+ * first error. */
+void store_write(struct store *s, struct store_xfer *x);
+/* Queue a read (x->length may run past EOF: the tail is zero-filled). */
+void store_read(struct store *s, struct store_xfer *x);
+/* Length to write for `len` shard bytes: rounded up to 4K under O_DIRECT,
+ * with the padding in the slot zeroed. */
+uint64_t store_pad_tail(struct store *s, struct slot *slot, uint64_t len);
+
+/* Finish a rank: fsync shards, write MANIFEST (m is borrowed until done),
+ * rename into place, fsync the step directory — on a worker.  cb runs on
+ * the loop thread with 0 or -errno; rw is freed either way (on failure the
+ * tmp dir is removed). */
+void store_rank_finish(struct store *s, struct rank_writer *rw, const struct manifest *m,
+                       void (*cb)(void *userdata, int error), void *userdata);
+
+/* ---- steps --------------------------------------------------------------- */
+
+/* Write the COMMITTED record of a step (worker), cb as above.  r is
+ * borrowed until cb runs. */
+void store_step_commit(struct store *s, const struct commit_record *r,
+                       void (*cb)(void *userdata, int error), void *userdata);
+/* Move a step's directory to trash and delete it in the background. */
+int store_step_delete(struct store *s, const char *job, uint64_t step);
+bool store_step_committed(struct store *s, const char *job, uint64_t step);
+
+/* ---- reading --------------------------------------------------------------- */
+
+/* Open a shard file of a rank on disk for O_DIRECT reads (fd owned by the
+ * caller); also returns the rank's manifest (cached; valid until the next
+ * store call that removes that rank).  -ENOENT. */
+int store_shard_open(struct store *s, const char *job, uint64_t step, uint32_t rank,
+                     const char *shard, bool direct, int *fd_out,
+                     const struct manifest **m_out, const struct manifest_shard **sh_out);
+/* Forget cached manifests of (job, step) (after delete/replace). */
+void store_manifest_forget(struct store *s, const char *job, uint64_t step);
+
+/* ---- start-up -------------------------------------------------------------- */
+
+/* Walk <state>/jobs: remove .tmp leftovers, move rank dirs whose manifest
+ * does not parse to trash (logged), and call found() for every valid rank
+ * and step (committed or not).  Runs synchronously, before serving. */
+struct store_scan_ops {
+        void (*rank)(void *userdata, const struct manifest *m);
+        void (*step)(void *userdata, const char *job, uint64_t step,
+                     const struct commit_record *committed /* NULL if not */);
+};
+int store_scan(struct store *s, const struct store_scan_ops *ops, void *userdata);
+
+/* Empty the trash directory (also done at start). */
+void store_trash_empty(struct store *s);

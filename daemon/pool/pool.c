@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pool — memfd slots, prefaulted once, registered with the ring, handed out
+ * FIFO with a timeout.  See pool.h for the isolation rule.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "pool/pool.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+struct pool {
+        struct loop *loop;
+        uint64_t slot_size;
+        uint32_t count;
+        uint32_t used;
+        uint32_t nwaiters;
+        bool fixed;
+        struct slot *slots;
+        struct list free_slots;
+        struct list waiters;
+};
+
+static int slot_map(struct slot *s, uint64_t size) {
+        _cleanup_close_ int fd = memfd_create("ckptd-slot", MFD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (ftruncate(fd, (off_t)size) < 0)
+                return -errno;
+        void *addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+        if (addr == MAP_FAILED)
+                return -errno;
+        /* MAP_POPULATE allocates the pages, but the first write to them is
+         * still several times slower than later ones; pay that here, once,
+         * instead of on a trainer's first save. */
+        memset(addr, 0, size);
+        s->memfd = TAKE_FD(fd);
+        s->addr = addr;
+        return 0;
+}
+
+static void slot_unmap(struct slot *s, uint64_t size) {
+        if (s->addr)
+                munmap(s->addr, size);
+        s->addr = NULL;
+        s->memfd = safe_close(s->memfd);
+}
+
+static int pool_register(struct pool *p, struct slot *s) {
+        struct iovec iov = { .iov_base = s->addr, .iov_len = p->slot_size };
+        int r = io_uring_register_buffers_update_tag(loop_ring(p->loop), s->id, &iov, NULL, 1);
+        return r < 0 ? r : 0;
+}
+
+int pool_new(struct pool **out, struct loop *loop, uint64_t pool_size, uint64_t slot_size,
+             bool register_buffers) {
+        struct pool *p = calloc(1, sizeof(*p));
+        int r;
+
+        if (!p)
+                return -ENOMEM;
+        p->loop = loop;
+        p->slot_size = slot_size;
+        p->count = (uint32_t)(pool_size / slot_size);
+        list_init(&p->free_slots);
+        list_init(&p->waiters);
+        p->slots = calloc(p->count, sizeof(*p->slots));
+        if (!p->slots) {
+                free(p);
+                return -ENOMEM;
+        }
+        for (uint32_t i = 0; i < p->count; i++) {
+                p->slots[i].id = i;
+                p->slots[i].memfd = -1;
+                p->slots[i].owner_uid = POOL_UID_NONE;
+        }
+        for (uint32_t i = 0; i < p->count; i++) {
+                r = slot_map(&p->slots[i], slot_size);
+                if (r < 0) {
+                        log_error("pool: cannot allocate slot %u of %llu bytes: %s", i,
+                                  (unsigned long long)slot_size, strerror(-r));
+                        pool_free(p);
+                        return r;
+                }
+                list_add_tail(&p->free_slots, &p->slots[i].link);
+        }
+
+        if (register_buffers) {
+                r = io_uring_register_buffers_sparse(loop_ring(loop), p->count);
+                for (uint32_t i = 0; r >= 0 && i < p->count; i++)
+                        r = pool_register(p, &p->slots[i]);
+                if (r < 0) {
+                        /* Typically RLIMIT_MEMLOCK for an unprivileged user:
+                         * correct without, just more work per I/O. */
+                        log_notice("pool: fixed buffers unavailable (%s); using plain O_DIRECT "
+                                   "I/O. Raise the memlock limit (LimitMEMLOCK=) to enable them.",
+                                   strerror(-r));
+                        io_uring_unregister_buffers(loop_ring(loop));
+                } else {
+                        p->fixed = true;
+                }
+        }
+        log_info("pool: %u slots of %llu MiB (%s)", p->count,
+                 (unsigned long long)(slot_size >> 20), p->fixed ? "fixed buffers" : "plain");
+        *out = p;
+        return 0;
+}
+
+struct pool *pool_free(struct pool *p) {
+        if (!p)
+                return NULL;
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &p->waiters) {
+                struct pool_waiter *w = list_entry(pos, struct pool_waiter, link);
+                list_unlink(&w->link);
+                loop_timer_cancel(&w->timer);
+                p->nwaiters--;
+                w->cb(w, NULL, -ECANCELED);
+        }
+        if (p->fixed)
+                io_uring_unregister_buffers(loop_ring(p->loop));
+        for (uint32_t i = 0; i < p->count; i++)
+                slot_unmap(&p->slots[i], p->slot_size);
+        free(p->slots);
+        free(p);
+        return NULL;
+}
+
+uint64_t pool_slot_size(const struct pool *p) {
+        return p->slot_size;
+}
+uint32_t pool_slot_count(const struct pool *p) {
+        return p->count;
+}
+uint32_t pool_slots_used(const struct pool *p) {
+        return p->used;
+}
+uint32_t pool_waiters(const struct pool *p) {
+        return p->nwaiters;
+}
+bool pool_fixed(const struct pool *p) {
+        return p->fixed;
+}
+
+struct slot *pool_slot(struct pool *p, uint32_t id) {
+        return id < p->count ? &p->slots[id] : NULL;
+}
+
+/* Give slot s, currently holding another uid's memory, fresh memory. */
+static int slot_renew(struct pool *p, struct slot *s) {
+        struct slot fresh = { .memfd = -1 };
+        int r = slot_map(&fresh, p->slot_size);
+        if (r < 0) {
+                log_error("pool: cannot replace memory of slot %u: %s", s->id, strerror(-r));
+                return r;
+        }
+        slot_unmap(s, p->slot_size);
+        s->memfd = fresh.memfd;
+        s->addr = fresh.addr;
+        s->gen++;
+        if (p->fixed) {
+                r = pool_register(p, s);
+                if (r < 0) {
+                        /* Cannot happen short of a kernel bug; plain I/O is
+                         * still correct, so degrade rather than fail. */
+                        log_error("pool: re-registering slot %u failed: %s; disabling fixed "
+                                  "buffers",
+                                  s->id, strerror(-r));
+                        io_uring_unregister_buffers(loop_ring(p->loop));
+                        p->fixed = false;
+                }
+        }
+        return 0;
+}
+
+struct slot *pool_try_acquire(struct pool *p, uint32_t uid, int *error) {
+        struct slot *same = NULL, *unused = NULL, *other = NULL;
+        struct list *pos, *tmp;
+
+        *error = 0;
+        list_for_each_safe(pos, tmp, &p->free_slots) {
+                struct slot *s = list_entry(pos, struct slot, link);
+                if (s->owner_uid == uid) {
+                        same = s;
+                        break;
+                }
+                if (s->owner_uid == POOL_UID_NONE && !unused)
+                        unused = s;
+                else if (!other)
+                        other = s;
+        }
+        struct slot *s = same ? same : unused ? unused : other;
+        if (!s)
+                return NULL;
+        if (s == other) {
+                int r = slot_renew(p, s);
+                if (r < 0) {
+                        *error = r;
+                        return NULL;
+                }
+        }
+        list_unlink(&s->link);
+        s->busy = true;
+        s->owner_uid = uid;
+        p->used++;
+        return s;
+}
+
+static void pool_waiter_timeout(struct loop_timer *t) {
+        struct pool_waiter *w = container_of(t, struct pool_waiter, timer);
+
+        list_unlink(&w->link);
+        w->pool->nwaiters--;
+        w->cb(w, NULL, -ETIMEDOUT);
+}
+
+void pool_wait(struct pool *p, struct pool_waiter *w, uint32_t uid, uint64_t timeout_ms,
+               void (*cb)(struct pool_waiter *w, struct slot *slot, int error)) {
+        w->pool = p;
+        w->uid = uid;
+        w->cb = cb;
+        list_add_tail(&p->waiters, &w->link);
+        p->nwaiters++;
+        loop_timer_start(p->loop, &w->timer, timeout_ms, pool_waiter_timeout);
+}
+
+void pool_wait_cancel(struct pool *p, struct pool_waiter *w) {
+        if (!list_linked(&w->link))
+                return;
+        list_unlink(&w->link);
+        loop_timer_cancel(&w->timer);
+        p->nwaiters--;
+}
+
+void pool_release(struct pool *p, struct slot *s) {
+        s->busy = false;
+        p->used--;
+        list_add_tail(&p->free_slots, &s->link);
+
+        while (!list_empty(&p->waiters)) {
+                struct pool_waiter *w = list_first_entry(&p->waiters, struct pool_waiter, link);
+                int error;
+                struct slot *got = pool_try_acquire(p, w->uid, &error);
+                if (!got && !error)
+                        return;
+                list_unlink(&w->link);
+                loop_timer_cancel(&w->timer);
+                p->nwaiters--;
+                w->cb(w, got, error);
+                if (got)
+                        return;
+        }
+}

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * restore — serving checkpoints back: latest committed step, shard lists,
+ * byte ranges through a slot, and read-only mappings.
+ *
+ * READ reads the MANIFEST blocks covering the range with O_DIRECT into a
+ * slot and checks every block's CRC32C on a worker before the client sees
+ * a byte; a mismatch is -EIO and is logged against the job.  MAP hands over
+ * a read-only fd; the client checks the whole-shard CRC32C itself.
+ *
+ * Reading is allowed to the job's owner and to root.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crc32c.h"
+#include "server/server.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+struct read_op {
+        struct work work;
+        struct store_xfer xfer;
+        struct conn *conn;      /* NULL if the client went away */
+        struct server *srv;
+        struct slot *slot;
+        char job[CKPT_NAME_MAX + 1];
+        char shard[CKPT_NAME_MAX + 1];
+        uint64_t step;
+        uint32_t rank;
+        uint64_t offset, length;   /* what the client asked for (clipped) */
+        uint64_t span_start;       /* first block's offset in the shard */
+        uint64_t span_length;      /* bytes of whole blocks read */
+        uint64_t shard_size;
+        uint64_t first_block, nblocks;
+        uint32_t *expected;        /* nblocks CRCs, owned */
+        int64_t bad_block;         /* -1 if all good */
+};
+
+static int check_read_access(struct conn *c, const char *job) {
+        int r = conn_check_job(c, job, false);
+        if (r == -EACCES)
+                conn_error(c, r, "job '%s' belongs to another user", job);
+        else if (r < 0)
+                conn_error(c, r, "no job named '%s'", job);
+        return r;
+}
+
+void restore_handle_latest(struct conn *c, const struct ckpt_req_job_step *req) {
+        struct ckpt_reply rep = { 0 };
+
+        if (check_read_access(c, req->job.str) < 0)
+                return;
+        int r = catalog_latest_committed(c->srv->catalog, req->job.str, &rep.latest.step,
+                                         &rep.latest.world_size);
+        if (r == -ENOENT)
+                conn_error(c, r, "job '%s' has no committed checkpoint", req->job.str);
+        else if (r < 0)
+                conn_error(c, r, "catalog error");
+        else
+                conn_reply(c, &rep, -1);
+}
+
+void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list *req) {
+        if (check_read_access(c, req->job.str) < 0)
+                return;
+        struct ckpt_reply *rep = calloc(1, sizeof(*rep));
+        if (!rep) {
+                conn_error(c, -ENOMEM, "out of memory");
+                return;
+        }
+        int r = catalog_shard_list(c->srv->catalog, req->job.str, req->step, req->rank, req->start,
+                                   &rep->shard_list);
+        if (r == -ENOENT)
+                conn_error(c, r, "job '%s' has no rank %u of step %" PRIu64 " on this node",
+                           req->job.str, req->rank, req->step);
+        else if (r < 0)
+                conn_error(c, r, "catalog error");
+        else
+                conn_reply(c, rep, -1);
+        free(rep);
+}
+
+static struct read_op *read_op_free(struct read_op *op) {
+        if (op->slot)
+                pool_release(op->srv->pool, op->slot);
+        free(op->expected);
+        free(op);
+        return NULL;
+}
+
+static void read_verify_run(struct work *w) {
+        struct read_op *op = container_of(w, struct read_op, work);
+        const uint8_t *p = op->slot->addr;
+
+        op->bad_block = -1;
+        for (uint64_t i = 0; i < op->nblocks; i++) {
+                uint64_t start = i * MANIFEST_BLOCK_SIZE;
+                uint64_t len = MIN((uint64_t)MANIFEST_BLOCK_SIZE,
+                                   op->shard_size - (op->span_start + start));
+                if (crc32c(0, p + start, len) != op->expected[i]) {
+                        op->bad_block = (int64_t)(op->first_block + i);
+                        return;
+                }
+        }
+}
+
+static void read_verify_done(struct work *w) {
+        struct read_op *op = container_of(w, struct read_op, work);
+        struct conn *c = op->conn;
+
+        if (op->bad_block >= 0) {
+                log_error("job %s step %" PRIu64 " rank %u shard %s: block %" PRId64
+                          " fails its CRC32C: the copy on disk is corrupt",
+                          op->job, op->step, op->rank, op->shard, op->bad_block);
+                catalog_job_error(op->srv->catalog, op->job);
+                if (c)
+                        conn_error(c, -EIO, "shard '%s' block %" PRId64 " failed its checksum: the "
+                                   "local copy is corrupt", op->shard, op->bad_block);
+                read_op_free(op);
+                return;
+        }
+        if (!c) {
+                read_op_free(op);
+                return;
+        }
+        int lease = -1;
+        for (int i = 0; i < SERVER_READS_PER_CONN; i++)
+                if (!c->reads[i]) {
+                        lease = i;
+                        break;
+                }
+        /* a free lease was checked before starting */
+        c->reads[lease] = op->slot;
+        struct slot *slot = TAKE_PTR(op->slot);
+        c->pending = NULL;
+        conn_reply_slot(c, slot, op->offset - op->span_start, op->offset, op->length);
+        read_op_free(op);
+}
+
+static void read_done(struct store_xfer *x, int error) {
+        struct read_op *op = container_of(x, struct read_op, xfer);
+
+        safe_close(x->fd);
+        if (error < 0) {
+                if (op->conn)
+                        conn_error(op->conn, -EIO, "reading shard '%s' failed: %s", op->shard,
+                                   strerror(-error));
+                read_op_free(op);
+                return;
+        }
+        op->work.run = read_verify_run;
+        op->work.done = read_verify_done;
+        worker_pool_submit(op->srv->workers, &op->work);
+}
+
+static void read_start(struct read_op *op) {
+        struct server *srv = op->srv;
+        const struct manifest *m;
+        const struct manifest_shard *sh;
+        int fd;
+
+        int r = store_shard_open(srv->store, op->job, op->step, op->rank, op->shard, true, &fd, &m,
+                                 &sh);
+        if (r < 0) {
+                conn_error(op->conn, r, "cannot open shard '%s' of rank %u step %" PRIu64 ": %s",
+                           op->shard, op->rank, op->step, strerror(-r));
+                read_op_free(op);
+                return;
+        }
+        op->shard_size = sh->size;
+        if (op->offset > sh->size) {
+                safe_close(fd);
+                conn_error(op->conn, -ERANGE, "offset %" PRIu64 " is beyond the end of shard '%s' "
+                           "(%" PRIu64 " bytes)", op->offset, op->shard, sh->size);
+                read_op_free(op);
+                return;
+        }
+        op->length = MIN(op->length, sh->size - op->offset);
+        op->span_start = ALIGN_DOWN(op->offset, (uint64_t)MANIFEST_BLOCK_SIZE);
+        uint64_t end = MIN(ALIGN_UP(op->offset + op->length, (uint64_t)MANIFEST_BLOCK_SIZE),
+                           sh->size);
+        op->span_length = end - op->span_start;
+        if (op->span_length > pool_slot_size(srv->pool)) {
+                safe_close(fd);
+                conn_error(op->conn, -EINVAL, "range [%" PRIu64 ", +%" PRIu64 ") spans more than one "
+                           "slot (%" PRIu64 " bytes) of %u-byte blocks; read it in pieces",
+                           op->offset, op->length, pool_slot_size(srv->pool), MANIFEST_BLOCK_SIZE);
+                read_op_free(op);
+                return;
+        }
+        op->first_block = op->span_start / MANIFEST_BLOCK_SIZE;
+        op->nblocks = (op->span_length + MANIFEST_BLOCK_SIZE - 1) / MANIFEST_BLOCK_SIZE;
+        op->expected = calloc(op->nblocks ? op->nblocks : 1, sizeof(uint32_t));
+        if (!op->expected) {
+                safe_close(fd);
+                conn_error(op->conn, -ENOMEM, "out of memory");
+                read_op_free(op);
+                return;
+        }
+        if (op->nblocks)
+                memcpy(op->expected, sh->block_crcs + op->first_block,
+                       op->nblocks * sizeof(uint32_t));
+
+        op->xfer.fd = fd;
+        op->xfer.slot = op->slot;
+        op->xfer.slot_offset = 0;
+        op->xfer.file_offset = op->span_start;
+        op->xfer.length = ALIGN_UP(op->span_length, 4096);
+        op->xfer.done = read_done;
+        store_read(srv->store, &op->xfer);
+}
+
+static void read_slot_ready(struct pool_waiter *w, struct slot *slot, int error) {
+        struct conn *c = container_of(w, struct conn, waiter);
+        struct read_op *op = c->pending;
+
+        if (!slot) {
+                conn_error(c, error, "no shared-memory slot became free within %" PRIu64 " ms",
+                           c->srv->opts.pool_wait_ms);
+                read_op_free(op);
+                return;
+        }
+        op->slot = slot;
+        read_start(op);
+}
+
+void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
+        struct server *srv = c->srv;
+        int error;
+
+        if (check_read_access(c, req->job.str) < 0)
+                return;
+        bool lease_free = false;
+        for (int i = 0; i < SERVER_READS_PER_CONN; i++)
+                lease_free |= !c->reads[i];
+        if (!lease_free) {
+                conn_error(c, -EMFILE, "%u reads outstanding on this connection; send READ_DONE "
+                           "first", SERVER_READS_PER_CONN);
+                return;
+        }
+        int r = catalog_rank_exists(srv->catalog, req->job.str, req->step, req->rank);
+        if (r <= 0) {
+                conn_error(c, -ENOENT, "job '%s' has no rank %u of step %" PRIu64 " on this node",
+                           req->job.str, req->rank, req->step);
+                return;
+        }
+        struct read_op *op = calloc(1, sizeof(*op));
+        if (!op) {
+                conn_error(c, -ENOMEM, "out of memory");
+                return;
+        }
+        op->conn = c;
+        op->srv = srv;
+        snprintf(op->job, sizeof(op->job), "%s", req->job.str);
+        snprintf(op->shard, sizeof(op->shard), "%s", req->shard.str);
+        op->step = req->step;
+        op->rank = req->rank;
+        op->offset = req->offset;
+        op->length = req->length;
+        c->pending = op;
+
+        struct slot *slot = pool_try_acquire(srv->pool, (uint32_t)c->uid, &error);
+        if (slot) {
+                op->slot = slot;
+                read_start(op);
+                return;
+        }
+        if (error < 0) {
+                conn_error(c, error, "cannot prepare a slot: %s", strerror(-error));
+                read_op_free(op);
+                return;
+        }
+        pool_wait(srv->pool, &c->waiter, (uint32_t)c->uid, srv->opts.pool_wait_ms,
+                  read_slot_ready);
+}
+
+void restore_handle_read_done(struct conn *c, const struct ckpt_req_read_done *req) {
+        for (int i = 0; i < SERVER_READS_PER_CONN; i++) {
+                if (c->reads[i] && c->reads[i]->id == req->slot_id) {
+                        pool_release(c->srv->pool, c->reads[i]);
+                        c->reads[i] = NULL;
+                        conn_reply_empty(c);
+                        return;
+                }
+        }
+        conn_error(c, -EINVAL, "slot %u is not lent to this connection by a READ", req->slot_id);
+}
+
+void restore_handle_map(struct conn *c, const struct ckpt_req_read *req) {
+        const struct manifest *m;
+        const struct manifest_shard *sh;
+        int fd;
+
+        if (check_read_access(c, req->job.str) < 0)
+                return;
+        int r = catalog_rank_exists(c->srv->catalog, req->job.str, req->step, req->rank);
+        if (r <= 0) {
+                conn_error(c, -ENOENT, "job '%s' has no rank %u of step %" PRIu64 " on this node",
+                           req->job.str, req->rank, req->step);
+                return;
+        }
+        r = store_shard_open(c->srv->store, req->job.str, req->step, req->rank, req->shard.str,
+                             false, &fd, &m, &sh);
+        if (r < 0) {
+                conn_error(c, r, "cannot open shard '%s': %s", req->shard.str, strerror(-r));
+                return;
+        }
+        struct ckpt_reply rep = { 0 };
+        rep.map.size = sh->size;
+        rep.map.crc32c = sh->crc32c;
+        rep.map.has_fd = 1;
+        conn_reply(c, &rep, fd);
+}
+
+void restore_conn_closed(struct conn *c) {
+        if (c->busy && c->busy_type == CKPT_MSG_READ && c->pending) {
+                struct read_op *op = c->pending;
+                /* Waiting for a slot: the waiter was cancelled, free now.
+                 * Otherwise I/O or a worker still holds it: orphan it. */
+                if (!op->slot)
+                        read_op_free(op);
+                else
+                        op->conn = NULL;
+        }
+        for (int i = 0; i < SERVER_READS_PER_CONN; i++) {
+                if (c->reads[i]) {
+                        pool_release(c->srv->pool, c->reads[i]);
+                        c->reads[i] = NULL;
+                }
+        }
+}

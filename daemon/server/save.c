@@ -1,0 +1,1097 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * save — one rank's save, from the first byte staged to the rank directory
+ * renamed into place; steps (what WAIT and COMMIT see); retention.
+ *
+ *   SAVE_BEGIN           rank writer created (tmp dir)
+ *   SHARD_BEGIN          shard file created and preallocated
+ *   CHUNK_GET/CHUNK_PUT  a slot lent to the client, filled, handed back with
+ *                        the client's CRC32C; a worker checksums the slot
+ *                        (per MANIFEST block); a mismatch is a torn shard
+ *                        and fails the save; a match is queued to disk
+ *   SAVE_FINISH          answered once every chunk is verified ("staged"):
+ *                        from here the daemon owns the bytes
+ *   (all written)        fsync, MANIFEST, rename — the rank is "local"
+ *   COMMIT               every rank local -> COMMITTED record -> retention
+ *
+ * A save that fails (torn shard, disk error, client gone before finishing,
+ * shutdown) keeps its error for WAIT/COMMIT to report, and its tmp dir is
+ * removed once no I/O of it is in flight.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "crc32c.h"
+#include "server/server.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+struct chunk {
+        struct work work;
+        struct store_xfer xfer;
+        struct save *save;
+        struct shard *shard;
+        struct slot *slot;
+        uint64_t offset, length;
+        uint32_t claimed, computed;
+};
+
+static void step_notify(struct server *srv, struct step_state *st);
+static void step_state_free(struct server *srv, struct step_state *st);
+
+/* ---- lookup ---------------------------------------------------------------------- */
+
+static struct save *conn_save(struct conn *c, uint32_t id) {
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &c->saves) {
+                struct save *s = list_entry(pos, struct save, conn_link);
+                if (s->id == id)
+                        return s;
+        }
+        return NULL;
+}
+
+static struct shard *conn_shard(struct conn *c, uint32_t id) {
+        struct list *pos, *tmp, *p2, *t2;
+        list_for_each_safe(pos, tmp, &c->saves) {
+                struct save *s = list_entry(pos, struct save, conn_link);
+                list_for_each_safe(p2, t2, &s->shards) {
+                        struct shard *sh = list_entry(p2, struct shard, link);
+                        if (sh->id == id)
+                                return sh;
+                }
+        }
+        return NULL;
+}
+
+static struct step_state *step_find(struct server *srv, const char *job, uint64_t step) {
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &srv->steps) {
+                struct step_state *st = list_entry(pos, struct step_state, link);
+                if (st->step == step && !strcmp(st->job, job))
+                        return st;
+        }
+        return NULL;
+}
+
+static struct step_state *step_new(struct server *srv, const char *job, uint64_t step,
+                                   uint32_t world_size) {
+        struct step_state *st = calloc(1, sizeof(*st));
+        if (!st)
+                return NULL;
+        st->srv = srv;
+        snprintf(st->job, sizeof(st->job), "%s", job);
+        st->step = step;
+        st->world_size = world_size;
+        list_init(&st->saves);
+        list_init(&st->waiters);
+        list_add_tail(&srv->steps, &st->link);
+        return st;
+}
+
+/* ---- save lifecycle ------------------------------------------------------------------- */
+
+static void save_free(struct save *s) {
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &s->shards) {
+                struct shard *sh = list_entry(pos, struct shard, link);
+                list_unlink(&sh->link);
+                free(sh->block_crcs);
+                free(sh);
+        }
+        list_unlink(&s->conn_link);
+        list_unlink(&s->step_link);
+        manifest_free(s->manifest);
+        free(s);
+}
+
+static void save_set_inactive(struct save *s) {
+        struct server *srv = s->srv;
+
+        /* Each save leaves "active" exactly once: on disk, or failed and
+         * cleaned up. */
+        srv->saves_active--;
+        srv->shards_in_flight -= s->nshards;
+        if (srv->draining && srv->on_drained && server_drained(srv))
+                srv->on_drained(srv);
+}
+
+/* A failed save: once nothing of it is in flight, remove its tmp dir. */
+static void save_cleanup_failed(struct save *s) {
+        if (s->state != SAVE_FAILED || s->chunks_pending > 0 || !s->rw)
+                return;
+        store_rank_abort(s->srv->store, s->rw);
+        s->rw = NULL;
+        save_set_inactive(s);
+}
+
+static void ckpt_state_update(struct server *srv, struct step_state *st) {
+        uint8_t state = CKPT_STATE_LOCAL;
+        struct list *pos, *tmp;
+
+        if (st->committed)
+                return;
+        list_for_each_safe(pos, tmp, &st->saves) {
+                struct save *s = list_entry(pos, struct save, step_link);
+                if (s->state == SAVE_FAILED) {
+                        state = CKPT_STATE_FAILED;
+                        break;
+                }
+                if (s->state != SAVE_DONE)
+                        state = CKPT_STATE_SAVING;
+        }
+        catalog_ckpt_upsert(srv->catalog, st->job, st->step, st->world_size, state, 0);
+}
+
+static void save_fail(struct save *s, int error, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static void save_fail(struct save *s, int error, const char *fmt, ...) {
+        struct server *srv = s->srv;
+        va_list ap;
+
+        if (s->state == SAVE_FAILED || s->state == SAVE_DONE)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
+        va_end(ap);
+        s->error = error;
+        bool was_writing = s->state == SAVE_WRITING;
+        s->state = SAVE_FAILED;
+        log_error("job %s step %" PRIu64 " rank %u: save failed: %s", s->step->job, s->step->step,
+                  s->rank, s->errmsg);
+        catalog_job_error(srv->catalog, s->step->job);
+
+        /* Windows lent to the client and never handed back. */
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &s->shards) {
+                struct shard *sh = list_entry(pos, struct shard, link);
+                if (sh->granted) {
+                        pool_release(srv->pool, sh->granted);
+                        sh->granted = NULL;
+                }
+        }
+
+        struct conn *c = s->conn;
+        if (c && c->busy) {
+                if (c->busy_type == CKPT_MSG_CHUNK_GET && c->pending &&
+                    ((struct shard *)c->pending)->save == s) {
+                        pool_wait_cancel(srv->pool, &c->waiter);
+                        conn_error(c, error, "%s", s->errmsg);
+                } else if (c->busy_type == CKPT_MSG_SAVE_FINISH && c->pending == s) {
+                        conn_error(c, error, "%s", s->errmsg);
+                }
+        }
+        s->finish_waiting = false;
+        if (!was_writing)
+                save_cleanup_failed(s);
+        ckpt_state_update(srv, s->step);
+        step_notify(srv, s->step);
+}
+
+static void save_on_disk(void *userdata, int error) {
+        struct save *s = userdata;
+        struct server *srv = s->srv;
+
+        if (error < 0) {
+                /* the store already removed the tmp dir */
+                s->rw = NULL;
+                save_fail(s, error, "cannot write rank %u to disk: %s", s->rank, strerror(-error));
+                save_set_inactive(s);
+                return;
+        }
+        s->state = SAVE_DONE;
+        catalog_job_add(srv->catalog, s->step->job, s->uid);
+        catalog_rank_add(srv->catalog, s->manifest);
+        s->manifest = manifest_free(s->manifest);
+        ckpt_state_update(srv, s->step);
+        log_debug("job %s step %" PRIu64 " rank %u: on local disk (%" PRIu64 " bytes)",
+                  s->step->job, s->step->step, s->rank, s->bytes);
+        save_set_inactive(s);
+        step_notify(srv, s->step);
+}
+
+static void save_maybe_finalize(struct save *s) {
+        int r;
+
+        if (s->state != SAVE_FINISHED || s->chunks_pending > 0)
+                return;
+        struct step_state *st = s->step;
+        r = manifest_new(&s->manifest, st->job, st->step, s->rank, st->world_size, s->uid);
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &s->shards) {
+                struct shard *sh = list_entry(pos, struct shard, link);
+                if (r < 0)
+                        break;
+                uint32_t crc = 0;
+                for (uint64_t i = 0; i < sh->nblocks; i++) {
+                        uint64_t len = MIN((uint64_t)MANIFEST_BLOCK_SIZE,
+                                           sh->size - i * MANIFEST_BLOCK_SIZE);
+                        crc = i == 0 ? sh->block_crcs[0] : crc32c_combine(crc, sh->block_crcs[i], len);
+                }
+                r = manifest_add_shard(s->manifest, sh->name, sh->size, crc, sh->block_crcs);
+        }
+        if (r < 0) {
+                save_fail(s, r, "cannot build MANIFEST: %s", strerror(-r));
+                return;
+        }
+        s->state = SAVE_WRITING;
+        struct rank_writer *rw = TAKE_PTR(s->rw);
+        store_rank_finish(s->srv->store, rw, s->manifest, save_on_disk, s);
+}
+
+/* ---- chunks ----------------------------------------------------------------------- */
+
+static void chunk_release(struct chunk *ch) {
+        struct save *s = ch->save;
+        struct server *srv = s->srv;
+
+        pool_release(srv->pool, ch->slot);
+        srv->bytes_in_flight -= ch->length;
+        s->chunks_pending--;
+        free(ch);
+        if (s->state == SAVE_FAILED)
+                save_cleanup_failed(s);
+        else
+                save_maybe_finalize(s);
+}
+
+static void chunk_written(struct store_xfer *x, int error) {
+        struct chunk *ch = container_of(x, struct chunk, xfer);
+        struct save *s = ch->save;
+
+        if (error < 0) {
+                save_fail(s, error, "writing shard '%s' at offset %" PRIu64 " failed: %s",
+                          ch->shard->name, ch->offset, strerror(-error));
+        } else {
+                ch->shard->written += ch->length;
+        }
+        chunk_release(ch);
+}
+
+/* Worker thread: checksum the slot per MANIFEST block.  Touches only the
+ * slot memory and this chunk's part of the shard's block array. */
+static void chunk_verify_run(struct work *w) {
+        struct chunk *ch = container_of(w, struct chunk, work);
+        const uint8_t *p = ch->slot->addr;
+        uint32_t *blocks = ch->shard->block_crcs + ch->offset / MANIFEST_BLOCK_SIZE;
+        uint32_t total = 0;
+
+        for (uint64_t off = 0, i = 0; off < ch->length; off += MANIFEST_BLOCK_SIZE, i++) {
+                uint64_t len = MIN((uint64_t)MANIFEST_BLOCK_SIZE, ch->length - off);
+                blocks[i] = crc32c(0, p + off, len);
+                total = i == 0 ? blocks[i] : crc32c_combine(total, blocks[i], len);
+        }
+        ch->computed = total;
+}
+
+static void chunk_verify_done(struct work *w) {
+        struct chunk *ch = container_of(w, struct chunk, work);
+        struct save *s = ch->save;
+        struct server *srv = s->srv;
+
+        s->chunks_verifying--;
+        if (s->state == SAVE_FAILED) {
+                chunk_release(ch);
+                return;
+        }
+        if (ch->computed != ch->claimed) {
+                save_fail(s, -EBADMSG,
+                          "torn shard: bytes %" PRIu64 "..%" PRIu64 " of shard '%s' changed after "
+                          "they were committed (client CRC32C %08x, daemon %08x); do not modify a "
+                          "buffer after committing it",
+                          ch->offset, ch->offset + ch->length, ch->shard->name, ch->claimed,
+                          ch->computed);
+                chunk_release(ch);
+                return;
+        }
+        if (s->finish_waiting && s->chunks_verifying == 0) {
+                struct conn *c = s->conn;
+                s->finish_waiting = false;
+                s->conn = NULL;
+                conn_reply_empty(c);
+        }
+        ch->xfer.fd = ch->shard->fd;
+        ch->xfer.slot = ch->slot;
+        ch->xfer.slot_offset = 0;
+        ch->xfer.file_offset = ch->offset;
+        ch->xfer.length = store_pad_tail(srv->store, ch->slot, ch->length);
+        ch->xfer.done = chunk_written;
+        store_write(srv->store, &ch->xfer);
+}
+
+/* ---- handlers --------------------------------------------------------------------------- */
+
+void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
+        struct server *srv = c->srv;
+        const char *job = req->job.str;
+        int r;
+
+        if (srv->draining) {
+                conn_error(c, -ESHUTDOWN, "ckptd is shutting down; retry when it is back");
+                return;
+        }
+        if (c->nsaves >= SERVER_SAVES_PER_CONN) {
+                conn_error(c, -EMFILE, "too many unfinished saves on one connection (limit %u)",
+                           SERVER_SAVES_PER_CONN);
+                return;
+        }
+        r = conn_check_job(c, job, true);
+        if (r == -EACCES) {
+                conn_error(c, r, "job '%s' belongs to another user", job);
+                return;
+        }
+        if (r < 0 && r != -ENOENT) {
+                conn_error(c, r, "catalog error looking up job '%s'", job);
+                return;
+        }
+
+        struct ckpt_ckpt_entry e;
+        r = catalog_ckpt_get(srv->catalog, job, req->step, &e);
+        if (r == 0 && e.state == CKPT_STATE_COMMITTED) {
+                conn_error(c, -EEXIST, "step %" PRIu64 " of job '%s' is already committed",
+                           req->step, job);
+                return;
+        }
+        if (r == 0 && e.world_size != req->world_size) {
+                conn_error(c, -EINVAL,
+                           "step %" PRIu64 " of job '%s' has world_size %u, not %u", req->step, job,
+                           e.world_size, req->world_size);
+                return;
+        }
+
+        struct step_state *st = step_find(srv, job, req->step);
+        if (st) {
+                if (st->committing || st->committed) {
+                        conn_error(c, -EBUSY, "step %" PRIu64 " of job '%s' is being committed",
+                                   req->step, job);
+                        return;
+                }
+                if (st->world_size != req->world_size) {
+                        conn_error(c, -EINVAL, "step %" PRIu64 " of job '%s' has world_size %u, not %u",
+                                   req->step, job, st->world_size, req->world_size);
+                        return;
+                }
+                struct list *pos, *tmp;
+                list_for_each_safe(pos, tmp, &st->saves) {
+                        struct save *old = list_entry(pos, struct save, step_link);
+                        if (old->rank != req->rank)
+                                continue;
+                        bool idle = old->state == SAVE_DONE ||
+                                    (old->state == SAVE_FAILED && old->chunks_pending == 0 &&
+                                     !old->rw);
+                        if (!idle) {
+                                conn_error(c, -EBUSY,
+                                           "rank %u of step %" PRIu64 " of job '%s' is already being "
+                                           "saved",
+                                           req->rank, req->step, job);
+                                return;
+                        }
+                        /* saving a rank again replaces the old copy */
+                        save_free(old);
+                }
+        }
+
+        r = catalog_job_add(srv->catalog, job, (uint32_t)c->uid);
+        if (r < 0) {
+                conn_error(c, r, "catalog error creating job '%s'", job);
+                return;
+        }
+        if (!st) {
+                st = step_new(srv, job, req->step, req->world_size);
+                if (!st) {
+                        conn_error(c, -ENOMEM, "out of memory");
+                        return;
+                }
+        }
+        struct save *s = calloc(1, sizeof(*s));
+        if (!s) {
+                conn_error(c, -ENOMEM, "out of memory");
+                return;
+        }
+        list_init(&s->shards);
+        s->srv = srv;
+        s->conn = c;
+        s->step = st;
+        s->id = ++srv->next_id;
+        s->uid = (uint32_t)c->uid;
+        s->rank = req->rank;
+        s->state = SAVE_STAGING;
+        r = store_rank_begin(srv->store, job, req->step, req->rank, &s->rw);
+        if (r < 0) {
+                free(s);
+                if (list_empty(&st->saves) && list_empty(&st->waiters))
+                        step_state_free(srv, st);
+                conn_error(c, r, "cannot start saving rank %u of step %" PRIu64 " of '%s': %s",
+                           req->rank, req->step, job, strerror(-r));
+                return;
+        }
+        list_add_tail(&st->saves, &s->step_link);
+        list_add_tail(&c->saves, &s->conn_link);
+        c->nsaves++;
+        srv->saves_active++;
+        ckpt_state_update(srv, st);
+
+        struct ckpt_reply rep = { 0 };
+        rep.id.id = s->id;
+        conn_reply(c, &rep, -1);
+}
+
+void save_handle_shard_begin(struct conn *c, const struct ckpt_req_shard_begin *req) {
+        struct save *s = conn_save(c, req->save_id);
+        int r;
+
+        if (!s) {
+                conn_error(c, -ENOENT, "no unfinished save with id %u on this connection",
+                           req->save_id);
+                return;
+        }
+        if (s->state == SAVE_FAILED) {
+                conn_error(c, s->error, "%s", s->errmsg);
+                return;
+        }
+        if (s->nshards >= MANIFEST_SHARDS_MAX) {
+                conn_error(c, -E2BIG, "too many shards in one rank (limit %u)", MANIFEST_SHARDS_MAX);
+                return;
+        }
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &s->shards) {
+                struct shard *sh = list_entry(pos, struct shard, link);
+                if (!strcmp(sh->name, req->shard.str)) {
+                        conn_error(c, -EEXIST, "shard '%s' was already begun in this save",
+                                   req->shard.str);
+                        return;
+                }
+        }
+        struct shard *sh = calloc(1, sizeof(*sh));
+        if (!sh) {
+                conn_error(c, -ENOMEM, "out of memory");
+                return;
+        }
+        sh->save = s;
+        sh->id = ++c->srv->next_id;
+        snprintf(sh->name, sizeof(sh->name), "%s", req->shard.str);
+        sh->size = req->size;
+        sh->nblocks = (req->size + MANIFEST_BLOCK_SIZE - 1) / MANIFEST_BLOCK_SIZE;
+        if (sh->nblocks > 0) {
+                sh->block_crcs = calloc(sh->nblocks, sizeof(uint32_t));
+                if (!sh->block_crcs) {
+                        uint64_t nblocks = sh->nblocks;
+                        free(sh);
+                        conn_error(c, -ENOMEM, "out of memory for %" PRIu64 " block checksums",
+                                   nblocks);
+                        return;
+                }
+        }
+        r = store_shard_create(c->srv->store, s->rw, sh->name, sh->size, &sh->fd);
+        if (r < 0) {
+                free(sh->block_crcs);
+                free(sh);
+                if (r == -ENOSPC)
+                        conn_error(c, r, "no space left for shard '%s' (%" PRIu64 " bytes) in the "
+                                   "state directory; free space or lower [local] keep",
+                                   req->shard.str, req->size);
+                else
+                        conn_error(c, r, "cannot create shard '%s': %s", req->shard.str,
+                                   strerror(-r));
+                return;
+        }
+        list_add_tail(&s->shards, &sh->link);
+        s->nshards++;
+        s->bytes += sh->size;
+        c->srv->shards_in_flight++;
+
+        struct ckpt_reply rep = { 0 };
+        rep.id.id = sh->id;
+        conn_reply(c, &rep, -1);
+}
+
+static void chunk_grant(struct conn *c, struct shard *sh, struct slot *slot) {
+        uint64_t slot_size = pool_slot_size(c->srv->pool);
+
+        sh->granted = slot;
+        sh->granted_offset = sh->put_offset;
+        sh->granted_length = MIN(slot_size, sh->size - sh->put_offset);
+        conn_reply_slot(c, slot, 0, sh->granted_offset, sh->granted_length);
+}
+
+static void chunk_slot_ready(struct pool_waiter *w, struct slot *slot, int error) {
+        struct conn *c = container_of(w, struct conn, waiter);
+        struct shard *sh = c->pending;
+
+        if (!slot) {
+                if (error == -ETIMEDOUT)
+                        conn_error(c, error,
+                                   "no shared-memory slot became free within %" PRIu64 " ms (all "
+                                   "%u slots busy writing to disk); raise [pool] size or "
+                                   "wait_timeout",
+                                   c->srv->opts.pool_wait_ms, pool_slot_count(c->srv->pool));
+                else
+                        conn_error(c, error, "cannot get a slot: %s", strerror(-error));
+                return;
+        }
+        chunk_grant(c, sh, slot);
+}
+
+void save_handle_chunk_get(struct conn *c, const struct ckpt_req_chunk_get *req) {
+        struct shard *sh = conn_shard(c, req->shard_id);
+        int error;
+
+        if (!sh) {
+                conn_error(c, -ENOENT, "no shard with id %u in an unfinished save on this "
+                           "connection", req->shard_id);
+                return;
+        }
+        struct save *s = sh->save;
+        if (s->state == SAVE_FAILED) {
+                conn_error(c, s->error, "%s", s->errmsg);
+                return;
+        }
+        if (sh->granted) {
+                if (req->offset == sh->granted_offset) {
+                        conn_reply_slot(c, sh->granted, 0, sh->granted_offset, sh->granted_length);
+                        return;
+                }
+                conn_error(c, -EINVAL, "shard '%s': the window at offset %" PRIu64 " is still "
+                           "open; commit it first", sh->name, sh->granted_offset);
+                return;
+        }
+        if (req->offset >= sh->size) {
+                conn_error(c, -ERANGE, "shard '%s' is %" PRIu64 " bytes; offset %" PRIu64 " is "
+                           "beyond it (a shard cannot grow past its declared size)",
+                           sh->name, sh->size, req->offset);
+                return;
+        }
+        if (req->offset != sh->put_offset) {
+                conn_error(c, -EINVAL, "shard '%s': next window starts at %" PRIu64 ", not %" PRIu64,
+                           sh->name, sh->put_offset, req->offset);
+                return;
+        }
+        struct slot *slot = pool_try_acquire(c->srv->pool, (uint32_t)c->uid, &error);
+        if (slot) {
+                chunk_grant(c, sh, slot);
+                return;
+        }
+        if (error < 0) {
+                conn_error(c, error, "cannot prepare a slot: %s", strerror(-error));
+                return;
+        }
+        c->pending = sh;
+        pool_wait(c->srv->pool, &c->waiter, (uint32_t)c->uid, c->srv->opts.pool_wait_ms,
+                  chunk_slot_ready);
+}
+
+void save_handle_chunk_put(struct conn *c, const struct ckpt_req_chunk_put *req) {
+        struct shard *sh = conn_shard(c, req->shard_id);
+
+        if (!sh) {
+                conn_error(c, -ENOENT, "no shard with id %u in an unfinished save on this "
+                           "connection", req->shard_id);
+                return;
+        }
+        struct save *s = sh->save;
+        if (s->state == SAVE_FAILED) {
+                conn_error(c, s->error, "%s", s->errmsg);
+                return;
+        }
+        if (!sh->granted || sh->granted->id != req->slot_id || sh->granted_offset != req->offset) {
+                conn_error(c, -EINVAL, "shard '%s': no open window in slot %u at offset %" PRIu64,
+                           sh->name, req->slot_id, req->offset);
+                return;
+        }
+        if (req->length != sh->granted_length) {
+                conn_error(c, -EINVAL, "shard '%s': window at offset %" PRIu64 " holds %" PRIu64
+                           " bytes, not %" PRIu64 " (shard declared as %" PRIu64 " bytes)",
+                           sh->name, req->offset, sh->granted_length, req->length, sh->size);
+                return;
+        }
+        struct chunk *ch = calloc(1, sizeof(*ch));
+        if (!ch) {
+                conn_error(c, -ENOMEM, "out of memory");
+                return;
+        }
+        ch->save = s;
+        ch->shard = sh;
+        ch->slot = sh->granted;
+        ch->offset = req->offset;
+        ch->length = req->length;
+        ch->claimed = req->crc32c;
+        ch->work.run = chunk_verify_run;
+        ch->work.done = chunk_verify_done;
+        sh->granted = NULL;
+        sh->put_offset += req->length;
+        s->chunks_verifying++;
+        s->chunks_pending++;
+        c->srv->bytes_in_flight += req->length;
+        worker_pool_submit(c->srv->workers, &ch->work);
+        conn_reply_empty(c);
+}
+
+void save_handle_finish(struct conn *c, const struct ckpt_req_save_id *req) {
+        struct save *s = conn_save(c, req->save_id);
+
+        if (!s) {
+                conn_error(c, -ENOENT, "no unfinished save with id %u on this connection",
+                           req->save_id);
+                return;
+        }
+        if (s->state == SAVE_FAILED) {
+                list_unlink(&s->conn_link);
+                c->nsaves--;
+                s->conn = NULL;
+                conn_error(c, s->error, "%s", s->errmsg);
+                return;
+        }
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &s->shards) {
+                struct shard *sh = list_entry(pos, struct shard, link);
+                if (sh->put_offset != sh->size) {
+                        conn_error(c, -EPROTO, "shard '%s' has %" PRIu64 " of %" PRIu64 " bytes "
+                                   "committed; commit every window before finishing the save",
+                                   sh->name, sh->put_offset, sh->size);
+                        return;
+                }
+        }
+        list_unlink(&s->conn_link);
+        c->nsaves--;
+        s->state = SAVE_FINISHED;
+        if (s->chunks_verifying == 0) {
+                s->conn = NULL;
+                conn_reply_empty(c);
+        } else {
+                s->finish_waiting = true;
+                c->pending = s;
+        }
+        save_maybe_finalize(s);
+}
+
+void save_handle_abort(struct conn *c, const struct ckpt_req_save_id *req) {
+        struct save *s = conn_save(c, req->save_id);
+
+        if (!s) {
+                conn_error(c, -ENOENT, "no unfinished save with id %u on this connection",
+                           req->save_id);
+                return;
+        }
+        list_unlink(&s->conn_link);
+        c->nsaves--;
+        save_fail(s, -ECANCELED, "save of rank %u aborted by the trainer", s->rank);
+        s->conn = NULL;
+        conn_reply_empty(c);
+}
+
+void save_conn_closed(struct conn *c) {
+        struct list *pos, *tmp;
+
+        if (c->busy && c->busy_type == CKPT_MSG_SAVE_FINISH && c->pending) {
+                struct save *s = c->pending;
+                s->finish_waiting = false;
+                s->conn = NULL;
+        }
+        list_for_each_safe(pos, tmp, &c->saves) {
+                struct save *s = list_entry(pos, struct save, conn_link);
+                list_unlink(&s->conn_link);
+                c->nsaves--;
+                s->conn = NULL;
+                save_fail(s, -ECONNRESET,
+                          "trainer (pid %d) disconnected before finishing its save of rank %u",
+                          (int)c->pid, s->rank);
+        }
+        if (list_linked(&c->step_link)) {
+                struct step_state *st = c->wait_step;
+                list_unlink(&c->step_link);
+                c->wait_step = NULL;
+                if (st && !st->committing && list_empty(&st->saves) && list_empty(&st->waiters))
+                        step_state_free(c->srv, st);
+        }
+}
+
+void save_abort_all(struct server *srv, int error) {
+        struct list *pos, *tmp, *p2, *t2;
+        list_for_each_safe(pos, tmp, &srv->conns) {
+                struct conn *c = list_entry(pos, struct conn, link);
+                list_for_each_safe(p2, t2, &c->saves) {
+                        struct save *s = list_entry(p2, struct save, conn_link);
+                        save_fail(s, error, "ckptd is shutting down: unfinished save of rank %u "
+                                  "dropped", s->rank);
+                }
+        }
+}
+
+/* ---- steps: WAIT and COMMIT -------------------------------------------------------------- */
+
+/* 1: (job, step) reached tier; 0: not yet; <0: it never will (a rank failed,
+ * no such step); *why is set for errors. */
+static int step_reached(struct server *srv, const char *job, uint64_t step, uint8_t tier,
+                        const char **why) {
+        struct ckpt_ckpt_entry e;
+        int r = catalog_ckpt_get(srv->catalog, job, step, &e);
+
+        *why = NULL;
+        if (r == 0 && e.state == CKPT_STATE_COMMITTED)
+                return 1;
+        struct step_state *st = step_find(srv, job, step);
+        if (st && !list_empty(&st->saves)) {
+                uint8_t lowest = CKPT_TIER_LOCAL;
+                struct list *pos, *tmp;
+                list_for_each_safe(pos, tmp, &st->saves) {
+                        struct save *s = list_entry(pos, struct save, step_link);
+                        uint8_t t;
+                        if (s->state == SAVE_FAILED) {
+                                *why = s->errmsg;
+                                return s->error;
+                        }
+                        if (s->state == SAVE_DONE)
+                                t = CKPT_TIER_LOCAL;
+                        else if (s->state == SAVE_STAGING ||
+                                 (s->state == SAVE_FINISHED && s->chunks_verifying > 0))
+                                t = 0;
+                        else
+                                t = CKPT_TIER_STAGED;
+                        lowest = MIN(lowest, t);
+                }
+                if (tier == CKPT_TIER_COMMITTED)
+                        return st->committed;
+                return lowest >= tier;
+        }
+        if (r == -ENOENT) {
+                *why = "no such step";
+                return -ENOENT;
+        }
+        if (r < 0)
+                return r;
+        if (tier == CKPT_TIER_COMMITTED)
+                return 0;
+        return e.ranks_local > 0 ? 1 : 0;
+}
+
+static void step_try_commit(struct conn *c, struct step_state *st);
+
+static void wait_leave(struct conn *c) {
+        list_unlink(&c->step_link);
+        loop_timer_cancel(&c->timer);
+        c->wait_step = NULL;
+}
+
+static void wait_timeout(struct loop_timer *t) {
+        struct conn *c = container_of(t, struct conn, timer);
+        struct step_state *st = c->wait_step;
+
+        list_unlink(&c->step_link);
+        c->wait_step = NULL;
+        conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' did not reach tier %s in time",
+                   st->step, st->job, ckpt_tier_name(c->wait_tier));
+        if (!st->committing && !st->committed && list_empty(&st->saves) &&
+            list_empty(&st->waiters))
+                step_state_free(c->srv, st);
+}
+
+static void wait_join(struct conn *c, struct step_state *st, uint8_t tier, uint32_t timeout_ms) {
+        c->wait_step = st;
+        c->wait_tier = tier;
+        list_add_tail(&st->waiters, &c->step_link);
+        loop_timer_start(c->srv->loop, &c->timer, timeout_ms, wait_timeout);
+}
+
+static void step_notify(struct server *srv, struct step_state *st) {
+        struct list *pos, *tmp;
+        const char *why;
+
+        list_for_each_safe(pos, tmp, &st->waiters) {
+                struct conn *c = list_entry(pos, struct conn, step_link);
+                if (c->busy_type == CKPT_MSG_COMMIT) {
+                        step_try_commit(c, st);
+                        continue;
+                }
+                int r = step_reached(srv, st->job, st->step, c->wait_tier, &why);
+                if (r == 0)
+                        continue;
+                wait_leave(c);
+                if (r < 0) {
+                        conn_error(c, r, "step %" PRIu64 " of job '%s': %s", st->step, st->job,
+                                   why ? why : strerror(-r));
+                } else {
+                        struct ckpt_reply rep = { 0 };
+                        rep.wait.tier = c->wait_tier;
+                        conn_reply(c, &rep, -1);
+                }
+        }
+}
+
+void save_handle_wait(struct conn *c, const struct ckpt_req_wait *req) {
+        struct server *srv = c->srv;
+        const char *why;
+        int r = conn_check_job(c, req->job.str, false);
+
+        if (r == -EACCES) {
+                conn_error(c, r, "job '%s' belongs to another user", req->job.str);
+                return;
+        }
+        if (r < 0) {
+                conn_error(c, r, "no job named '%s'", req->job.str);
+                return;
+        }
+        r = step_reached(srv, req->job.str, req->step, req->tier, &why);
+        if (r < 0) {
+                conn_error(c, r, "step %" PRIu64 " of job '%s': %s", req->step, req->job.str,
+                           why ? why : strerror(-r));
+                return;
+        }
+        if (r > 0) {
+                struct ckpt_reply rep = { 0 };
+                rep.wait.tier = req->tier;
+                conn_reply(c, &rep, -1);
+                return;
+        }
+        if (req->timeout_ms == 0) {
+                conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' has not reached tier %s",
+                           req->step, req->job.str, ckpt_tier_name(req->tier));
+                return;
+        }
+        struct step_state *st = step_find(srv, req->job.str, req->step);
+        if (!st) {
+                struct ckpt_ckpt_entry e;
+                if (catalog_ckpt_get(srv->catalog, req->job.str, req->step, &e) < 0 ||
+                    !(st = step_new(srv, req->job.str, req->step, e.world_size))) {
+                        conn_error(c, -ENOENT, "no step %" PRIu64 " of job '%s'", req->step,
+                                   req->job.str);
+                        return;
+                }
+        }
+        wait_join(c, st, req->tier, req->timeout_ms);
+}
+
+static void step_committed(void *userdata, int error) {
+        struct step_state *st = userdata;
+        struct server *srv = st->srv;
+        struct list *pos, *tmp;
+
+        st->committing = false;
+
+        if (error < 0) {
+                list_for_each_safe(pos, tmp, &st->waiters) {
+                        struct conn *c = list_entry(pos, struct conn, step_link);
+                        if (c->busy_type != CKPT_MSG_COMMIT)
+                                continue;
+                        wait_leave(c);
+                        conn_error(c, error, "cannot write the commit record of step %" PRIu64
+                                   " of job '%s': %s", st->step, st->job, strerror(-error));
+                }
+                if (srv->draining && srv->on_drained && server_drained(srv))
+                        srv->on_drained(srv);
+                return;
+        }
+        st->committed = true;
+        catalog_ckpt_upsert(srv->catalog, st->job, st->step, st->world_size,
+                            CKPT_STATE_COMMITTED, st->record.committed_at);
+        log_info("job %s step %" PRIu64 ": committed (%u ranks)", st->job, st->step,
+                 st->world_size);
+        list_for_each_safe(pos, tmp, &st->waiters) {
+                struct conn *c = list_entry(pos, struct conn, step_link);
+                wait_leave(c);
+                struct ckpt_reply rep = { 0 };
+                if (c->busy_type == CKPT_MSG_WAIT)
+                        rep.wait.tier = c->wait_tier;
+                conn_reply(c, &rep, -1);
+        }
+        char job[CKPT_NAME_MAX + 1];
+        snprintf(job, sizeof(job), "%s", st->job);
+        /* The catalog now knows; the in-memory step is no longer needed. */
+        step_state_free(srv, st);
+        save_retention_run(srv, job);
+        if (srv->draining && srv->on_drained && server_drained(srv))
+                srv->on_drained(srv);
+}
+
+static void step_try_commit(struct conn *c, struct step_state *st) {
+        struct server *srv = c->srv;
+        const char *why;
+
+        if (st->committed) {
+                wait_leave(c);
+                conn_reply_empty(c);
+                return;
+        }
+        if (st->committing)
+                return; /* step_committed() answers */
+        int r = step_reached(srv, st->job, st->step, CKPT_TIER_LOCAL, &why);
+        if (r == 0)
+                return; /* not all ranks on disk yet */
+        if (r < 0) {
+                wait_leave(c);
+                conn_error(c, -EPROTO, "cannot commit step %" PRIu64 " of job '%s': %s", st->step,
+                           st->job, why ? why : strerror(-r));
+                return;
+        }
+        struct ckpt_ckpt_entry e;
+        r = catalog_ckpt_get(srv->catalog, st->job, st->step, &e);
+        if (r < 0 || e.ranks_local != st->world_size) {
+                wait_leave(c);
+                conn_error(c, -EPROTO,
+                           "cannot commit step %" PRIu64 " of job '%s': only %u of %u ranks are "
+                           "saved; every rank must finish its save before the commit",
+                           st->step, st->job, r < 0 ? 0 : e.ranks_local, st->world_size);
+                return;
+        }
+        commit_record_clear(&st->record);
+        snprintf(st->record.job, sizeof(st->record.job), "%s", st->job);
+        st->record.step = st->step;
+        st->record.world_size = st->world_size;
+        st->record.committed_at = (int64_t)time(NULL);
+        st->record.ranks = calloc(st->world_size, sizeof(uint32_t));
+        if (!st->record.ranks) {
+                wait_leave(c);
+                conn_error(c, -ENOMEM, "out of memory");
+                return;
+        }
+        for (uint32_t i = 0; i < st->world_size; i++)
+                st->record.ranks[i] = i;
+        st->record.nranks = st->world_size;
+        st->committing = true;
+        store_step_commit(srv->store, &st->record, step_committed, st);
+}
+
+void save_handle_commit(struct conn *c, const struct ckpt_req_job_step *req) {
+        struct server *srv = c->srv;
+        const char *job = req->job.str;
+        int r = conn_check_job(c, job, true);
+
+        if (r == -EACCES) {
+                conn_error(c, r, "job '%s' belongs to another user", job);
+                return;
+        }
+        if (r < 0) {
+                conn_error(c, r, "no job named '%s'", job);
+                return;
+        }
+        struct ckpt_ckpt_entry e;
+        r = catalog_ckpt_get(srv->catalog, job, req->step, &e);
+        if (r == 0 && e.state == CKPT_STATE_COMMITTED) {
+                conn_reply_empty(c);
+                return;
+        }
+        struct step_state *st = step_find(srv, job, req->step);
+        if (!st) {
+                if (r < 0 || !(st = step_new(srv, job, req->step, e.world_size))) {
+                        conn_error(c, -ENOENT, "no save of step %" PRIu64 " of job '%s' to commit",
+                                   req->step, job);
+                        return;
+                }
+        }
+        wait_join(c, st, CKPT_TIER_COMMITTED, req->timeout_ms ? req->timeout_ms : 1);
+        step_try_commit(c, st);
+}
+
+static void step_state_free(struct server *srv, struct step_state *st) {
+        struct list *pos, *tmp;
+
+        (void)srv;
+        list_for_each_safe(pos, tmp, &st->waiters) {
+                struct conn *c = list_entry(pos, struct conn, step_link);
+                wait_leave(c);
+                conn_error(c, -ENOENT, "step %" PRIu64 " of job '%s' was deleted", st->step,
+                           st->job);
+        }
+        list_for_each_safe(pos, tmp, &st->saves) {
+                struct save *s = list_entry(pos, struct save, step_link);
+                save_free(s);
+        }
+        commit_record_clear(&st->record);
+        list_unlink(&st->link);
+        free(st);
+}
+
+void step_state_free_all(struct server *srv) {
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &srv->steps) {
+                struct step_state *st = list_entry(pos, struct step_state, link);
+                step_state_free(srv, st);
+        }
+}
+
+/* ---- retention ------------------------------------------------------------------------------ */
+
+struct retention_item {
+        uint64_t step;
+        uint8_t state;
+};
+
+struct retention_list {
+        struct retention_item *items;
+        size_t n, cap;
+};
+
+static int retention_collect(void *userdata, const char *job, uint64_t step, uint8_t state) {
+        struct retention_list *l = userdata;
+        (void)job;
+        if (l->n == l->cap) {
+                size_t cap = l->cap ? l->cap * 2 : 32;
+                struct retention_item *it = realloc(l->items, cap * sizeof(*it));
+                if (!it)
+                        return -ENOMEM;
+                l->items = it;
+                l->cap = cap;
+        }
+        l->items[l->n].step = step;
+        l->items[l->n].state = state;
+        l->n++;
+        return 0;
+}
+
+/* May a step's files be removed now?  Not while anything works on it. */
+static bool step_idle(struct server *srv, const char *job, uint64_t step) {
+        struct step_state *st = step_find(srv, job, step);
+        if (!st)
+                return true;
+        if (st->committing || !list_empty(&st->waiters))
+                return false;
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &st->saves) {
+                struct save *s = list_entry(pos, struct save, step_link);
+                if (s->state != SAVE_DONE && !(s->state == SAVE_FAILED && s->chunks_pending == 0 && !s->rw))
+                        return false;
+        }
+        return true;
+}
+
+/*
+ * Keep the newest `keep` committed steps of job; remove older committed
+ * ones, and uncommitted steps older than the newest committed one (a
+ * trainer that moved on will never commit them).  The newest committed
+ * step is never removed: keep >= 1 and it is first in the list.
+ */
+void save_retention_run(struct server *srv, const char *job) {
+        struct retention_list l = { 0 };
+        uint32_t committed = 0;
+        bool seen_committed = false;
+
+        if (catalog_ckpt_foreach(srv->catalog, job, retention_collect, &l) < 0) {
+                free(l.items);
+                return;
+        }
+        for (size_t i = 0; i < l.n; i++) {
+                uint64_t step = l.items[i].step;
+                bool drop;
+                if (l.items[i].state == CKPT_STATE_COMMITTED) {
+                        seen_committed = true;
+                        drop = ++committed > srv->opts.keep;
+                } else {
+                        drop = seen_committed;
+                }
+                if (!drop || !step_idle(srv, job, step))
+                        continue;
+                log_info("job %s step %" PRIu64 ": removed by retention (keep %u)", job, step,
+                         srv->opts.keep);
+                struct step_state *st = step_find(srv, job, step);
+                if (st)
+                        step_state_free(srv, st);
+                if (store_step_delete(srv->store, job, step) == 0)
+                        catalog_ckpt_delete(srv->catalog, job, step);
+        }
+        free(l.items);
+}

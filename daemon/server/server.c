@@ -1,0 +1,706 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * server — listening socket, connections, message framing and dispatch.
+ *
+ * Every packet is decoded by proto/ (which validates everything); anything
+ * malformed gets an ERROR reply naming what was wrong and changes nothing.
+ * The peer's credentials come from SO_PEERCRED, once, at accept.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ckptd-config.h"
+#include "crc32c.h"
+#include "server/server.h"
+#include "util/cleanup.h"
+#include "util/fs.h"
+#include "util/log.h"
+
+struct outmsg {
+        struct list link;
+        int fd; /* attached via SCM_RIGHTS, owned, -1 if none */
+        size_t len;
+        uint8_t data[];
+};
+
+static void conn_close(struct conn *c);
+
+/* ---- sending ------------------------------------------------------------------ */
+
+static int conn_send_raw(struct conn *c, const void *data, size_t len, int fd) {
+        struct iovec iov = { .iov_base = (void *)data, .iov_len = len };
+        union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+        } ctrl;
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+        if (fd >= 0) {
+                memset(&ctrl, 0, sizeof(ctrl));
+                msg.msg_control = ctrl.buf;
+                msg.msg_controllen = sizeof(ctrl.buf);
+                struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+                cm->cmsg_level = SOL_SOCKET;
+                cm->cmsg_type = SCM_RIGHTS;
+                cm->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+        }
+        ssize_t n = sendmsg(c->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0)
+                return -errno;
+        return 0;
+}
+
+static void conn_update_events(struct conn *c) {
+        uint32_t ev = 0;
+        if (!c->busy && !c->closing)
+                ev |= EPOLLIN;
+        if (!list_empty(&c->outq))
+                ev |= EPOLLOUT;
+        loop_watch_mod(c->srv->loop, &c->watch, ev);
+}
+
+static void conn_flush(struct conn *c) {
+        while (!list_empty(&c->outq)) {
+                struct outmsg *m = list_first_entry(&c->outq, struct outmsg, link);
+                int r = conn_send_raw(c, m->data, m->len, m->fd);
+                if (r == -EAGAIN)
+                        break;
+                list_unlink(&m->link);
+                safe_close(m->fd);
+                free(m);
+                if (r < 0) {
+                        conn_close(c);
+                        return;
+                }
+        }
+        conn_update_events(c);
+}
+
+/* Queue or send one encoded message; takes ownership of fd. */
+static void conn_send(struct conn *c, const void *data, size_t len, int fd) {
+        if (c->closing) {
+                safe_close(fd);
+                return;
+        }
+        if (list_empty(&c->outq)) {
+                int r = conn_send_raw(c, data, len, fd);
+                if (r == 0) {
+                        safe_close(fd);
+                        return;
+                }
+                if (r != -EAGAIN) {
+                        safe_close(fd);
+                        log_debug("server: client %u: send failed: %s", c->id, strerror(-r));
+                        conn_close(c);
+                        return;
+                }
+        }
+        struct outmsg *m = malloc(sizeof(*m) + len);
+        if (!m) {
+                safe_close(fd);
+                conn_close(c);
+                return;
+        }
+        m->fd = fd;
+        m->len = len;
+        memcpy(m->data, data, len);
+        list_add_tail(&c->outq, &m->link);
+        conn_update_events(c);
+}
+
+void conn_reply(struct conn *c, struct ckpt_reply *rep, int fd) {
+        static uint8_t buf[CKPT_MSG_MAX];
+
+        if (rep->hdr.type != CKPT_MSG_ERROR)
+                rep->hdr.type = c->busy_type | CKPT_MSG_REPLY;
+        rep->hdr.seq = c->busy_seq;
+        int n = ckpt_reply_encode(rep, buf, sizeof(buf));
+        if (n < 0) {
+                /* A reply we cannot encode is our bug; say so rather than
+                 * leave the client hanging. */
+                log_error("server: cannot encode %s reply: %s", ckpt_msg_type_name(c->busy_type),
+                          strerror(-n));
+                safe_close(fd);
+                struct ckpt_reply err = { .hdr.type = CKPT_MSG_ERROR, .hdr.seq = c->busy_seq };
+                err.error.error = -EIO;
+                snprintf(err.error.message, sizeof(err.error.message),
+                         "internal error: daemon could not encode its reply");
+                n = ckpt_reply_encode(&err, buf, sizeof(buf));
+                if (n < 0)
+                        return;
+                fd = -1;
+        }
+        conn_send(c, buf, (size_t)n, fd);
+        conn_done(c);
+}
+
+void conn_reply_empty(struct conn *c) {
+        struct ckpt_reply rep = { 0 };
+        conn_reply(c, &rep, -1);
+}
+
+void conn_error(struct conn *c, int error, const char *fmt, ...) {
+        struct ckpt_reply rep = { .hdr.type = CKPT_MSG_ERROR };
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(rep.error.message, sizeof(rep.error.message), fmt, ap);
+        va_end(ap);
+        if (error >= 0 || error <= -4096)
+                error = -EIO;
+        rep.error.error = error;
+        log_info("client %u (pid %d uid %u): %s: %s", c->id, (int)c->pid, (unsigned)c->uid,
+                 ckpt_msg_type_name(c->busy_type), rep.error.message);
+        conn_reply(c, &rep, -1);
+}
+
+void conn_done(struct conn *c) {
+        if (!c->busy)
+                return;
+        c->busy = false;
+        c->pending = NULL;
+        if (!c->closing)
+                conn_update_events(c);
+}
+
+void conn_reply_slot(struct conn *c, struct slot *slot, uint64_t slot_offset, uint64_t offset,
+                     uint64_t length) {
+        struct ckpt_reply rep = { 0 };
+        int fd = -1;
+
+        rep.slot.slot_id = slot->id;
+        rep.slot.slot_gen = slot->gen;
+        rep.slot.slot_offset = slot_offset;
+        rep.slot.offset = offset;
+        rep.slot.length = length;
+        if (c->slot_gen_sent[slot->id] != slot->gen + 1) {
+                fd = fcntl(slot->memfd, F_DUPFD_CLOEXEC, 3);
+                if (fd < 0) {
+                        conn_error(c, -errno, "cannot pass shared memory: %m");
+                        return;
+                }
+                rep.slot.has_fd = 1;
+                c->slot_gen_sent[slot->id] = slot->gen + 1;
+        }
+        conn_reply(c, &rep, fd);
+}
+
+int conn_check_job(struct conn *c, const char *job, bool write) {
+        uint32_t owner;
+        int r = catalog_job_uid(c->srv->catalog, job, &owner);
+        if (r < 0)
+                return r;
+        if (owner == (uint32_t)c->uid || (!write && c->uid == 0))
+                return 0;
+        return -EACCES;
+}
+
+/* ---- requests ----------------------------------------------------------------- */
+
+static void handle_hello(struct conn *c, const struct ckpt_req_hello *req) {
+        struct ckpt_reply rep = { 0 };
+
+        if (req->proto_min > CKPT_PROTO_VERSION || req->proto_max < CKPT_PROTO_VERSION) {
+                conn_error(c, -EPROTONOSUPPORT,
+                           "client speaks protocol versions %u..%u, this daemon speaks %u: "
+                           "upgrade libckpt or ckptd so they match",
+                           req->proto_min, req->proto_max, CKPT_PROTO_VERSION);
+                return;
+        }
+        c->hello = true;
+        rep.hello.proto = CKPT_PROTO_VERSION;
+        rep.hello.slot_count = pool_slot_count(c->srv->pool);
+        rep.hello.slot_size = pool_slot_size(c->srv->pool);
+        rep.hello.block_size = MANIFEST_BLOCK_SIZE;
+        snprintf(rep.hello.daemon_version, sizeof(rep.hello.daemon_version), "%s", CKPTD_VERSION);
+        conn_reply(c, &rep, -1);
+}
+
+static void handle_status(struct conn *c) {
+        struct server *srv = c->srv;
+        struct ckpt_reply rep = { 0 };
+        struct ckpt_rep_status *st = &rep.status;
+
+        snprintf(st->daemon_version, sizeof(st->daemon_version), "%s", CKPTD_VERSION);
+        st->uptime_ms = loop_now_ms() - srv->start_ms;
+        st->slot_count = pool_slot_count(srv->pool);
+        st->slots_used = pool_slots_used(srv->pool);
+        st->slot_waiters = pool_waiters(srv->pool);
+        st->pool_bytes = (uint64_t)st->slot_count * pool_slot_size(srv->pool);
+        st->pool_used_bytes = (uint64_t)st->slots_used * pool_slot_size(srv->pool);
+        st->bytes_in_flight = srv->bytes_in_flight;
+        st->shards_in_flight = srv->shards_in_flight;
+        st->clients = srv->nconns;
+        st->saves_active = srv->saves_active;
+        st->bytes_written = store_bytes_written(srv->store);
+        st->bytes_read = store_bytes_read(srv->store);
+        st->errors = log_error_count();
+        st->jobs = catalog_job_count(srv->catalog);
+        const char *last = log_last_error();
+        snprintf(st->last_error, sizeof(st->last_error), "%s", last ? last : "");
+        snprintf(st->state_dir, sizeof(st->state_dir), "%s", srv->opts.state_dir ? srv->opts.state_dir : "");
+        conn_reply(c, &rep, -1);
+}
+
+static void handle_job_list(struct conn *c, const struct ckpt_req_list *req) {
+        struct ckpt_reply *rep = calloc(1, sizeof(*rep));
+        if (!rep) {
+                conn_error(c, -ENOMEM, "out of memory");
+                return;
+        }
+        int r = catalog_job_list(c->srv->catalog, req->start, &rep->job_list);
+        if (r < 0)
+                conn_error(c, r, "cannot list jobs: catalog error");
+        else
+                conn_reply(c, rep, -1);
+        free(rep);
+}
+
+static void handle_ckpt_list(struct conn *c, const struct ckpt_req_list *req) {
+        struct ckpt_reply *rep = calloc(1, sizeof(*rep));
+        if (!rep) {
+                conn_error(c, -ENOMEM, "out of memory");
+                return;
+        }
+        int r = catalog_ckpt_list(c->srv->catalog, req->job.str, req->start, &rep->ckpt_list);
+        if (r == -ENOENT)
+                conn_error(c, r, "no job named '%s'", req->job.str);
+        else if (r < 0)
+                conn_error(c, r, "cannot list checkpoints of '%s': catalog error", req->job.str);
+        else
+                conn_reply(c, rep, -1);
+        free(rep);
+}
+
+static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
+        uint16_t t = req->hdr.type;
+
+        if (!c->hello && t != CKPT_MSG_HELLO && t != CKPT_MSG_STATUS &&
+            t != CKPT_MSG_JOB_LIST && t != CKPT_MSG_CKPT_LIST) {
+                conn_error(c, -EPROTO, "send HELLO before %s", ckpt_msg_type_name(t));
+                return;
+        }
+        switch (t) {
+        case CKPT_MSG_HELLO:
+                handle_hello(c, &req->hello);
+                break;
+        case CKPT_MSG_SAVE_BEGIN:
+                save_handle_begin(c, &req->save_begin);
+                break;
+        case CKPT_MSG_SHARD_BEGIN:
+                save_handle_shard_begin(c, &req->shard_begin);
+                break;
+        case CKPT_MSG_CHUNK_GET:
+                save_handle_chunk_get(c, &req->chunk_get);
+                break;
+        case CKPT_MSG_CHUNK_PUT:
+                save_handle_chunk_put(c, &req->chunk_put);
+                break;
+        case CKPT_MSG_SAVE_FINISH:
+                save_handle_finish(c, &req->save);
+                break;
+        case CKPT_MSG_SAVE_ABORT:
+                save_handle_abort(c, &req->save);
+                break;
+        case CKPT_MSG_WAIT:
+                save_handle_wait(c, &req->wait);
+                break;
+        case CKPT_MSG_COMMIT:
+                save_handle_commit(c, &req->job_step);
+                break;
+        case CKPT_MSG_LATEST:
+                restore_handle_latest(c, &req->job_step);
+                break;
+        case CKPT_MSG_SHARD_LIST:
+                restore_handle_shard_list(c, &req->shard_list);
+                break;
+        case CKPT_MSG_READ:
+                restore_handle_read(c, &req->read);
+                break;
+        case CKPT_MSG_READ_DONE:
+                restore_handle_read_done(c, &req->read_done);
+                break;
+        case CKPT_MSG_MAP:
+                restore_handle_map(c, &req->read);
+                break;
+        case CKPT_MSG_STATUS:
+                handle_status(c);
+                break;
+        case CKPT_MSG_JOB_LIST:
+                handle_job_list(c, &req->list);
+                break;
+        case CKPT_MSG_CKPT_LIST:
+                handle_ckpt_list(c, &req->list);
+                break;
+        default:
+                conn_error(c, -EBADMSG, "unknown request type %u", t);
+                break;
+        }
+}
+
+static const char *decode_error_text(int r) {
+        switch (r) {
+        case -EPROTONOSUPPORT:
+                return "wrong protocol version";
+        case -EINVAL:
+                return "invalid value";
+        case -EMSGSIZE:
+                return "message too large";
+        default:
+                return "malformed message";
+        }
+}
+
+/* Read and serve packets until the socket is empty or a request goes
+ * asynchronous. */
+static void conn_read(struct conn *c) {
+        static uint8_t buf[CKPT_MSG_MAX + 1];
+        static struct ckpt_request req;
+
+        while (!c->busy && !c->closing) {
+                union {
+                        char buf[CMSG_SPACE(sizeof(int) * 16)];
+                        struct cmsghdr align;
+                } ctrl;
+                struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
+                struct msghdr msg = {
+                        .msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctrl.buf,
+                        .msg_controllen = sizeof(ctrl.buf),
+                };
+                ssize_t n = recvmsg(c->fd, &msg, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
+                if (n < 0) {
+                        if (errno == EAGAIN || errno == EINTR)
+                                return;
+                        conn_close(c);
+                        return;
+                }
+                if (n == 0) {
+                        conn_close(c);
+                        return;
+                }
+                /* Clients have no business sending descriptors: drop them. */
+                for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+                        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+                                int nfds = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+                                for (int i = 0; i < nfds; i++) {
+                                        int fd;
+                                        memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+                                        close(fd);
+                                }
+                        }
+                }
+
+                c->busy = true;
+                c->busy_type = 0;
+                c->busy_seq = 0;
+                memset(&req.hdr, 0, sizeof(req.hdr));
+                int r;
+                if ((size_t)n > CKPT_MSG_MAX || (msg.msg_flags & MSG_TRUNC)) {
+                        ckpt_hdr_decode(&req.hdr, buf, CKPT_HDR_SIZE);
+                        c->busy_seq = req.hdr.seq;
+                        conn_error(c, -EMSGSIZE, "message of %zd bytes exceeds the %u byte limit",
+                                   n, CKPT_MSG_MAX);
+                        continue;
+                }
+                r = ckpt_request_decode(&req, buf, (size_t)n);
+                c->busy_seq = req.hdr.seq;
+                c->busy_type = req.hdr.type < CKPT_MSG_REQUEST_MAX_ ? req.hdr.type : 0;
+                if (r == -EPROTONOSUPPORT) {
+                        conn_error(c, r, "protocol version %u not supported; this daemon speaks "
+                                   "version %u", req.hdr.version, CKPT_PROTO_VERSION);
+                        continue;
+                }
+                if (r < 0) {
+                        conn_error(c, r, "%s %s request (%zd bytes) rejected",
+                                   decode_error_text(r), ckpt_msg_type_name(req.hdr.type), n);
+                        continue;
+                }
+                conn_dispatch(c, &req);
+        }
+}
+
+static void conn_on_event(struct loop_watch *w, uint32_t events) {
+        struct conn *c = container_of(w, struct conn, watch);
+
+        if (events & EPOLLOUT)
+                conn_flush(c);
+        if (c->closing)
+                return;
+        if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+                conn_read(c);
+        if (!c->closing && (events & (EPOLLERR | EPOLLHUP)) && !(events & EPOLLIN))
+                conn_close(c);
+}
+
+static void conn_close(struct conn *c) {
+        struct server *srv = c->srv;
+
+        if (c->closing)
+                return;
+        c->closing = true;
+        log_debug("server: client %u (pid %d) disconnected", c->id, (int)c->pid);
+        loop_watch_del(srv->loop, &c->watch);
+        pool_wait_cancel(srv->pool, &c->waiter);
+        loop_timer_cancel(&c->timer);
+        save_conn_closed(c);
+        restore_conn_closed(c);
+
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &c->outq) {
+                struct outmsg *m = list_entry(pos, struct outmsg, link);
+                list_unlink(&m->link);
+                safe_close(m->fd);
+                free(m);
+        }
+        /* Callers up the stack may still hold c: free it before the loop
+         * sleeps, not now. */
+        list_unlink(&c->link);
+        list_add_tail(&srv->zombies, &c->link);
+        srv->nconns--;
+        c->fd = safe_close(c->fd);
+        if (srv->draining && srv->on_drained && server_drained(srv))
+                srv->on_drained(srv);
+}
+
+static void server_on_accept(struct loop_watch *w, uint32_t events) {
+        struct server *srv = container_of(w, struct server, listen_watch);
+        (void)events;
+
+        for (;;) {
+                int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd < 0) {
+                        if (errno != EAGAIN && errno != EINTR)
+                                log_warn("server: accept: %m");
+                        return;
+                }
+                struct ucred cred;
+                socklen_t len = sizeof(cred);
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+                        log_warn("server: SO_PEERCRED: %m");
+                        close(fd);
+                        continue;
+                }
+                struct conn *c = calloc(1, sizeof(*c));
+                uint32_t *gens = calloc(pool_slot_count(srv->pool), sizeof(*gens));
+                if (!c || !gens) {
+                        free(c);
+                        free(gens);
+                        close(fd);
+                        continue;
+                }
+                c->srv = srv;
+                c->fd = fd;
+                c->uid = cred.uid;
+                c->gid = cred.gid;
+                c->pid = cred.pid;
+                c->id = ++srv->next_id;
+                c->slot_gen_sent = gens;
+                list_init(&c->outq);
+                list_init(&c->saves);
+                list_init(&c->step_link);
+                list_init(&c->waiter.link);
+                int sndbuf = 4 * CKPT_MSG_MAX;
+                setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+                if (loop_watch_add(srv->loop, &c->watch, fd, EPOLLIN, conn_on_event) < 0) {
+                        close(fd);
+                        free(gens);
+                        free(c);
+                        continue;
+                }
+                list_add_tail(&srv->conns, &c->link);
+                srv->nconns++;
+                log_debug("server: client %u connected (pid %d uid %u)", c->id, (int)c->pid,
+                          (unsigned)c->uid);
+        }
+}
+
+/* ---- lifecycle ------------------------------------------------------------------- */
+
+static void server_reap(struct loop_hook *h) {
+        struct server *srv = container_of(h, struct server, reap_hook);
+        struct list *pos, *tmp;
+
+        list_for_each_safe(pos, tmp, &srv->zombies) {
+                struct conn *c = list_entry(pos, struct conn, link);
+                list_unlink(&c->link);
+                free(c->slot_gen_sent);
+                free(c);
+        }
+}
+
+int server_new(struct server **out, struct loop *loop, struct pool *pool, struct store *store,
+               struct catalog *catalog, struct worker_pool *workers,
+               const struct server_options *opts) {
+        struct server *srv = calloc(1, sizeof(*srv));
+        if (!srv)
+                return -ENOMEM;
+        srv->loop = loop;
+        srv->pool = pool;
+        srv->store = store;
+        srv->catalog = catalog;
+        srv->workers = workers;
+        srv->opts = *opts;
+        srv->listen_fd = -1;
+        srv->listen_watch.fd = -1;
+        srv->start_ms = loop_now_ms();
+        list_init(&srv->conns);
+        list_init(&srv->zombies);
+        list_init(&srv->steps);
+        srv->reap_hook.run = server_reap;
+        loop_hook_add(loop, &srv->reap_hook);
+        *out = srv;
+        return 0;
+}
+
+static int server_watch_listen(struct server *srv) {
+        int r = loop_watch_add(srv->loop, &srv->listen_watch, srv->listen_fd, EPOLLIN,
+                               server_on_accept);
+        if (r < 0)
+                log_error("server: cannot watch the listening socket: %s", strerror(-r));
+        return r;
+}
+
+int server_listen_fd(struct server *srv, int fd) {
+        int type = 0;
+        socklen_t len = sizeof(type);
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_SEQPACKET) {
+                log_error("server: inherited fd %d is not a SOCK_SEQPACKET socket; use "
+                          "ListenSequentialPacket= in ckptd.socket",
+                          fd);
+                return -EINVAL;
+        }
+        int fl = fcntl(fd, F_GETFL);
+        if (fl >= 0)
+                fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+        srv->listen_fd = fd;
+        srv->listen_fd_owned = false;
+        return server_watch_listen(srv);
+}
+
+int server_listen_path(struct server *srv, const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int r;
+
+        if (strlen(path) >= sizeof(sa.sun_path)) {
+                log_error("server: socket path too long: %s", path);
+                return -ENAMETOOLONG;
+        }
+        strcpy(sa.sun_path, path);
+
+        /* The socket's directory (/run/ckptd, $XDG_RUNTIME_DIR/...) may not
+         * exist yet when we are not started by systemd. */
+        _cleanup_free_ char *dir = strdup(path);
+        if (!dir)
+                return -ENOMEM;
+        char *slash = strrchr(dir, '/');
+        if (slash && slash != dir) {
+                *slash = 0;
+                r = fs_mkdir_p(dir, 0755);
+                if (r < 0) {
+                        log_error("server: cannot create %s: %s", dir, strerror(-r));
+                        return r;
+                }
+        }
+
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        /* A socket file left by a crashed daemon is stale unless someone
+         * answers on it: never steal a live daemon's socket. */
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+                log_error("server: another ckptd is already listening on %s", path);
+                return -EADDRINUSE;
+        }
+        unlink(path);
+        mode_t old = umask(0777 & ~srv->opts.socket_mode);
+        r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+        umask(old);
+        if (r < 0) {
+                r = -errno;
+                log_error("server: cannot bind %s: %m", path);
+                return r;
+        }
+        if (chmod(path, srv->opts.socket_mode) < 0)
+                log_warn("server: chmod %s: %m", path);
+        if (srv->opts.socket_group && *srv->opts.socket_group) {
+                struct group *g = getgrnam(srv->opts.socket_group);
+                if (!g || chown(path, (uid_t)-1, g->gr_gid) < 0)
+                        log_warn("server: cannot give %s to group %s", path, srv->opts.socket_group);
+        }
+        if (listen(fd, 128) < 0)
+                return -errno;
+        srv->listen_fd = TAKE_FD(fd);
+        srv->listen_fd_owned = true;
+        srv->socket_path = strdup(path);
+        return server_watch_listen(srv);
+}
+
+bool server_drained(struct server *srv) {
+        if (srv->saves_active > 0)
+                return false;
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &srv->steps) {
+                struct step_state *st = list_entry(pos, struct step_state, link);
+                if (st->committing)
+                        return false;
+        }
+        return true;
+}
+
+void server_drain(struct server *srv) {
+        if (srv->draining)
+                return;
+        srv->draining = true;
+        if (srv->listen_fd >= 0) {
+                loop_watch_del(srv->loop, &srv->listen_watch);
+                if (srv->listen_fd_owned) {
+                        close(srv->listen_fd);
+                        if (srv->socket_path)
+                                unlink(srv->socket_path);
+                }
+                srv->listen_fd = -1;
+        }
+        /* Saves the trainer has not finished were never acknowledged: drop
+         * them.  Finished ones keep going to disk. */
+        save_abort_all(srv, -ESHUTDOWN);
+        if (srv->on_drained && server_drained(srv))
+                srv->on_drained(srv);
+}
+
+struct server *server_free(struct server *srv) {
+        if (!srv)
+                return NULL;
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &srv->conns) {
+                struct conn *c = list_entry(pos, struct conn, link);
+                conn_close(c);
+        }
+        server_reap(&srv->reap_hook);
+        list_unlink(&srv->reap_hook.link);
+        step_state_free_all(srv);
+        if (srv->listen_fd >= 0) {
+                loop_watch_del(srv->loop, &srv->listen_watch);
+                if (srv->listen_fd_owned) {
+                        close(srv->listen_fd);
+                        if (srv->socket_path)
+                                unlink(srv->socket_path);
+                }
+        }
+        free(srv->socket_path);
+        free(srv);
+        return NULL;
+}

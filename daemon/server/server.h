@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * server — the IPC side of ckptd: the listening socket, one struct conn per
+ * client, request dispatch, and the per-save state machine behind it.
+ *
+ * A connection carries at most one request at a time (libckpt is
+ * synchronous per connection); while a request waits — for a slot, a tier,
+ * a commit — the connection is not read, which is all the flow control the
+ * protocol needs.  Replies may be queued when the socket is full.
+ *
+ * save.c owns saves (staging -> verified -> on disk -> done), steps (what
+ * WAIT and COMMIT look at) and retention; restore.c serves reads.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "catalog/catalog.h"
+#include "ckpt-proto.h"
+#include "io/loop.h"
+#include "io/worker.h"
+#include "local/manifest.h"
+#include "local/store.h"
+#include "pool/pool.h"
+#include "util/list.h"
+
+#define SERVER_SAVES_PER_CONN 64
+#define SERVER_READS_PER_CONN 8
+
+struct server_options {
+        uint64_t pool_wait_ms;
+        uint32_t keep;
+        uint32_t socket_mode;
+        const char *socket_group; /* NULL: leave as is */
+        const char *state_dir;    /* for status */
+};
+
+struct server {
+        struct loop *loop;
+        struct pool *pool;
+        struct store *store;
+        struct catalog *catalog;
+        struct worker_pool *workers;
+        struct server_options opts;
+
+        int listen_fd;
+        bool listen_fd_owned; /* false when systemd passed it */
+        char *socket_path;    /* unlinked at exit if we created it */
+        struct loop_watch listen_watch;
+
+        struct list conns;
+        struct list zombies;  /* closed conns, freed before the loop sleeps */
+        struct loop_hook reap_hook;
+        uint32_t nconns;
+        uint32_t next_id;
+        struct list steps;   /* struct step_state */
+        uint32_t saves_active;
+        uint64_t bytes_in_flight;
+        uint32_t shards_in_flight;
+        uint64_t start_ms;
+        bool draining;
+        void (*on_drained)(struct server *srv); /* set by the daemon */
+};
+
+struct conn {
+        struct server *srv;
+        struct list link;
+        int fd;
+        struct loop_watch watch;
+        uid_t uid;
+        gid_t gid;
+        pid_t pid;
+        uint32_t id;
+        bool hello;
+        bool closing;
+
+        /* the request being served asynchronously, if any */
+        bool busy;
+        uint16_t busy_type;
+        uint32_t busy_seq;
+        struct pool_waiter waiter;  /* CHUNK_GET / READ waiting for a slot */
+        struct loop_timer timer;    /* WAIT / COMMIT timeout */
+        struct list step_link;      /* on step_state.waiters */
+        struct step_state *wait_step;
+        uint8_t wait_tier;
+        void *pending;              /* what the pending request works on */
+
+        struct list outq;
+        bool want_out;
+
+        uint32_t *slot_gen_sent;    /* per slot id: generation + 1 already sent */
+        struct list saves;          /* saves this client has not finished */
+        uint32_t nsaves;
+        struct slot *reads[SERVER_READS_PER_CONN]; /* slots lent by READ */
+        char errmsg[CKPT_ERRMSG_MAX + 1];
+};
+
+enum save_state {
+        SAVE_STAGING,   /* client sending shards */
+        SAVE_FINISHED,  /* client finished; chunks may still be verifying/writing */
+        SAVE_WRITING,   /* rank being finished on disk (fsync, MANIFEST, rename) */
+        SAVE_DONE,      /* on local disk */
+        SAVE_FAILED,
+};
+
+struct shard {
+        struct list link;
+        struct save *save;
+        uint32_t id;
+        char name[CKPT_NAME_MAX + 1];
+        uint64_t size;
+        int fd;                 /* owned by the rank writer */
+        uint64_t put_offset;    /* bytes handed over */
+        uint64_t written;       /* bytes on disk */
+        struct slot *granted;   /* window lent to the client, not yet put */
+        uint64_t granted_offset, granted_length;
+        uint64_t nblocks;
+        uint32_t *block_crcs;
+};
+
+struct step_state {
+        struct list link;
+        struct server *srv;
+        char job[CKPT_NAME_MAX + 1];
+        uint64_t step;
+        uint32_t world_size;
+        struct list saves;    /* struct save, by step_link */
+        struct list waiters;  /* struct conn, by step_link */
+        bool committing, committed;
+        struct commit_record record;
+};
+
+struct save {
+        struct list conn_link;  /* on conn.saves until finished */
+        struct list step_link;
+        struct server *srv;
+        struct conn *conn;      /* NULL once finished or orphaned */
+        struct step_state *step;
+        uint32_t id;
+        uint32_t uid;
+        uint32_t rank;
+        enum save_state state;
+        int error;
+        char errmsg[CKPT_ERRMSG_MAX + 1];
+        struct rank_writer *rw;
+        struct list shards;
+        uint32_t nshards;
+        uint32_t chunks_verifying;
+        uint32_t chunks_pending;  /* verifying or writing */
+        uint64_t bytes;
+        struct manifest *manifest;
+        bool finish_waiting;      /* conn is waiting for SAVE_FINISH */
+};
+
+/* server.c */
+int server_new(struct server **out, struct loop *loop, struct pool *pool, struct store *store,
+               struct catalog *catalog, struct worker_pool *workers,
+               const struct server_options *opts);
+/* Listen on path (created, mode/group applied), or on an inherited fd. */
+int server_listen_path(struct server *srv, const char *path);
+int server_listen_fd(struct server *srv, int fd);
+struct server *server_free(struct server *srv);
+/* Stop accepting, abort unfinished saves; on_drained runs once nothing
+ * acknowledged is still on its way to disk. */
+void server_drain(struct server *srv);
+bool server_drained(struct server *srv);
+
+void conn_reply(struct conn *c, struct ckpt_reply *rep, int fd);
+void conn_reply_empty(struct conn *c);
+/* Reply with an error; fmt describes it for the user (and the log). */
+void conn_error(struct conn *c, int error, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Re-enable reading after an asynchronous request was answered. */
+void conn_done(struct conn *c);
+/* Build a CHUNK_GET/READ slot reply (attaches the memfd when needed). */
+void conn_reply_slot(struct conn *c, struct slot *slot, uint64_t slot_offset, uint64_t offset,
+                     uint64_t length);
+/* Ownership: 0 when uid may write (owner) / read (owner or root) job. */
+int conn_check_job(struct conn *c, const char *job, bool write);
+
+/* save.c */
+void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req);
+void save_handle_shard_begin(struct conn *c, const struct ckpt_req_shard_begin *req);
+void save_handle_chunk_get(struct conn *c, const struct ckpt_req_chunk_get *req);
+void save_handle_chunk_put(struct conn *c, const struct ckpt_req_chunk_put *req);
+void save_handle_finish(struct conn *c, const struct ckpt_req_save_id *req);
+void save_handle_abort(struct conn *c, const struct ckpt_req_save_id *req);
+void save_handle_wait(struct conn *c, const struct ckpt_req_wait *req);
+void save_handle_commit(struct conn *c, const struct ckpt_req_job_step *req);
+/* The connection is going away: abort its unfinished saves, leave waits. */
+void save_conn_closed(struct conn *c);
+void save_abort_all(struct server *srv, int error);
+/* Rebuild step knowledge at start (committed steps come from the catalog). */
+void save_retention_run(struct server *srv, const char *job);
+void step_state_free_all(struct server *srv);
+
+/* restore.c */
+void restore_handle_latest(struct conn *c, const struct ckpt_req_job_step *req);
+void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list *req);
+void restore_handle_read(struct conn *c, const struct ckpt_req_read *req);
+void restore_handle_read_done(struct conn *c, const struct ckpt_req_read_done *req);
+void restore_handle_map(struct conn *c, const struct ckpt_req_read *req);
+void restore_conn_closed(struct conn *c);

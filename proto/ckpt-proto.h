@@ -1,0 +1,375 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ckpt-proto — the wire protocol between libckpt, ckptctl and ckptd.
+ *
+ * Messages travel over a Unix SOCK_SEQPACKET socket, one message per packet,
+ * so message boundaries come from the kernel and a decoder never has to
+ * resynchronise.  File descriptors (shared-memory slots, shard files for
+ * read-only mapping) ride along as SCM_RIGHTS ancillary data; the decoder
+ * only sees the flag that says one is attached.
+ *
+ * Every message starts with a 16-byte header (all integers little-endian):
+ *
+ *   u32 magic    CKPT_PROTO_MAGIC
+ *   u16 version  CKPT_PROTO_VERSION
+ *   u16 type     enum ckpt_msg_type
+ *   u32 length   whole message including header, <= CKPT_MSG_MAX
+ *   u32 seq      chosen by the requester, echoed in the reply
+ *
+ * followed by the body of that type.  Strings are u16 length + bytes (no NUL).
+ * docs/protocol.md specifies every body byte by byte.
+ *
+ * This library does no I/O: it encodes into and decodes from caller buffers.
+ * Decoders validate everything (lengths, enums, counts, names, trailing bytes)
+ * and return -EBADMSG for a malformed message, -EPROTONOSUPPORT for a wrong
+ * version, -EINVAL for a well-formed message carrying an invalid value
+ * (a bad name, rank >= world_size).  They never read past `len`.
+ *
+ * Thread-safety: all functions are pure apart from writing their outputs.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CKPT_PROTO_MAGIC 0x54504b43u /* "CKPT" on the wire */
+#define CKPT_PROTO_VERSION 1
+#define CKPT_HDR_SIZE 16
+/* Fits the default net.core.wmem_max so no process needs SO_SNDBUFFORCE. */
+#define CKPT_MSG_MAX 65536
+/* Longest job or shard name; also the file-name limit of every filesystem. */
+#define CKPT_NAME_MAX 255
+#define CKPT_ERRMSG_MAX 512
+#define CKPT_VERSION_STR_MAX 64
+/* Entries per page of a list reply; sized so a full page stays < CKPT_MSG_MAX. */
+#define CKPT_LIST_PAGE 128
+#define CKPT_JOB_PAGE 64
+#define CKPT_WORLD_MAX (1u << 20)
+/* Steps are stored as sqlite INTEGER (signed 64-bit). */
+#define CKPT_STEP_MAX INT64_MAX
+/* Largest shard the protocol accepts: 1 PiB. */
+#define CKPT_SHARD_SIZE_MAX (1ull << 50)
+
+enum ckpt_msg_type {
+        CKPT_MSG_HELLO = 1,
+        CKPT_MSG_SAVE_BEGIN = 2,
+        CKPT_MSG_SHARD_BEGIN = 3,
+        CKPT_MSG_CHUNK_GET = 4,
+        CKPT_MSG_CHUNK_PUT = 5,
+        CKPT_MSG_SAVE_FINISH = 6,
+        CKPT_MSG_SAVE_ABORT = 7,
+        CKPT_MSG_WAIT = 8,
+        CKPT_MSG_COMMIT = 9,
+        CKPT_MSG_LATEST = 10,
+        CKPT_MSG_SHARD_LIST = 11,
+        CKPT_MSG_READ = 12,
+        CKPT_MSG_READ_DONE = 13,
+        CKPT_MSG_MAP = 14,
+        CKPT_MSG_STATUS = 15,
+        CKPT_MSG_JOB_LIST = 16,
+        CKPT_MSG_CKPT_LIST = 17,
+        CKPT_MSG_REQUEST_MAX_,
+
+        /* A reply has the request's type with this bit set ... */
+        CKPT_MSG_REPLY = 0x8000,
+        /* ... or is an error reply, whatever the request was. */
+        CKPT_MSG_ERROR = 0xffff,
+};
+
+/* Durability tiers, in order.  A step "reaches" a tier when every shard of
+ * every rank this node holds for it is there. */
+enum ckpt_tier {
+        CKPT_TIER_STAGED = 1,    /* in daemon-owned shared memory */
+        CKPT_TIER_LOCAL = 2,     /* fsynced on this node's disk, manifest renamed in */
+        CKPT_TIER_COMMITTED = 3, /* local, and the job committed the step */
+        CKPT_TIER_MAX_,
+};
+
+/* Checkpoint states as reported by CKPT_LIST. */
+enum ckpt_state {
+        CKPT_STATE_SAVING = 1,    /* some rank still staging or writing */
+        CKPT_STATE_LOCAL = 2,     /* every rank here is on disk, not committed */
+        CKPT_STATE_COMMITTED = 3,
+        CKPT_STATE_FAILED = 4,    /* a rank's save failed or was aborted */
+        CKPT_STATE_MAX_,
+};
+
+struct ckpt_hdr {
+        uint16_t version;
+        uint16_t type;
+        uint32_t length;
+        uint32_t seq;
+};
+
+/* A name as carried in a message: always NUL-terminated after decoding. */
+struct ckpt_name {
+        uint16_t len;
+        char str[CKPT_NAME_MAX + 1];
+};
+
+/* ---- requests ---------------------------------------------------------- */
+
+struct ckpt_req_hello {
+        uint16_t proto_min, proto_max; /* versions the client speaks */
+};
+
+struct ckpt_req_save_begin {
+        struct ckpt_name job;
+        uint64_t step;
+        uint32_t rank, world_size;
+};
+
+struct ckpt_req_shard_begin {
+        uint32_t save_id;
+        struct ckpt_name shard;
+        uint64_t size;
+};
+
+/* Ask for the window of a shard starting at `offset` (the next unfilled byte). */
+struct ckpt_req_chunk_get {
+        uint32_t shard_id;
+        uint64_t offset;
+};
+
+/* The window [offset, offset+length) of the shard is filled; crc32c is the
+ * CRC32C (seed 0) of exactly those bytes. */
+struct ckpt_req_chunk_put {
+        uint32_t shard_id;
+        uint32_t slot_id;
+        uint64_t offset, length;
+        uint32_t crc32c;
+};
+
+struct ckpt_req_save_id {
+        uint32_t save_id; /* SAVE_FINISH, SAVE_ABORT */
+};
+
+struct ckpt_req_wait {
+        struct ckpt_name job;
+        uint64_t step;
+        uint8_t tier;        /* enum ckpt_tier */
+        uint32_t timeout_ms; /* 0 = just check */
+};
+
+/* COMMIT (timeout_ms bounds the wait for local), LATEST (step ignored). */
+struct ckpt_req_job_step {
+        struct ckpt_name job;
+        uint64_t step;
+        uint32_t timeout_ms;
+};
+
+struct ckpt_req_shard_list {
+        struct ckpt_name job;
+        uint64_t step;
+        uint32_t rank;
+        uint32_t start; /* index of the first entry wanted */
+};
+
+/* READ: bytes [offset, offset+length) of a shard into a slot; length is at
+ * most the slot size.  MAP: offset/length ignored, the shard file is passed. */
+struct ckpt_req_read {
+        struct ckpt_name job;
+        uint64_t step;
+        uint32_t rank;
+        struct ckpt_name shard;
+        uint64_t offset, length;
+};
+
+struct ckpt_req_read_done {
+        uint32_t slot_id;
+};
+
+/* JOB_LIST (job reserved: must be empty, len 0; start = first job index),
+ * CKPT_LIST (start = first entry index of that job's checkpoints, newest
+ * first). */
+struct ckpt_req_list {
+        struct ckpt_name job;
+        uint32_t start;
+};
+
+struct ckpt_request {
+        struct ckpt_hdr hdr;
+        union {
+                struct ckpt_req_hello hello;
+                struct ckpt_req_save_begin save_begin;
+                struct ckpt_req_shard_begin shard_begin;
+                struct ckpt_req_chunk_get chunk_get;
+                struct ckpt_req_chunk_put chunk_put;
+                struct ckpt_req_save_id save; /* FINISH, ABORT */
+                struct ckpt_req_wait wait;
+                struct ckpt_req_job_step job_step; /* COMMIT, LATEST */
+                struct ckpt_req_shard_list shard_list;
+                struct ckpt_req_read read; /* READ, MAP */
+                struct ckpt_req_read_done read_done;
+                struct ckpt_req_list list; /* JOB_LIST, CKPT_LIST */
+                /* STATUS has an empty body. */
+        };
+};
+
+/* ---- replies ----------------------------------------------------------- */
+
+struct ckpt_rep_error {
+        int32_t error; /* negative errno */
+        char message[CKPT_ERRMSG_MAX + 1];
+};
+
+struct ckpt_rep_hello {
+        uint16_t proto;
+        uint32_t slot_count;
+        uint64_t slot_size;
+        uint32_t block_size; /* CRC block size of manifests */
+        char daemon_version[CKPT_VERSION_STR_MAX + 1];
+};
+
+struct ckpt_rep_id {
+        uint32_t id; /* SAVE_BEGIN: save id, SHARD_BEGIN: shard id */
+};
+
+/* CHUNK_GET and READ: the bytes live at `slot_offset` in slot `slot_id`.
+ * `has_fd` says the slot's memfd is attached (first use of this slot
+ * generation on this connection); `slot_gen` changes when the daemon replaced
+ * the slot's memory, and the client must drop any older mapping. */
+struct ckpt_rep_slot {
+        uint32_t slot_id, slot_gen;
+        uint8_t has_fd;
+        uint64_t slot_offset;
+        uint64_t offset, length; /* shard range the window covers */
+};
+
+struct ckpt_rep_latest {
+        uint64_t step;
+        uint32_t world_size;
+};
+
+struct ckpt_rep_wait {
+        uint8_t tier; /* highest tier reached; 0 = not even staged yet */
+};
+
+struct ckpt_shard_entry {
+        struct ckpt_name name;
+        uint64_t size;
+        uint32_t crc32c;
+};
+
+struct ckpt_rep_shard_list {
+        uint32_t total, count; /* count <= CKPT_LIST_PAGE */
+        struct ckpt_shard_entry entries[CKPT_LIST_PAGE];
+};
+
+struct ckpt_rep_map {
+        uint64_t size;
+        uint32_t crc32c;
+        uint8_t has_fd; /* always 1 on success */
+};
+
+struct ckpt_rep_status {
+        char daemon_version[CKPT_VERSION_STR_MAX + 1];
+        uint64_t uptime_ms;
+        uint64_t pool_bytes, pool_used_bytes;
+        uint32_t slot_count, slots_used, slot_waiters;
+        uint64_t bytes_in_flight;  /* staged, not yet on local disk */
+        uint32_t shards_in_flight;
+        uint32_t clients, saves_active;
+        uint64_t bytes_written, bytes_read; /* since start */
+        uint64_t errors;                    /* since start */
+        uint32_t jobs;
+        char state_dir[CKPT_ERRMSG_MAX + 1];
+        char last_error[CKPT_ERRMSG_MAX + 1];
+};
+
+struct ckpt_job_entry {
+        struct ckpt_name name;
+        uint32_t uid;
+        int64_t latest_committed; /* -1: none */
+        uint32_t checkpoints, committed;
+        uint64_t bytes_local;
+        uint32_t errors;
+};
+
+struct ckpt_rep_job_list {
+        uint32_t total, count; /* count <= CKPT_JOB_PAGE */
+        struct ckpt_job_entry entries[CKPT_JOB_PAGE];
+};
+
+struct ckpt_ckpt_entry {
+        uint64_t step;
+        uint32_t world_size;
+        uint32_t ranks_local; /* ranks of this step on this node's disk */
+        uint8_t state;        /* enum ckpt_state */
+        uint64_t bytes;
+        uint32_t shards;
+        int64_t committed_at; /* unix seconds, 0 if not committed */
+};
+
+struct ckpt_rep_ckpt_list {
+        uint32_t total, count; /* count <= CKPT_LIST_PAGE */
+        struct ckpt_ckpt_entry entries[CKPT_LIST_PAGE];
+};
+
+struct ckpt_reply {
+        struct ckpt_hdr hdr;
+        union {
+                struct ckpt_rep_error error;
+                struct ckpt_rep_hello hello;
+                struct ckpt_rep_id id;
+                struct ckpt_rep_slot slot;
+                struct ckpt_rep_latest latest;
+                struct ckpt_rep_wait wait;
+                struct ckpt_rep_shard_list shard_list;
+                struct ckpt_rep_map map;
+                struct ckpt_rep_status status;
+                struct ckpt_rep_job_list job_list;
+                struct ckpt_rep_ckpt_list ckpt_list;
+                /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE:
+                 * empty body */
+        };
+};
+
+/*
+ * Encode a request / reply into buf (capacity cap).  msg->hdr.type and
+ * msg->hdr.seq are taken from msg; version and length are filled in.
+ * Returns the encoded length, -EINVAL if a field is invalid (the encoder
+ * validates like the decoder, so neither side can emit what the other would
+ * reject), or -EMSGSIZE if cap is too small.
+ * For replies, hdr.type is the request type | CKPT_MSG_REPLY, or
+ * CKPT_MSG_ERROR.
+ */
+int ckpt_request_encode(const struct ckpt_request *msg, void *buf, size_t cap);
+int ckpt_reply_encode(const struct ckpt_reply *msg, void *buf, size_t cap);
+
+/*
+ * Decode one message of len bytes.  Returns 0 and fills *msg, or
+ * -EBADMSG (malformed: short, bad magic, length mismatch, unknown type,
+ * bad enum, count too large, trailing bytes), -EPROTONOSUPPORT (header
+ * version != CKPT_PROTO_VERSION; msg->hdr is still filled so the daemon can
+ * answer with the right seq), -EINVAL (well-formed but a name or value is
+ * invalid).  *msg is zeroed first, so after success every byte the message
+ * does not set (padding, string tails, list entries past count) is zero and
+ * two decoded messages compare equal with memcmp.  On error *msg is left
+ * partially filled; do not use it beyond msg->hdr.
+ */
+int ckpt_request_decode(struct ckpt_request *msg, const void *buf, size_t len);
+int ckpt_reply_decode(struct ckpt_reply *msg, const void *buf, size_t len);
+
+/* Decode just the header: reads the first 16 bytes of buf (len >= 16), same
+ * errors as above.  The length field is range-checked (16..CKPT_MSG_MAX) but
+ * not compared with len, so a stream reader can learn how much to read next;
+ * the full decoders do compare it. */
+int ckpt_hdr_decode(struct ckpt_hdr *hdr, const void *buf, size_t len);
+
+/*
+ * Names of jobs and shards: 1..CKPT_NAME_MAX bytes of [A-Za-z0-9._+=:@-],
+ * not starting with '.' or '-'.  So no path separators, no "." or "..", no
+ * hidden files, nothing a shell or a filesystem treats specially.
+ * Returns 0 or -EINVAL (empty, bad character) or -ENAMETOOLONG.
+ */
+int ckpt_name_validate(const char *name, size_t len);
+/* Copy a C string into a ckpt_name after validating it. */
+int ckpt_name_set(struct ckpt_name *n, const char *str);
+
+const char *ckpt_msg_type_name(uint16_t type);
+const char *ckpt_tier_name(uint8_t tier);
+const char *ckpt_state_name(uint8_t state);
+/* Parse "staged", "local", "committed"; returns the tier or -EINVAL. */
+int ckpt_tier_parse(const char *str);

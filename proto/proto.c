@@ -1,0 +1,992 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Encoding and decoding of ckpt-proto messages (ckpt-proto.h; the layouts
+ * are specified byte by byte in docs/protocol.md).
+ *
+ * Why field by field instead of casting packed structs: the wire format must
+ * not depend on a compiler's struct layout or the host's byte order, and a
+ * decoder facing a hostile client must never read past the packet.  A small
+ * cursor (struct wbuf / struct rbuf) does the bounds checking in one place,
+ * so the per-message code reads like the layout tables in the spec.
+ *
+ * Parsing and checking are separate steps.  The reader only knows syntax
+ * (lengths, strings, counts that size arrays); one check function per message
+ * then judges the values.  The decoder runs it on what it parsed, the encoder
+ * on what it was handed, so neither side can emit what the other would
+ * reject.  Because every valid message has exactly one encoding, and the
+ * decoder zeroes *msg first, decode -> encode gives back the same bytes and
+ * two decoded messages can be compared with memcmp (the fuzzers rely on it).
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "ckpt-proto.h"
+
+/* Largest errno a reply may carry: the kernel's MAX_ERRNO. */
+#define ERRNO_MAX 4095
+
+/* ---- writer ------------------------------------------------------------ */
+
+struct wbuf {
+        uint8_t *p;
+        size_t cap, len;
+        bool overflow; /* sticky: once set, nothing more is written */
+};
+
+static void w_bytes(struct wbuf *w, const void *src, size_t n) {
+        if (w->overflow || n > w->cap - w->len) {
+                w->overflow = true;
+                return;
+        }
+        if (n > 0)
+                memcpy(w->p + w->len, src, n);
+        w->len += n;
+}
+
+static void w_u8(struct wbuf *w, uint8_t v) {
+        w_bytes(w, &v, 1);
+}
+
+static void w_u16(struct wbuf *w, uint16_t v) {
+        uint8_t b[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
+        w_bytes(w, b, sizeof(b));
+}
+
+static void w_u32(struct wbuf *w, uint32_t v) {
+        uint8_t b[4];
+        for (size_t i = 0; i < sizeof(b); i++)
+                b[i] = (uint8_t)(v >> (8 * i));
+        w_bytes(w, b, sizeof(b));
+}
+
+static void w_u64(struct wbuf *w, uint64_t v) {
+        uint8_t b[8];
+        for (size_t i = 0; i < sizeof(b); i++)
+                b[i] = (uint8_t)(v >> (8 * i));
+        w_bytes(w, b, sizeof(b));
+}
+
+static void w_i32(struct wbuf *w, int32_t v) {
+        w_u32(w, (uint32_t)v);
+}
+
+static void w_i64(struct wbuf *w, int64_t v) {
+        w_u64(w, (uint64_t)v);
+}
+
+static void w_name(struct wbuf *w, const struct ckpt_name *n) {
+        /* check_name() has bounded n->len by CKPT_NAME_MAX. */
+        w_u16(w, n->len);
+        w_bytes(w, n->str, n->len);
+}
+
+/* A NUL-terminated char array; check_cstr() has bounded its length. */
+static void w_cstr(struct wbuf *w, const char *s, size_t max) {
+        size_t n = strnlen(s, max);
+        w_u16(w, (uint16_t)n);
+        w_bytes(w, s, n);
+}
+
+/* ---- reader ------------------------------------------------------------ */
+
+struct rbuf {
+        const uint8_t *p;
+        size_t len, pos;
+        int err; /* 0, or the worst problem so far: -EBADMSG beats -EINVAL */
+};
+
+static void r_fail(struct rbuf *r, int err) {
+        if (r->err != -EBADMSG)
+                r->err = err;
+}
+
+static const uint8_t *r_take(struct rbuf *r, size_t n) {
+        if (r->err == -EBADMSG || n > r->len - r->pos) {
+                r_fail(r, -EBADMSG);
+                return NULL;
+        }
+        const uint8_t *q = r->p + r->pos;
+        r->pos += n;
+        return q;
+}
+
+static uint8_t r_u8(struct rbuf *r) {
+        const uint8_t *q = r_take(r, 1);
+        return q ? q[0] : 0;
+}
+
+static uint16_t r_u16(struct rbuf *r) {
+        const uint8_t *q = r_take(r, 2);
+        return q ? (uint16_t)(q[0] | q[1] << 8) : 0;
+}
+
+static uint32_t r_u32(struct rbuf *r) {
+        const uint8_t *q = r_take(r, 4);
+        uint32_t v = 0;
+        if (q)
+                for (size_t i = 0; i < 4; i++)
+                        v |= (uint32_t)q[i] << (8 * i);
+        return v;
+}
+
+static uint64_t r_u64(struct rbuf *r) {
+        const uint8_t *q = r_take(r, 8);
+        uint64_t v = 0;
+        if (q)
+                for (size_t i = 0; i < 8; i++)
+                        v |= (uint64_t)q[i] << (8 * i);
+        return v;
+}
+
+static int32_t r_i32(struct rbuf *r) {
+        return (int32_t)r_u32(r);
+}
+
+static int64_t r_i64(struct rbuf *r) {
+        return (int64_t)r_u64(r);
+}
+
+/* A name longer than CKPT_NAME_MAX is well-formed (the length prefix says
+ * where it ends) but invalid, so it is -EINVAL like any other bad name. */
+static void r_name(struct rbuf *r, struct ckpt_name *n) {
+        uint16_t len = r_u16(r);
+        const uint8_t *q = r_take(r, len);
+        if (!q)
+                return;
+        if (len > CKPT_NAME_MAX) {
+                r_fail(r, -EINVAL);
+                return;
+        }
+        memcpy(n->str, q, len);
+        n->str[len] = '\0';
+        n->len = len;
+}
+
+/* Free text (messages, versions, paths): over `max` or with an embedded NUL
+ * it could not round-trip through a C string, so it is malformed. */
+static void r_cstr(struct rbuf *r, char *dst, size_t max) {
+        uint16_t len = r_u16(r);
+        const uint8_t *q = r_take(r, len);
+        if (!q)
+                return;
+        if (len > max || memchr(q, '\0', len)) {
+                r_fail(r, -EBADMSG);
+                return;
+        }
+        memcpy(dst, q, len);
+        dst[len] = '\0';
+}
+
+/* A list count sizes an array, so the reader must check it before parsing
+ * entries; check_count() repeats the check for the encoder. */
+static bool r_count(struct rbuf *r, uint32_t total, uint32_t count, uint32_t page) {
+        if (count > page || count > total) {
+                r_fail(r, -EBADMSG);
+                return false;
+        }
+        return r->err != -EBADMSG;
+}
+
+/* ---- value checks (shared by encoder and decoder) ---------------------- */
+
+struct check {
+        int err; /* as in struct rbuf */
+};
+
+static void bad(struct check *c, bool cond) {
+        if (cond)
+                c->err = -EBADMSG;
+}
+
+static void inval(struct check *c, bool cond) {
+        if (cond && c->err == 0)
+                c->err = -EINVAL;
+}
+
+static void check_name(struct check *c, const struct ckpt_name *n) {
+        inval(c, ckpt_name_validate(n->str, n->len) < 0);
+}
+
+static void check_cstr(struct check *c, const char *s, size_t max) {
+        /* A decoded string is always terminated; an unterminated array handed
+         * to the encoder is the caller's bug. */
+        bad(c, strnlen(s, max + 1) > max);
+}
+
+static void check_step(struct check *c, uint64_t step) {
+        inval(c, step > (uint64_t)CKPT_STEP_MAX);
+}
+
+static void check_world(struct check *c, uint32_t world_size) {
+        inval(c, world_size < 1 || world_size > CKPT_WORLD_MAX);
+}
+
+static void check_rank(struct check *c, uint32_t rank) {
+        inval(c, rank >= CKPT_WORLD_MAX);
+}
+
+/* [offset, offset + length) must lie within the largest shard we accept,
+ * which also rules out u64 overflow of the sum. */
+static void check_range(struct check *c, uint64_t offset, uint64_t length) {
+        inval(c, offset > CKPT_SHARD_SIZE_MAX || length > CKPT_SHARD_SIZE_MAX - offset);
+}
+
+static void check_count(struct check *c, uint32_t total, uint32_t count, uint32_t page) {
+        bad(c, count > page || count > total);
+}
+
+static void check_bool(struct check *c, uint8_t v) {
+        bad(c, v > 1);
+}
+
+static bool is_request_type(uint16_t type) {
+        return type >= CKPT_MSG_HELLO && type < CKPT_MSG_REQUEST_MAX_;
+}
+
+static bool is_reply_type(uint16_t type) {
+        return type == CKPT_MSG_ERROR ||
+               ((type & CKPT_MSG_REPLY) && is_request_type(type & ~CKPT_MSG_REPLY));
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+static int check_request(const struct ckpt_request *m) {
+        struct check c = { 0 };
+
+        switch (m->hdr.type) {
+        case CKPT_MSG_HELLO:
+                inval(&c, m->hello.proto_min < 1 || m->hello.proto_min > m->hello.proto_max);
+                break;
+        case CKPT_MSG_SAVE_BEGIN:
+                check_name(&c, &m->save_begin.job);
+                check_step(&c, m->save_begin.step);
+                check_world(&c, m->save_begin.world_size);
+                inval(&c, m->save_begin.rank >= m->save_begin.world_size);
+                break;
+        case CKPT_MSG_SHARD_BEGIN:
+                check_name(&c, &m->shard_begin.shard);
+                inval(&c, m->shard_begin.size > CKPT_SHARD_SIZE_MAX);
+                break;
+        case CKPT_MSG_CHUNK_GET:
+                inval(&c, m->chunk_get.offset > CKPT_SHARD_SIZE_MAX);
+                break;
+        case CKPT_MSG_CHUNK_PUT:
+                inval(&c, m->chunk_put.length == 0);
+                check_range(&c, m->chunk_put.offset, m->chunk_put.length);
+                break;
+        case CKPT_MSG_SAVE_FINISH:
+        case CKPT_MSG_SAVE_ABORT:
+        case CKPT_MSG_READ_DONE:
+        case CKPT_MSG_STATUS:
+                break;
+        case CKPT_MSG_WAIT:
+                check_name(&c, &m->wait.job);
+                check_step(&c, m->wait.step);
+                bad(&c, m->wait.tier < CKPT_TIER_STAGED || m->wait.tier >= CKPT_TIER_MAX_);
+                break;
+        case CKPT_MSG_COMMIT:
+        case CKPT_MSG_LATEST:
+                check_name(&c, &m->job_step.job);
+                check_step(&c, m->job_step.step);
+                break;
+        case CKPT_MSG_SHARD_LIST:
+                check_name(&c, &m->shard_list.job);
+                check_step(&c, m->shard_list.step);
+                check_rank(&c, m->shard_list.rank);
+                break;
+        case CKPT_MSG_READ:
+        case CKPT_MSG_MAP:
+                check_name(&c, &m->read.job);
+                check_step(&c, m->read.step);
+                check_rank(&c, m->read.rank);
+                check_name(&c, &m->read.shard);
+                if (m->hdr.type == CKPT_MSG_READ) {
+                        inval(&c, m->read.length == 0);
+                        check_range(&c, m->read.offset, m->read.length);
+                }
+                break;
+        case CKPT_MSG_JOB_LIST:
+                /* Reserved: must be empty so it can become a filter later. */
+                inval(&c, m->list.job.len != 0);
+                break;
+        case CKPT_MSG_CKPT_LIST:
+                check_name(&c, &m->list.job);
+                break;
+        default:
+                bad(&c, true);
+        }
+        return c.err;
+}
+
+static void put_request_body(struct wbuf *w, const struct ckpt_request *m) {
+        switch (m->hdr.type) {
+        case CKPT_MSG_HELLO:
+                w_u16(w, m->hello.proto_min);
+                w_u16(w, m->hello.proto_max);
+                break;
+        case CKPT_MSG_SAVE_BEGIN:
+                w_name(w, &m->save_begin.job);
+                w_u64(w, m->save_begin.step);
+                w_u32(w, m->save_begin.rank);
+                w_u32(w, m->save_begin.world_size);
+                break;
+        case CKPT_MSG_SHARD_BEGIN:
+                w_u32(w, m->shard_begin.save_id);
+                w_name(w, &m->shard_begin.shard);
+                w_u64(w, m->shard_begin.size);
+                break;
+        case CKPT_MSG_CHUNK_GET:
+                w_u32(w, m->chunk_get.shard_id);
+                w_u64(w, m->chunk_get.offset);
+                break;
+        case CKPT_MSG_CHUNK_PUT:
+                w_u32(w, m->chunk_put.shard_id);
+                w_u32(w, m->chunk_put.slot_id);
+                w_u64(w, m->chunk_put.offset);
+                w_u64(w, m->chunk_put.length);
+                w_u32(w, m->chunk_put.crc32c);
+                break;
+        case CKPT_MSG_SAVE_FINISH:
+        case CKPT_MSG_SAVE_ABORT:
+                w_u32(w, m->save.save_id);
+                break;
+        case CKPT_MSG_WAIT:
+                w_name(w, &m->wait.job);
+                w_u64(w, m->wait.step);
+                w_u8(w, m->wait.tier);
+                w_u32(w, m->wait.timeout_ms);
+                break;
+        case CKPT_MSG_COMMIT:
+        case CKPT_MSG_LATEST:
+                w_name(w, &m->job_step.job);
+                w_u64(w, m->job_step.step);
+                w_u32(w, m->job_step.timeout_ms);
+                break;
+        case CKPT_MSG_SHARD_LIST:
+                w_name(w, &m->shard_list.job);
+                w_u64(w, m->shard_list.step);
+                w_u32(w, m->shard_list.rank);
+                w_u32(w, m->shard_list.start);
+                break;
+        case CKPT_MSG_READ:
+        case CKPT_MSG_MAP:
+                w_name(w, &m->read.job);
+                w_u64(w, m->read.step);
+                w_u32(w, m->read.rank);
+                w_name(w, &m->read.shard);
+                w_u64(w, m->read.offset);
+                w_u64(w, m->read.length);
+                break;
+        case CKPT_MSG_READ_DONE:
+                w_u32(w, m->read_done.slot_id);
+                break;
+        case CKPT_MSG_JOB_LIST:
+        case CKPT_MSG_CKPT_LIST:
+                w_name(w, &m->list.job);
+                w_u32(w, m->list.start);
+                break;
+        default: /* STATUS: empty */
+                break;
+        }
+}
+
+static void get_request_body(struct rbuf *r, struct ckpt_request *m) {
+        switch (m->hdr.type) {
+        case CKPT_MSG_HELLO:
+                m->hello.proto_min = r_u16(r);
+                m->hello.proto_max = r_u16(r);
+                break;
+        case CKPT_MSG_SAVE_BEGIN:
+                r_name(r, &m->save_begin.job);
+                m->save_begin.step = r_u64(r);
+                m->save_begin.rank = r_u32(r);
+                m->save_begin.world_size = r_u32(r);
+                break;
+        case CKPT_MSG_SHARD_BEGIN:
+                m->shard_begin.save_id = r_u32(r);
+                r_name(r, &m->shard_begin.shard);
+                m->shard_begin.size = r_u64(r);
+                break;
+        case CKPT_MSG_CHUNK_GET:
+                m->chunk_get.shard_id = r_u32(r);
+                m->chunk_get.offset = r_u64(r);
+                break;
+        case CKPT_MSG_CHUNK_PUT:
+                m->chunk_put.shard_id = r_u32(r);
+                m->chunk_put.slot_id = r_u32(r);
+                m->chunk_put.offset = r_u64(r);
+                m->chunk_put.length = r_u64(r);
+                m->chunk_put.crc32c = r_u32(r);
+                break;
+        case CKPT_MSG_SAVE_FINISH:
+        case CKPT_MSG_SAVE_ABORT:
+                m->save.save_id = r_u32(r);
+                break;
+        case CKPT_MSG_WAIT:
+                r_name(r, &m->wait.job);
+                m->wait.step = r_u64(r);
+                m->wait.tier = r_u8(r);
+                m->wait.timeout_ms = r_u32(r);
+                break;
+        case CKPT_MSG_COMMIT:
+        case CKPT_MSG_LATEST:
+                r_name(r, &m->job_step.job);
+                m->job_step.step = r_u64(r);
+                m->job_step.timeout_ms = r_u32(r);
+                break;
+        case CKPT_MSG_SHARD_LIST:
+                r_name(r, &m->shard_list.job);
+                m->shard_list.step = r_u64(r);
+                m->shard_list.rank = r_u32(r);
+                m->shard_list.start = r_u32(r);
+                break;
+        case CKPT_MSG_READ:
+        case CKPT_MSG_MAP:
+                r_name(r, &m->read.job);
+                m->read.step = r_u64(r);
+                m->read.rank = r_u32(r);
+                r_name(r, &m->read.shard);
+                m->read.offset = r_u64(r);
+                m->read.length = r_u64(r);
+                break;
+        case CKPT_MSG_READ_DONE:
+                m->read_done.slot_id = r_u32(r);
+                break;
+        case CKPT_MSG_JOB_LIST:
+        case CKPT_MSG_CKPT_LIST:
+                r_name(r, &m->list.job);
+                m->list.start = r_u32(r);
+                break;
+        default: /* STATUS: empty */
+                break;
+        }
+}
+
+/* ---- replies ----------------------------------------------------------- */
+
+static int check_reply(const struct ckpt_reply *m) {
+        struct check c = { 0 };
+
+        if (m->hdr.type == CKPT_MSG_ERROR) {
+                bad(&c, m->error.error >= 0 || m->error.error < -ERRNO_MAX);
+                check_cstr(&c, m->error.message, CKPT_ERRMSG_MAX);
+                return c.err;
+        }
+        if (!is_reply_type(m->hdr.type))
+                return -EBADMSG;
+
+        switch (m->hdr.type & ~CKPT_MSG_REPLY) {
+        case CKPT_MSG_HELLO:
+                inval(&c, m->hello.proto < 1);
+                check_cstr(&c, m->hello.daemon_version, CKPT_VERSION_STR_MAX);
+                break;
+        case CKPT_MSG_CHUNK_GET:
+        case CKPT_MSG_READ:
+                check_bool(&c, m->slot.has_fd);
+                check_range(&c, m->slot.offset, m->slot.length);
+                inval(&c, m->slot.slot_offset > UINT64_MAX - m->slot.length);
+                break;
+        case CKPT_MSG_WAIT:
+                /* 0: the step has not reached even the first tier. */
+                bad(&c, m->wait.tier >= CKPT_TIER_MAX_);
+                break;
+        case CKPT_MSG_LATEST:
+                check_step(&c, m->latest.step);
+                check_world(&c, m->latest.world_size);
+                break;
+        case CKPT_MSG_SHARD_LIST: {
+                const struct ckpt_rep_shard_list *l = &m->shard_list;
+                check_count(&c, l->total, l->count, CKPT_LIST_PAGE);
+                for (uint32_t i = 0; i < l->count && i < CKPT_LIST_PAGE; i++) {
+                        check_name(&c, &l->entries[i].name);
+                        inval(&c, l->entries[i].size > CKPT_SHARD_SIZE_MAX);
+                }
+                break;
+        }
+        case CKPT_MSG_MAP:
+                check_bool(&c, m->map.has_fd);
+                inval(&c, m->map.size > CKPT_SHARD_SIZE_MAX);
+                break;
+        case CKPT_MSG_STATUS:
+                check_cstr(&c, m->status.daemon_version, CKPT_VERSION_STR_MAX);
+                check_cstr(&c, m->status.state_dir, CKPT_ERRMSG_MAX);
+                check_cstr(&c, m->status.last_error, CKPT_ERRMSG_MAX);
+                break;
+        case CKPT_MSG_JOB_LIST: {
+                const struct ckpt_rep_job_list *l = &m->job_list;
+                check_count(&c, l->total, l->count, CKPT_JOB_PAGE);
+                for (uint32_t i = 0; i < l->count && i < CKPT_JOB_PAGE; i++) {
+                        check_name(&c, &l->entries[i].name);
+                        inval(&c, l->entries[i].latest_committed < -1);
+                }
+                break;
+        }
+        case CKPT_MSG_CKPT_LIST: {
+                const struct ckpt_rep_ckpt_list *l = &m->ckpt_list;
+                check_count(&c, l->total, l->count, CKPT_LIST_PAGE);
+                for (uint32_t i = 0; i < l->count && i < CKPT_LIST_PAGE; i++) {
+                        const struct ckpt_ckpt_entry *e = &l->entries[i];
+                        bad(&c, e->state < CKPT_STATE_SAVING || e->state >= CKPT_STATE_MAX_);
+                        check_step(&c, e->step);
+                        check_world(&c, e->world_size);
+                        inval(&c, e->ranks_local > e->world_size);
+                        inval(&c, e->committed_at < 0);
+                }
+                break;
+        }
+        default: /* SAVE_BEGIN, SHARD_BEGIN: any id; the rest: empty */
+                break;
+        }
+        return c.err;
+}
+
+static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
+        if (m->hdr.type == CKPT_MSG_ERROR) {
+                w_i32(w, m->error.error);
+                w_cstr(w, m->error.message, CKPT_ERRMSG_MAX);
+                return;
+        }
+
+        switch (m->hdr.type & ~CKPT_MSG_REPLY) {
+        case CKPT_MSG_HELLO:
+                w_u16(w, m->hello.proto);
+                w_u32(w, m->hello.slot_count);
+                w_u64(w, m->hello.slot_size);
+                w_u32(w, m->hello.block_size);
+                w_cstr(w, m->hello.daemon_version, CKPT_VERSION_STR_MAX);
+                break;
+        case CKPT_MSG_SAVE_BEGIN:
+        case CKPT_MSG_SHARD_BEGIN:
+                w_u32(w, m->id.id);
+                break;
+        case CKPT_MSG_CHUNK_GET:
+        case CKPT_MSG_READ:
+                w_u32(w, m->slot.slot_id);
+                w_u32(w, m->slot.slot_gen);
+                w_u8(w, m->slot.has_fd);
+                w_u64(w, m->slot.slot_offset);
+                w_u64(w, m->slot.offset);
+                w_u64(w, m->slot.length);
+                break;
+        case CKPT_MSG_WAIT:
+                w_u8(w, m->wait.tier);
+                break;
+        case CKPT_MSG_LATEST:
+                w_u64(w, m->latest.step);
+                w_u32(w, m->latest.world_size);
+                break;
+        case CKPT_MSG_SHARD_LIST:
+                w_u32(w, m->shard_list.total);
+                w_u32(w, m->shard_list.count);
+                for (uint32_t i = 0; i < m->shard_list.count; i++) {
+                        const struct ckpt_shard_entry *e = &m->shard_list.entries[i];
+                        w_name(w, &e->name);
+                        w_u64(w, e->size);
+                        w_u32(w, e->crc32c);
+                }
+                break;
+        case CKPT_MSG_MAP:
+                w_u64(w, m->map.size);
+                w_u32(w, m->map.crc32c);
+                w_u8(w, m->map.has_fd);
+                break;
+        case CKPT_MSG_STATUS: {
+                const struct ckpt_rep_status *s = &m->status;
+                w_cstr(w, s->daemon_version, CKPT_VERSION_STR_MAX);
+                w_u64(w, s->uptime_ms);
+                w_u64(w, s->pool_bytes);
+                w_u64(w, s->pool_used_bytes);
+                w_u32(w, s->slot_count);
+                w_u32(w, s->slots_used);
+                w_u32(w, s->slot_waiters);
+                w_u64(w, s->bytes_in_flight);
+                w_u32(w, s->shards_in_flight);
+                w_u32(w, s->clients);
+                w_u32(w, s->saves_active);
+                w_u64(w, s->bytes_written);
+                w_u64(w, s->bytes_read);
+                w_u64(w, s->errors);
+                w_u32(w, s->jobs);
+                w_cstr(w, s->state_dir, CKPT_ERRMSG_MAX);
+                w_cstr(w, s->last_error, CKPT_ERRMSG_MAX);
+                break;
+        }
+        case CKPT_MSG_JOB_LIST:
+                w_u32(w, m->job_list.total);
+                w_u32(w, m->job_list.count);
+                for (uint32_t i = 0; i < m->job_list.count; i++) {
+                        const struct ckpt_job_entry *e = &m->job_list.entries[i];
+                        w_name(w, &e->name);
+                        w_u32(w, e->uid);
+                        w_i64(w, e->latest_committed);
+                        w_u32(w, e->checkpoints);
+                        w_u32(w, e->committed);
+                        w_u64(w, e->bytes_local);
+                        w_u32(w, e->errors);
+                }
+                break;
+        case CKPT_MSG_CKPT_LIST:
+                w_u32(w, m->ckpt_list.total);
+                w_u32(w, m->ckpt_list.count);
+                for (uint32_t i = 0; i < m->ckpt_list.count; i++) {
+                        const struct ckpt_ckpt_entry *e = &m->ckpt_list.entries[i];
+                        w_u64(w, e->step);
+                        w_u32(w, e->world_size);
+                        w_u32(w, e->ranks_local);
+                        w_u8(w, e->state);
+                        w_u64(w, e->bytes);
+                        w_u32(w, e->shards);
+                        w_i64(w, e->committed_at);
+                }
+                break;
+        default: /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE */
+                break;
+        }
+}
+
+static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
+        if (m->hdr.type == CKPT_MSG_ERROR) {
+                m->error.error = r_i32(r);
+                r_cstr(r, m->error.message, CKPT_ERRMSG_MAX);
+                return;
+        }
+
+        switch (m->hdr.type & ~CKPT_MSG_REPLY) {
+        case CKPT_MSG_HELLO:
+                m->hello.proto = r_u16(r);
+                m->hello.slot_count = r_u32(r);
+                m->hello.slot_size = r_u64(r);
+                m->hello.block_size = r_u32(r);
+                r_cstr(r, m->hello.daemon_version, CKPT_VERSION_STR_MAX);
+                break;
+        case CKPT_MSG_SAVE_BEGIN:
+        case CKPT_MSG_SHARD_BEGIN:
+                m->id.id = r_u32(r);
+                break;
+        case CKPT_MSG_CHUNK_GET:
+        case CKPT_MSG_READ:
+                m->slot.slot_id = r_u32(r);
+                m->slot.slot_gen = r_u32(r);
+                m->slot.has_fd = r_u8(r);
+                m->slot.slot_offset = r_u64(r);
+                m->slot.offset = r_u64(r);
+                m->slot.length = r_u64(r);
+                break;
+        case CKPT_MSG_WAIT:
+                m->wait.tier = r_u8(r);
+                break;
+        case CKPT_MSG_LATEST:
+                m->latest.step = r_u64(r);
+                m->latest.world_size = r_u32(r);
+                break;
+        case CKPT_MSG_SHARD_LIST: {
+                struct ckpt_rep_shard_list *l = &m->shard_list;
+                l->total = r_u32(r);
+                l->count = r_u32(r);
+                if (!r_count(r, l->total, l->count, CKPT_LIST_PAGE))
+                        break;
+                for (uint32_t i = 0; i < l->count; i++) {
+                        r_name(r, &l->entries[i].name);
+                        l->entries[i].size = r_u64(r);
+                        l->entries[i].crc32c = r_u32(r);
+                }
+                break;
+        }
+        case CKPT_MSG_MAP:
+                m->map.size = r_u64(r);
+                m->map.crc32c = r_u32(r);
+                m->map.has_fd = r_u8(r);
+                break;
+        case CKPT_MSG_STATUS: {
+                struct ckpt_rep_status *s = &m->status;
+                r_cstr(r, s->daemon_version, CKPT_VERSION_STR_MAX);
+                s->uptime_ms = r_u64(r);
+                s->pool_bytes = r_u64(r);
+                s->pool_used_bytes = r_u64(r);
+                s->slot_count = r_u32(r);
+                s->slots_used = r_u32(r);
+                s->slot_waiters = r_u32(r);
+                s->bytes_in_flight = r_u64(r);
+                s->shards_in_flight = r_u32(r);
+                s->clients = r_u32(r);
+                s->saves_active = r_u32(r);
+                s->bytes_written = r_u64(r);
+                s->bytes_read = r_u64(r);
+                s->errors = r_u64(r);
+                s->jobs = r_u32(r);
+                r_cstr(r, s->state_dir, CKPT_ERRMSG_MAX);
+                r_cstr(r, s->last_error, CKPT_ERRMSG_MAX);
+                break;
+        }
+        case CKPT_MSG_JOB_LIST: {
+                struct ckpt_rep_job_list *l = &m->job_list;
+                l->total = r_u32(r);
+                l->count = r_u32(r);
+                if (!r_count(r, l->total, l->count, CKPT_JOB_PAGE))
+                        break;
+                for (uint32_t i = 0; i < l->count; i++) {
+                        struct ckpt_job_entry *e = &l->entries[i];
+                        r_name(r, &e->name);
+                        e->uid = r_u32(r);
+                        e->latest_committed = r_i64(r);
+                        e->checkpoints = r_u32(r);
+                        e->committed = r_u32(r);
+                        e->bytes_local = r_u64(r);
+                        e->errors = r_u32(r);
+                }
+                break;
+        }
+        case CKPT_MSG_CKPT_LIST: {
+                struct ckpt_rep_ckpt_list *l = &m->ckpt_list;
+                l->total = r_u32(r);
+                l->count = r_u32(r);
+                if (!r_count(r, l->total, l->count, CKPT_LIST_PAGE))
+                        break;
+                for (uint32_t i = 0; i < l->count; i++) {
+                        struct ckpt_ckpt_entry *e = &l->entries[i];
+                        e->step = r_u64(r);
+                        e->world_size = r_u32(r);
+                        e->ranks_local = r_u32(r);
+                        e->state = r_u8(r);
+                        e->bytes = r_u64(r);
+                        e->shards = r_u32(r);
+                        e->committed_at = r_i64(r);
+                }
+                break;
+        }
+        default: /* empty bodies */
+                break;
+        }
+}
+
+/* ---- framing ----------------------------------------------------------- */
+
+static uint32_t get_le32(const uint8_t *p) {
+        return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint16_t get_le16(const uint8_t *p) {
+        return (uint16_t)(p[0] | p[1] << 8);
+}
+
+/*
+ * Only the first CKPT_HDR_SIZE bytes are read, and the length field is
+ * range-checked but not compared with len: a reader of a byte stream (peers)
+ * decodes the header first to learn how much more to read.  The full
+ * decoders below compare it with the packet size.  The version is checked
+ * right after the magic and before anything else, so a future version may
+ * add types without an old daemon calling its messages malformed.
+ */
+int ckpt_hdr_decode(struct ckpt_hdr *hdr, const void *buf, size_t len) {
+        const uint8_t *p = buf;
+
+        if (len < CKPT_HDR_SIZE)
+                return -EBADMSG;
+        if (get_le32(p) != CKPT_PROTO_MAGIC)
+                return -EBADMSG;
+        hdr->version = get_le16(p + 4);
+        hdr->type = get_le16(p + 6);
+        hdr->length = get_le32(p + 8);
+        hdr->seq = get_le32(p + 12);
+        if (hdr->version != CKPT_PROTO_VERSION)
+                return -EPROTONOSUPPORT;
+        if (hdr->length < CKPT_HDR_SIZE || hdr->length > CKPT_MSG_MAX)
+                return -EBADMSG;
+        if (!is_request_type(hdr->type) && !is_reply_type(hdr->type))
+                return -EBADMSG;
+        return 0;
+}
+
+static void put_hdr(struct wbuf *w, const struct ckpt_hdr *hdr) {
+        w_u32(w, CKPT_PROTO_MAGIC);
+        w_u16(w, CKPT_PROTO_VERSION);
+        w_u16(w, hdr->type);
+        w_u32(w, 0); /* length, patched in by finish() */
+        w_u32(w, hdr->seq);
+}
+
+static int finish(struct wbuf *w) {
+        if (w->overflow || w->len > CKPT_MSG_MAX)
+                return -EMSGSIZE;
+        for (size_t i = 0; i < 4; i++)
+                w->p[8 + i] = (uint8_t)(w->len >> (8 * i));
+        return (int)w->len;
+}
+
+/* Combine what the reader saw with what the value check says. */
+static int verdict(const struct rbuf *r, int check) {
+        if (r->err == -EBADMSG || r->pos != r->len || check == -EBADMSG)
+                return -EBADMSG;
+        if (r->err < 0 || check < 0)
+                return -EINVAL;
+        return 0;
+}
+
+int ckpt_request_encode(const struct ckpt_request *msg, void *buf, size_t cap) {
+        struct wbuf w = { .p = buf, .cap = cap };
+
+        if (!is_request_type(msg->hdr.type) || check_request(msg) < 0)
+                return -EINVAL;
+        put_hdr(&w, &msg->hdr);
+        put_request_body(&w, msg);
+        return finish(&w);
+}
+
+int ckpt_reply_encode(const struct ckpt_reply *msg, void *buf, size_t cap) {
+        struct wbuf w = { .p = buf, .cap = cap };
+
+        if (!is_reply_type(msg->hdr.type) || check_reply(msg) < 0)
+                return -EINVAL;
+        put_hdr(&w, &msg->hdr);
+        put_reply_body(&w, msg);
+        return finish(&w);
+}
+
+int ckpt_request_decode(struct ckpt_request *msg, const void *buf, size_t len) {
+        int r;
+
+        memset(msg, 0, sizeof(*msg));
+        r = ckpt_hdr_decode(&msg->hdr, buf, len);
+        if (r < 0)
+                return r;
+        if (msg->hdr.length != len || !is_request_type(msg->hdr.type))
+                return -EBADMSG;
+
+        struct rbuf rb = { .p = buf, .len = len, .pos = CKPT_HDR_SIZE };
+        get_request_body(&rb, msg);
+        return verdict(&rb, check_request(msg));
+}
+
+int ckpt_reply_decode(struct ckpt_reply *msg, const void *buf, size_t len) {
+        int r;
+
+        memset(msg, 0, sizeof(*msg));
+        r = ckpt_hdr_decode(&msg->hdr, buf, len);
+        if (r < 0)
+                return r;
+        if (msg->hdr.length != len || !is_reply_type(msg->hdr.type))
+                return -EBADMSG;
+
+        struct rbuf rb = { .p = buf, .len = len, .pos = CKPT_HDR_SIZE };
+        get_reply_body(&rb, msg);
+        return verdict(&rb, check_reply(msg));
+}
+
+/* ---- names ------------------------------------------------------------- */
+
+static bool name_char_ok(char ch) {
+        return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+               strchr("._+=:@-", ch) != NULL;
+}
+
+int ckpt_name_validate(const char *name, size_t len) {
+        if (len == 0 || !name)
+                return -EINVAL;
+        if (len > CKPT_NAME_MAX)
+                return -ENAMETOOLONG;
+        if (name[0] == '.' || name[0] == '-')
+                return -EINVAL;
+        for (size_t i = 0; i < len; i++)
+                /* strchr would match the terminating NUL, so test it first. */
+                if (name[i] == '\0' || !name_char_ok(name[i]))
+                        return -EINVAL;
+        return 0;
+}
+
+int ckpt_name_set(struct ckpt_name *n, const char *str) {
+        if (!str)
+                return -EINVAL;
+        size_t len = strnlen(str, CKPT_NAME_MAX + 1);
+        int r = ckpt_name_validate(str, len);
+        if (r < 0)
+                return r;
+        memset(n, 0, sizeof(*n));
+        memcpy(n->str, str, len);
+        n->len = (uint16_t)len;
+        return 0;
+}
+
+/* ---- names of enums ---------------------------------------------------- */
+
+static const char *const request_names[CKPT_MSG_REQUEST_MAX_] = {
+        [CKPT_MSG_HELLO] = "HELLO",
+        [CKPT_MSG_SAVE_BEGIN] = "SAVE_BEGIN",
+        [CKPT_MSG_SHARD_BEGIN] = "SHARD_BEGIN",
+        [CKPT_MSG_CHUNK_GET] = "CHUNK_GET",
+        [CKPT_MSG_CHUNK_PUT] = "CHUNK_PUT",
+        [CKPT_MSG_SAVE_FINISH] = "SAVE_FINISH",
+        [CKPT_MSG_SAVE_ABORT] = "SAVE_ABORT",
+        [CKPT_MSG_WAIT] = "WAIT",
+        [CKPT_MSG_COMMIT] = "COMMIT",
+        [CKPT_MSG_LATEST] = "LATEST",
+        [CKPT_MSG_SHARD_LIST] = "SHARD_LIST",
+        [CKPT_MSG_READ] = "READ",
+        [CKPT_MSG_READ_DONE] = "READ_DONE",
+        [CKPT_MSG_MAP] = "MAP",
+        [CKPT_MSG_STATUS] = "STATUS",
+        [CKPT_MSG_JOB_LIST] = "JOB_LIST",
+        [CKPT_MSG_CKPT_LIST] = "CKPT_LIST",
+};
+
+static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
+        [CKPT_MSG_HELLO] = "HELLO_REPLY",
+        [CKPT_MSG_SAVE_BEGIN] = "SAVE_BEGIN_REPLY",
+        [CKPT_MSG_SHARD_BEGIN] = "SHARD_BEGIN_REPLY",
+        [CKPT_MSG_CHUNK_GET] = "CHUNK_GET_REPLY",
+        [CKPT_MSG_CHUNK_PUT] = "CHUNK_PUT_REPLY",
+        [CKPT_MSG_SAVE_FINISH] = "SAVE_FINISH_REPLY",
+        [CKPT_MSG_SAVE_ABORT] = "SAVE_ABORT_REPLY",
+        [CKPT_MSG_WAIT] = "WAIT_REPLY",
+        [CKPT_MSG_COMMIT] = "COMMIT_REPLY",
+        [CKPT_MSG_LATEST] = "LATEST_REPLY",
+        [CKPT_MSG_SHARD_LIST] = "SHARD_LIST_REPLY",
+        [CKPT_MSG_READ] = "READ_REPLY",
+        [CKPT_MSG_READ_DONE] = "READ_DONE_REPLY",
+        [CKPT_MSG_MAP] = "MAP_REPLY",
+        [CKPT_MSG_STATUS] = "STATUS_REPLY",
+        [CKPT_MSG_JOB_LIST] = "JOB_LIST_REPLY",
+        [CKPT_MSG_CKPT_LIST] = "CKPT_LIST_REPLY",
+};
+
+/* Never NULL, so it can go straight into a log format. */
+const char *ckpt_msg_type_name(uint16_t type) {
+        if (type == CKPT_MSG_ERROR)
+                return "ERROR";
+        if (is_request_type(type))
+                return request_names[type];
+        if (is_reply_type(type))
+                return reply_names[type & ~CKPT_MSG_REPLY];
+        return "UNKNOWN";
+}
+
+static const char *const tier_names[CKPT_TIER_MAX_] = {
+        [0] = "none", /* WAIT reply: not even staged yet */
+        [CKPT_TIER_STAGED] = "staged",
+        [CKPT_TIER_LOCAL] = "local",
+        [CKPT_TIER_COMMITTED] = "committed",
+};
+
+const char *ckpt_tier_name(uint8_t tier) {
+        return tier < CKPT_TIER_MAX_ ? tier_names[tier] : "unknown";
+}
+
+static const char *const state_names[CKPT_STATE_MAX_] = {
+        [CKPT_STATE_SAVING] = "saving",
+        [CKPT_STATE_LOCAL] = "local",
+        [CKPT_STATE_COMMITTED] = "committed",
+        [CKPT_STATE_FAILED] = "failed",
+};
+
+const char *ckpt_state_name(uint8_t state) {
+        return state >= CKPT_STATE_SAVING && state < CKPT_STATE_MAX_ ? state_names[state] : "unknown";
+}
+
+int ckpt_tier_parse(const char *str) {
+        if (!str)
+                return -EINVAL;
+        for (int t = CKPT_TIER_STAGED; t < CKPT_TIER_MAX_; t++)
+                if (strcmp(str, tier_names[t]) == 0)
+                        return t;
+        return -EINVAL;
+}

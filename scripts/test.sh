@@ -1,0 +1,30 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# README's second command (and what CI runs): install, build with warnings
+# as errors, run every suite; then an ASan/UBSan build runs the unit and
+# integration suites, and a clang build gives each fuzz target a short
+# bounded run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/deps.sh --test
+
+echo "=== build (werror) and all suites ==="
+[ -d build-ci ] || meson setup build-ci -Dwerror=true >/dev/null
+ninja -C build-ci
+meson test -C build-ci --print-errorlogs --num-processes 1
+
+echo "=== ASan/UBSan: unit and integration suites ==="
+[ -d build-asan ] || meson setup build-asan -Dwerror=true -Db_sanitize=address,undefined \
+        -Db_lundef=false -Dbuildtype=debug >/dev/null
+ninja -C build-asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        meson test -C build-asan --print-errorlogs --num-processes 1 \
+        --suite unit --suite integration --suite fuzz --timeout-multiplier 3
+
+echo "=== fuzz: short bounded libFuzzer runs ==="
+[ -d build-fuzz ] || CC=clang meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined \
+        -Db_lundef=false >/dev/null
+ninja -C build-fuzz
+tests/fuzz/run-fuzz.sh build-fuzz "${FUZZ_SECONDS:-20}"
+echo "=== all suites passed ==="

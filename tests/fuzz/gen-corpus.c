@@ -1,0 +1,430 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Seed corpus generator for the fuzz targets.
+ *
+ * Usage: gen-corpus DIR   writes DIR/request/, DIR/reply/, DIR/manifest/
+ *
+ * A fuzzer starting from valid messages of every type reaches the deep
+ * branches of each body parser at once instead of rediscovering the magic,
+ * the header and each layout by chance.  The files are committed under
+ * tests/fuzz/corpus/; rerun this after a protocol or manifest format change.
+ * A few invalid messages (one per kind of rejection) are included too.
+ * Output is deterministic, so a rerun without a format change is a no-op.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckpt-proto.h"
+#include "crc32c.h"
+#include "local/manifest.h"
+
+static const char *outdir;
+static uint8_t buf[CKPT_MSG_MAX];
+static struct ckpt_reply rep;
+
+static void die(const char *what, int r) {
+        fprintf(stderr, "gen-corpus: %s: %s\n", what, strerror(r < 0 ? -r : r));
+        exit(1);
+}
+
+static void write_file(const char *sub, const char *name, const void *data, size_t len) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s/%s", outdir, sub, name);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0)
+                die(path, errno);
+}
+
+static void name(struct ckpt_name *n, const char *s) {
+        int r = ckpt_name_set(n, s);
+        if (r < 0)
+                die(s, r);
+}
+
+static int encode_req(const struct ckpt_request *m) {
+        int n = ckpt_request_encode(m, buf, sizeof(buf));
+        if (n < 0)
+                die(ckpt_msg_type_name(m->hdr.type), n);
+        return n;
+}
+
+static int encode_rep(const struct ckpt_reply *m) {
+        int n = ckpt_reply_encode(m, buf, sizeof(buf));
+        if (n < 0)
+                die(ckpt_msg_type_name(m->hdr.type), n);
+        return n;
+}
+
+/* File name from the type name: "SAVE_BEGIN" -> "save-begin.bin". */
+static void file_for(char *out, size_t cap, uint16_t type) {
+        const char *t = ckpt_msg_type_name(type);
+        size_t i = 0;
+        for (; t[i] && i + 5 < cap; i++)
+                out[i] = t[i] == '_' ? '-' : (char)(t[i] | 0x20);
+        snprintf(out + i, cap - i, ".bin");
+}
+
+static void set_le32(uint8_t *p, uint32_t v) {
+        for (int i = 0; i < 4; i++)
+                p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void requests(void) {
+        struct ckpt_request m;
+        char fn[64];
+
+        for (uint16_t t = CKPT_MSG_HELLO; t < CKPT_MSG_REQUEST_MAX_; t++) {
+                memset(&m, 0, sizeof(m));
+                m.hdr.type = t;
+                m.hdr.seq = t;
+                switch (t) {
+                case CKPT_MSG_HELLO:
+                        m.hello.proto_min = m.hello.proto_max = CKPT_PROTO_VERSION;
+                        break;
+                case CKPT_MSG_SAVE_BEGIN:
+                        name(&m.save_begin.job, "llama-70b");
+                        m.save_begin.step = 1000;
+                        m.save_begin.rank = 3;
+                        m.save_begin.world_size = 8;
+                        break;
+                case CKPT_MSG_SHARD_BEGIN:
+                        m.shard_begin.save_id = 1;
+                        name(&m.shard_begin.shard, "model.pt");
+                        m.shard_begin.size = 1ull << 30;
+                        break;
+                case CKPT_MSG_CHUNK_GET:
+                        m.chunk_get.shard_id = 2;
+                        m.chunk_get.offset = 64ull << 20;
+                        break;
+                case CKPT_MSG_CHUNK_PUT:
+                        m.chunk_put.shard_id = 2;
+                        m.chunk_put.slot_id = 5;
+                        m.chunk_put.offset = 64ull << 20;
+                        m.chunk_put.length = 64ull << 20;
+                        m.chunk_put.crc32c = 0xe3069283;
+                        break;
+                case CKPT_MSG_SAVE_FINISH:
+                case CKPT_MSG_SAVE_ABORT:
+                        m.save.save_id = 1;
+                        break;
+                case CKPT_MSG_WAIT:
+                        name(&m.wait.job, "llama-70b");
+                        m.wait.step = 1000;
+                        m.wait.tier = CKPT_TIER_LOCAL;
+                        m.wait.timeout_ms = 30000;
+                        break;
+                case CKPT_MSG_COMMIT:
+                case CKPT_MSG_LATEST:
+                        name(&m.job_step.job, "llama-70b");
+                        m.job_step.step = t == CKPT_MSG_COMMIT ? 1000 : 0;
+                        m.job_step.timeout_ms = 60000;
+                        break;
+                case CKPT_MSG_SHARD_LIST:
+                        name(&m.shard_list.job, "llama-70b");
+                        m.shard_list.step = 1000;
+                        m.shard_list.rank = 3;
+                        m.shard_list.start = 128;
+                        break;
+                case CKPT_MSG_READ:
+                case CKPT_MSG_MAP:
+                        name(&m.read.job, "llama-70b");
+                        m.read.step = 1000;
+                        m.read.rank = 3;
+                        name(&m.read.shard, "optim.state@0");
+                        m.read.offset = t == CKPT_MSG_READ ? 4096 : 0;
+                        m.read.length = t == CKPT_MSG_READ ? 1 << 20 : 0;
+                        break;
+                case CKPT_MSG_READ_DONE:
+                        m.read_done.slot_id = 5;
+                        break;
+                case CKPT_MSG_JOB_LIST:
+                        m.list.start = 0;
+                        break;
+                case CKPT_MSG_CKPT_LIST:
+                        name(&m.list.job, "llama-70b");
+                        m.list.start = 10;
+                        break;
+                default:
+                        break;
+                }
+                int n = encode_req(&m);
+                file_for(fn, sizeof(fn), t);
+                write_file("request", fn, buf, (size_t)n);
+
+                /* One invalid variant per kind, from a message with a body. */
+                if (t != CKPT_MSG_SAVE_BEGIN)
+                        continue;
+                uint8_t bad[CKPT_MSG_MAX];
+                memcpy(bad, buf, (size_t)n);
+                bad[0] ^= 1;
+                write_file("request", "invalid-magic.bin", bad, (size_t)n);
+                memcpy(bad, buf, (size_t)n);
+                bad[4] = 2;
+                write_file("request", "invalid-version.bin", bad, (size_t)n);
+                memcpy(bad, buf, (size_t)n);
+                set_le32(bad + 8, (uint32_t)n - 1);
+                write_file("request", "invalid-truncated.bin", bad, (size_t)n - 1);
+                memcpy(bad, buf, (size_t)n);
+                bad[n] = 0;
+                set_le32(bad + 8, (uint32_t)n + 1);
+                write_file("request", "invalid-trailing.bin", bad, (size_t)n + 1);
+                memcpy(bad, buf, (size_t)n);
+                memcpy(bad + 18, "../", 3); /* the job name's first bytes */
+                write_file("request", "invalid-name.bin", bad, (size_t)n);
+                memcpy(bad, buf, (size_t)n);
+                set_le32(bad + (size_t)n - 8, 8); /* rank = world_size */
+                write_file("request", "invalid-rank.bin", bad, (size_t)n);
+                memcpy(bad, buf, (size_t)n);
+                bad[6] = 0x7f; /* unknown type */
+                write_file("request", "invalid-type.bin", bad, (size_t)n);
+        }
+}
+
+static void replies(void) {
+        static const uint16_t types[] = {
+                CKPT_MSG_ERROR, CKPT_MSG_HELLO, CKPT_MSG_SAVE_BEGIN, CKPT_MSG_SHARD_BEGIN,
+                CKPT_MSG_CHUNK_GET, CKPT_MSG_CHUNK_PUT, CKPT_MSG_SAVE_FINISH, CKPT_MSG_SAVE_ABORT,
+                CKPT_MSG_WAIT, CKPT_MSG_COMMIT, CKPT_MSG_LATEST, CKPT_MSG_SHARD_LIST,
+                CKPT_MSG_READ, CKPT_MSG_READ_DONE, CKPT_MSG_MAP, CKPT_MSG_STATUS,
+                CKPT_MSG_JOB_LIST, CKPT_MSG_CKPT_LIST,
+        };
+        char fn[64];
+
+        for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+                uint16_t t = types[i] == CKPT_MSG_ERROR ? CKPT_MSG_ERROR : types[i] | CKPT_MSG_REPLY;
+                memset(&rep, 0, sizeof(rep));
+                rep.hdr.type = t;
+                rep.hdr.seq = (uint32_t)i;
+                switch (types[i]) {
+                case CKPT_MSG_ERROR:
+                        rep.error.error = -ENOENT;
+                        snprintf(rep.error.message, sizeof(rep.error.message),
+                                 "no committed checkpoint of job llama-70b");
+                        break;
+                case CKPT_MSG_HELLO:
+                        rep.hello.proto = CKPT_PROTO_VERSION;
+                        rep.hello.slot_count = 16;
+                        rep.hello.slot_size = 256ull << 20;
+                        rep.hello.block_size = MANIFEST_BLOCK_SIZE;
+                        snprintf(rep.hello.daemon_version, sizeof(rep.hello.daemon_version), "0.1.0");
+                        break;
+                case CKPT_MSG_SAVE_BEGIN:
+                case CKPT_MSG_SHARD_BEGIN:
+                        rep.id.id = 7;
+                        break;
+                case CKPT_MSG_CHUNK_GET:
+                case CKPT_MSG_READ:
+                        rep.slot.slot_id = 5;
+                        rep.slot.slot_gen = 1;
+                        rep.slot.has_fd = 1;
+                        rep.slot.slot_offset = 0;
+                        rep.slot.offset = 64ull << 20;
+                        rep.slot.length = 64ull << 20;
+                        break;
+                case CKPT_MSG_WAIT:
+                        rep.wait.tier = CKPT_TIER_LOCAL;
+                        break;
+                case CKPT_MSG_LATEST:
+                        rep.latest.step = 1000;
+                        rep.latest.world_size = 8;
+                        break;
+                case CKPT_MSG_SHARD_LIST:
+                        rep.shard_list.total = 200;
+                        rep.shard_list.count = CKPT_LIST_PAGE;
+                        for (uint32_t k = 0; k < CKPT_LIST_PAGE; k++) {
+                                char s[16];
+                                snprintf(s, sizeof(s), "s%u", k);
+                                name(&rep.shard_list.entries[k].name, s);
+                                rep.shard_list.entries[k].size = 1000ull * k;
+                                rep.shard_list.entries[k].crc32c = 0x1000u * k;
+                        }
+                        break;
+                case CKPT_MSG_MAP:
+                        rep.map.size = 1ull << 30;
+                        rep.map.crc32c = 0xdeadbeef;
+                        rep.map.has_fd = 1;
+                        break;
+                case CKPT_MSG_STATUS:
+                        snprintf(rep.status.daemon_version, sizeof(rep.status.daemon_version), "0.1.0");
+                        rep.status.uptime_ms = 3600000;
+                        rep.status.pool_bytes = 4ull << 30;
+                        rep.status.pool_used_bytes = 1ull << 30;
+                        rep.status.slot_count = 16;
+                        rep.status.slots_used = 4;
+                        rep.status.slot_waiters = 1;
+                        rep.status.bytes_in_flight = 1ull << 30;
+                        rep.status.shards_in_flight = 3;
+                        rep.status.clients = 8;
+                        rep.status.saves_active = 2;
+                        rep.status.bytes_written = 1ull << 40;
+                        rep.status.bytes_read = 1ull << 38;
+                        rep.status.errors = 1;
+                        rep.status.jobs = 2;
+                        snprintf(rep.status.state_dir, sizeof(rep.status.state_dir), "/var/lib/ckptd");
+                        snprintf(rep.status.last_error, sizeof(rep.status.last_error),
+                                 "write jobs/x/5/rank-0/a: No space left on device");
+                        break;
+                case CKPT_MSG_JOB_LIST:
+                        rep.job_list.total = 2;
+                        rep.job_list.count = 2;
+                        for (uint32_t k = 0; k < 2; k++) {
+                                struct ckpt_job_entry *e = &rep.job_list.entries[k];
+                                name(&e->name, k ? "bert" : "llama-70b");
+                                e->uid = 1000 + k;
+                                e->latest_committed = k ? -1 : 1000;
+                                e->checkpoints = 3 - k;
+                                e->committed = k ? 0 : 2;
+                                e->bytes_local = (uint64_t)(k + 1) << 30;
+                                e->errors = k;
+                        }
+                        break;
+                case CKPT_MSG_CKPT_LIST:
+                        rep.ckpt_list.total = 4;
+                        rep.ckpt_list.count = 4;
+                        for (uint32_t k = 0; k < 4; k++) {
+                                struct ckpt_ckpt_entry *e = &rep.ckpt_list.entries[k];
+                                e->step = 1000 - 100 * k;
+                                e->world_size = 8;
+                                e->ranks_local = 8 - k;
+                                e->state = (uint8_t)(CKPT_STATE_SAVING + k);
+                                e->bytes = 8ull << 30;
+                                e->shards = 16;
+                                e->committed_at = e->state == CKPT_STATE_COMMITTED ? 1700000000 : 0;
+                        }
+                        break;
+                default:
+                        break;
+                }
+                int n = encode_rep(&rep);
+                file_for(fn, sizeof(fn), t);
+                write_file("reply", fn, buf, (size_t)n);
+
+                uint8_t bad[CKPT_MSG_MAX];
+                memcpy(bad, buf, (size_t)n);
+                if (types[i] == CKPT_MSG_ERROR) {
+                        set_le32(bad + 16, 5); /* positive errno */
+                        write_file("reply", "invalid-errno.bin", bad, (size_t)n);
+                } else if (types[i] == CKPT_MSG_CHUNK_GET) {
+                        bad[24] = 2; /* has_fd */
+                        write_file("reply", "invalid-has-fd.bin", bad, (size_t)n);
+                } else if (types[i] == CKPT_MSG_CKPT_LIST) {
+                        set_le32(bad + 20, CKPT_LIST_PAGE + 1); /* count */
+                        write_file("reply", "invalid-count.bin", bad, (size_t)n);
+                        memcpy(bad, buf, (size_t)n);
+                        bad[16 + 8 + 16] = 9; /* first entry's state */
+                        write_file("reply", "invalid-state.bin", bad, (size_t)n);
+                }
+        }
+}
+
+/* Deterministic shard bytes and their CRCs, block by block. */
+static void shard_crcs(uint64_t size, uint32_t block_size, uint32_t seed, uint32_t *crc,
+                       uint32_t *blocks) {
+        uint8_t block[4096 * 4];
+        uint32_t whole = 0;
+        uint64_t nb = size ? (size - 1) / block_size + 1 : 0;
+
+        if (block_size > sizeof(block))
+                die("block size", EINVAL);
+        for (uint64_t b = 0; b < nb; b++) {
+                size_t len = b + 1 < nb ? block_size : (size_t)(size - b * block_size);
+                for (size_t k = 0; k < len; k++)
+                        block[k] = (uint8_t)((b * block_size + k) * 2654435761u >> 13 ^ seed);
+                blocks[b] = crc32c(0, block, len);
+                whole = crc32c(whole, block, len);
+        }
+        *crc = whole;
+}
+
+static void manifests(void) {
+        struct manifest *m;
+        char *text;
+        size_t len;
+        int r;
+
+        r = manifest_new(&m, "llama-70b", 1000, 3, 8, 1000);
+        if (r < 0)
+                die("manifest_new", r);
+        r = manifest_format(m, &text, &len);
+        if (r < 0)
+                die("manifest_format", r);
+        write_file("manifest", "manifest-empty.txt", text, len);
+        free(text);
+        manifest_free(m);
+
+        /* Small block size so a few KiB give several blocks and two
+         * "blocks" lines, without a big file. */
+        static const struct {
+                const char *name;
+                uint64_t size;
+        } shards[] = {
+                { "model.pt", 5000 },
+                { "empty", 0 },
+                { "optim=state@0", 20 * 4096 + 17 },
+                { "rng", 4096 },
+        };
+        r = manifest_new(&m, "gpt-neox_20b", 123456789, 0, 1, 0);
+        if (r < 0)
+                die("manifest_new", r);
+        m->block_size = 4096;
+        for (size_t i = 0; i < sizeof(shards) / sizeof(shards[0]); i++) {
+                uint32_t blocks[32], crc;
+                shard_crcs(shards[i].size, m->block_size, (uint32_t)i, &crc, blocks);
+                r = manifest_add_shard(m, shards[i].name, shards[i].size, crc, blocks);
+                if (r < 0)
+                        die("manifest_add_shard", r);
+        }
+        r = manifest_format(m, &text, &len);
+        if (r < 0)
+                die("manifest_format", r);
+        write_file("manifest", "manifest-shards.txt", text, len);
+        /* And one with a wrong end-line CRC. */
+        text[len - 2] = text[len - 2] == '0' ? '1' : '0';
+        write_file("manifest", "invalid-manifest-crc.txt", text, len);
+        free(text);
+        manifest_free(m);
+
+        struct commit_record rec = { .step = 1000, .world_size = 8, .committed_at = 1700000000 };
+        uint32_t ranks[] = { 0, 3, 7 };
+        snprintf(rec.job, sizeof(rec.job), "llama-70b");
+        rec.nranks = 3;
+        rec.ranks = ranks;
+        r = commit_record_format(&rec, &text, &len);
+        if (r < 0)
+                die("commit_record_format", r);
+        write_file("manifest", "commit-ranks.txt", text, len);
+        free(text);
+        rec.nranks = 0;
+        rec.ranks = NULL;
+        rec.committed_at = 0;
+        r = commit_record_format(&rec, &text, &len);
+        if (r < 0)
+                die("commit_record_format", r);
+        write_file("manifest", "commit-none.txt", text, len);
+        free(text);
+}
+
+int main(int argc, char **argv) {
+        static const char *const subs[] = { "request", "reply", "manifest" };
+
+        if (argc != 2) {
+                fprintf(stderr, "usage: %s DIR\n", argv[0]);
+                return 2;
+        }
+        outdir = argv[1];
+        for (size_t i = 0; i < 3; i++) {
+                char path[4096];
+                snprintf(path, sizeof(path), "%s/%s", outdir, subs[i]);
+                if (mkdir(outdir, 0755) < 0 && errno != EEXIST)
+                        die(outdir, errno);
+                if (mkdir(path, 0755) < 0 && errno != EEXIST)
+                        die(path, errno);
+        }
+        requests();
+        replies();
+        manifests();
+        return 0;
+}

@@ -1,0 +1,165 @@
+# SPDX-License-Identifier: MIT
+"""Local retention: keep the newest `keep` committed steps of each job.
+
+With --local-keep 2, a job commits steps 1..5; after every commit the step
+directories on disk and `ckptctl --json list JOB` hold exactly the newest
+two committed steps (deletion is asynchronous, so the disk is polled), and
+the latest committed step restores bit-exact.  An uncommitted step older
+than the latest committed one is removed at the next commit; one NEWER
+than it is kept (a trainer may still commit it).  Another job's
+checkpoints are never touched.
+
+Then keep from a config file, reloaded on SIGHUP: keep = 1, raised to 3,
+a broken file (changes nothing), and lowered back to 1."""
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import (Daemon, check, ctl_json, log, run_test, shards_arg,  # noqa: E402
+                     step_dirs, wait_until)
+
+JOB = "retained-job"
+OTHER = "bystander"
+
+
+def layout(step):
+    # small shards whose sizes differ per step, so a step restored under
+    # another step's number could not pass verify
+    return [("w", 4096 * 3 + step), ("b", 100 + step)]
+
+
+def save(d, job, step, commit=True):
+    args = ["save", "--job", job, "--step", step, "--rank", 0, "--world", 1,
+            "--shards", shards_arg(layout(step))]
+    if commit:
+        args.append("--commit")
+    else:
+        args.append("--wait-local")
+    d.rank(*args)
+
+
+def verify(d, job, step):
+    d.rank("verify", "--job", job, "--step", step, "--rank", 0, "--shards",
+           shards_arg(layout(step)))
+
+
+def listed(d, job):
+    """{step: state} from ckptctl --json list JOB."""
+    return {c["step"]: c["state"] for c in ctl_json(d, "list", job)}
+
+
+def expect_steps(d, job, committed, uncommitted=(), timeout=5):
+    """Disk and catalog hold exactly these steps (polls: deletion is async)."""
+    want = sorted(set(committed) | set(uncommitted))
+    wait_until(lambda: step_dirs(d.state_dir, job) == want, timeout,
+               what="job %s step dirs to be %s (are %s)" % (job, want,
+                                                          step_dirs(d.state_dir, job)))
+    got = listed(d, job)
+    want_states = {s: "committed" for s in committed}
+    want_states.update({s: "local" for s in uncommitted})
+    check(got == want_states, "ckptctl list %s: %s, want %s" % (job, got, want_states))
+    # trash is emptied asynchronously as well
+    trash = os.path.join(d.state_dir, "trash")
+    wait_until(lambda: not os.path.isdir(trash) or os.listdir(trash) == [], timeout,
+               what="trash/ to be emptied")
+    if committed:
+        latest = max(committed)
+        out = d.rank("latest", "--job", job).stdout.split()
+        check(out == [str(latest), "1"], "latest of %s is %s, want %d" % (job, out, latest))
+        verify(d, job, latest)
+
+
+def keep_two(tmp):
+    d = Daemon(tmp, name="keep2", extra=["--local-keep", "2"]).start()
+
+    # another job with two committed steps: retention of JOB must never touch it
+    save(d, OTHER, 1)
+    save(d, OTHER, 2)
+    expect_steps(d, OTHER, [1, 2])
+
+    for step in range(1, 6):
+        save(d, JOB, step)
+        expect_steps(d, JOB, [s for s in range(1, step + 1)][-2:])
+        log("after commit %d: %s on disk" % (step, step_dirs(d.state_dir, JOB)))
+
+    # 6 uncommitted (older than the coming commit 8), 9 uncommitted (newer)
+    save(d, JOB, 6, commit=False)
+    save(d, JOB, 9, commit=False)
+    expect_steps(d, JOB, [4, 5], [6, 9])
+    save(d, JOB, 8)
+    expect_steps(d, JOB, [5, 8], [9])
+    verify(d, JOB, 9)  # the kept uncommitted step is intact
+
+    # the trainer commits 9 after all: 5 goes
+    d.rank("commit", "--job", JOB, "--step", 9)
+    expect_steps(d, JOB, [8, 9])
+    verify(d, JOB, 8)
+
+    # the bystander kept both its steps through all of this
+    expect_steps(d, OTHER, [1, 2])
+    verify(d, OTHER, 1)
+
+    # retention also holds across a restart (reconcile rebuilds the same view)
+    check(d.stop() == 0, "ckptd did not exit cleanly")
+    d = Daemon(tmp, name="keep2", extra=["--local-keep", "2"]).start()
+    expect_steps(d, JOB, [8, 9])
+    expect_steps(d, OTHER, [1, 2])
+    check(d.stop() == 0, "ckptd did not exit cleanly")
+    check(d.catalog_integrity() == "ok", "catalog integrity check failed")
+
+
+def write_config(path, keep):
+    with open(path + ".new", "w") as f:
+        f.write("# test config\n[local]\nkeep = %s\n" % keep)
+    os.rename(path + ".new", path)
+
+
+def reload(d, cfg, keep, ok=True):
+    """Rewrite the config, SIGHUP, and wait until the daemon has handled it."""
+    marker = "reload: done" if ok else "reload: configuration invalid"
+    before = d.read_log().count(marker)
+    write_config(cfg, keep)
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: d.read_log().count(marker) > before, 10,
+               what="ckptd to log %r after SIGHUP" % marker)
+    check(d.alive(), "ckptd died on SIGHUP")
+
+
+def keep_reload(tmp):
+    cfg = os.path.join(tmp, "ckptd.conf")
+    write_config(cfg, 1)
+    # no --local-keep on the command line: the file decides
+    d = Daemon(tmp, name="reload", extra=["--config", cfg]).start()
+    job = "reloaded"
+
+    save(d, job, 1)
+    save(d, job, 2)
+    expect_steps(d, job, [2])
+
+    reload(d, cfg, 3)
+    save(d, job, 3)
+    expect_steps(d, job, [2, 3])
+    save(d, job, 4)
+    expect_steps(d, job, [2, 3, 4])
+    save(d, job, 5)
+    expect_steps(d, job, [3, 4, 5])
+
+    # a broken file is reported and changes nothing: keep stays 3
+    reload(d, cfg, "three", ok=False)
+    save(d, job, 6)
+    expect_steps(d, job, [4, 5, 6])
+
+    # and back down to 1: from the next commit on only the newest remains
+    reload(d, cfg, 1)
+    save(d, job, 7)
+    expect_steps(d, job, [7])
+    check(d.stop() == 0, "ckptd did not exit cleanly")
+
+
+def main(tmp):
+    keep_two(tmp)
+    keep_reload(tmp)
+
+
+run_test(main)

@@ -1,0 +1,1283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit test of the wire protocol library (proto/ckpt-proto.h).
+ *
+ * The daemon trusts nothing a client sends and the client trusts nothing the
+ * daemon sends, so besides round trips of every message this test pins the
+ * byte layout against hand-written bytes (docs/protocol.md) and checks the
+ * exact error for each kind of bad input.  Bad messages are built with an
+ * independent little raw encoder below, because the library's own encoder
+ * refuses to produce them.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt-proto.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                   \
+        do {                                                               \
+                if (!(cond)) {                                             \
+                        fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__,     \
+                                __LINE__, #cond);                          \
+                        fprintf(stderr, __VA_ARGS__);                      \
+                        fputc('\n', stderr);                               \
+                        failures++;                                        \
+                }                                                          \
+        } while (0)
+
+#define CHECK_RC(got, want, ...)                                           \
+        do {                                                               \
+                int got_ = (got), want_ = (want);                          \
+                if (got_ != want_) {                                       \
+                        fprintf(stderr, "%s:%d: FAIL: got %d (%s), want %d (%s): ", \
+                                __FILE__, __LINE__, got_, strerror(got_ < 0 ? -got_ : 0), \
+                                want_, strerror(want_ < 0 ? -want_ : 0));  \
+                        fprintf(stderr, __VA_ARGS__);                      \
+                        fputc('\n', stderr);                               \
+                        failures++;                                        \
+                }                                                          \
+        } while (0)
+
+/* Big enough for anything plus some, so oversize messages can be built. */
+static uint8_t buf[CKPT_MSG_MAX + 4096];
+static uint8_t buf2[CKPT_MSG_MAX + 4096];
+/* Reply structs are ~40 KiB: keep them off the stack. */
+static struct ckpt_reply rep_a, rep_b;
+
+static void set_name(struct ckpt_name *n, const char *s) {
+        int r = ckpt_name_set(n, s);
+        if (r < 0) {
+                fprintf(stderr, "test bug: ckpt_name_set(\"%s\") = %d\n", s, r);
+                exit(1);
+        }
+}
+
+/* A valid name of exactly len bytes, varied by i so list entries differ. */
+static void long_name(struct ckpt_name *n, size_t len, unsigned i) {
+        char s[CKPT_NAME_MAX + 1];
+        for (size_t k = 0; k < len; k++)
+                s[k] = "abcdefghijklmnopqrstuvwxyz0123456789"[(k + i) % 36];
+        s[len] = '\0';
+        set_name(n, s);
+}
+
+/* ---- independent raw encoder, for messages the library will not emit -- */
+
+struct raw {
+        uint8_t b[CKPT_MSG_MAX + 8192];
+        size_t n;
+};
+static struct raw raw;
+
+static void raw_start(uint16_t version, uint16_t type, uint32_t seq);
+static void raw_u8(uint8_t v) {
+        raw.b[raw.n++] = v;
+}
+static void raw_u16(uint16_t v) {
+        raw_u8((uint8_t)v);
+        raw_u8((uint8_t)(v >> 8));
+}
+static void raw_u32(uint32_t v) {
+        for (int i = 0; i < 4; i++)
+                raw_u8((uint8_t)(v >> (8 * i)));
+}
+static void raw_u64(uint64_t v) {
+        for (int i = 0; i < 8; i++)
+                raw_u8((uint8_t)(v >> (8 * i)));
+}
+static void raw_str(const void *s, size_t len) {
+        raw_u16((uint16_t)len);
+        memcpy(raw.b + raw.n, s, len);
+        raw.n += len;
+}
+static void raw_start(uint16_t version, uint16_t type, uint32_t seq) {
+        raw.n = 0;
+        raw_u32(CKPT_PROTO_MAGIC);
+        raw_u16(version);
+        raw_u16(type);
+        raw_u32(0);
+        raw_u32(seq);
+}
+/* Patch the length field to the bytes written so far. */
+static size_t raw_end(void) {
+        for (int i = 0; i < 4; i++)
+                raw.b[8 + i] = (uint8_t)(raw.n >> (8 * i));
+        return raw.n;
+}
+static void set_len_field(uint8_t *p, uint32_t v) {
+        for (int i = 0; i < 4; i++)
+                p[8 + i] = (uint8_t)(v >> (8 * i));
+}
+
+static int raw_decode_req(void) {
+        struct ckpt_request m;
+        return ckpt_request_decode(&m, raw.b, raw.n);
+}
+static int raw_decode_rep(void) {
+        return ckpt_reply_decode(&rep_a, raw.b, raw.n);
+}
+
+/* ---- sample messages with every field set to something distinctive ---- */
+
+static void make_request(struct ckpt_request *m, uint16_t type) {
+        memset(m, 0, sizeof(*m));
+        m->hdr.type = type;
+        m->hdr.seq = 0x9000u + type;
+        switch (type) {
+        case CKPT_MSG_HELLO:
+                m->hello.proto_min = 1;
+                m->hello.proto_max = 3;
+                break;
+        case CKPT_MSG_SAVE_BEGIN:
+                set_name(&m->save_begin.job, "llama-405b.run_7");
+                m->save_begin.step = 0x0123456789abcdefull;
+                m->save_begin.rank = 1023;
+                m->save_begin.world_size = 1024;
+                break;
+        case CKPT_MSG_SHARD_BEGIN:
+                m->shard_begin.save_id = 0xdeadbeef;
+                set_name(&m->shard_begin.shard, "model.layers.0=w@tp:3+x");
+                m->shard_begin.size = CKPT_SHARD_SIZE_MAX;
+                break;
+        case CKPT_MSG_CHUNK_GET:
+                m->chunk_get.shard_id = 0x11223344;
+                m->chunk_get.offset = 0x123456789abcull;
+                break;
+        case CKPT_MSG_CHUNK_PUT:
+                m->chunk_put.shard_id = 0x55667788;
+                m->chunk_put.slot_id = 0x99aabbcc;
+                m->chunk_put.offset = 0x10000000000ull;
+                m->chunk_put.length = 0x4000000;
+                m->chunk_put.crc32c = 0xe3069283;
+                break;
+        case CKPT_MSG_SAVE_FINISH:
+                m->save.save_id = 0xcafef00d;
+                break;
+        case CKPT_MSG_SAVE_ABORT:
+                m->save.save_id = 0x0badcafe;
+                break;
+        case CKPT_MSG_WAIT:
+                set_name(&m->wait.job, "job");
+                m->wait.step = 0x7fffffffffffffffull;
+                m->wait.tier = CKPT_TIER_COMMITTED;
+                m->wait.timeout_ms = 0xfedcba98;
+                break;
+        case CKPT_MSG_COMMIT:
+        case CKPT_MSG_LATEST:
+                set_name(&m->job_step.job, type == CKPT_MSG_COMMIT ? "commit-job" : "latest-job");
+                m->job_step.step = 0x0102030405060708ull;
+                m->job_step.timeout_ms = 0x0a0b0c0d;
+                break;
+        case CKPT_MSG_SHARD_LIST:
+                long_name(&m->shard_list.job, CKPT_NAME_MAX, 3);
+                m->shard_list.step = 77;
+                m->shard_list.rank = CKPT_WORLD_MAX - 1;
+                m->shard_list.start = 0x01020304;
+                break;
+        case CKPT_MSG_READ:
+        case CKPT_MSG_MAP:
+                set_name(&m->read.job, "J");
+                m->read.step = 0x1122334455667788ull;
+                m->read.rank = 0x000abcde;
+                long_name(&m->read.shard, CKPT_NAME_MAX, 9);
+                m->read.offset = CKPT_SHARD_SIZE_MAX - 0x1000;
+                m->read.length = 0x1000;
+                break;
+        case CKPT_MSG_READ_DONE:
+                m->read_done.slot_id = 0x31323334;
+                break;
+        case CKPT_MSG_STATUS:
+                break;
+        case CKPT_MSG_JOB_LIST:
+                m->list.start = 0x41424344;
+                break;
+        case CKPT_MSG_CKPT_LIST:
+                set_name(&m->list.job, "Z9");
+                m->list.start = 0x51525354;
+                break;
+        }
+}
+
+static void fill(char *dst, size_t len, char base) {
+        for (size_t i = 0; i < len; i++)
+                dst[i] = (char)(base + (char)(i % 26));
+        dst[len] = '\0';
+}
+
+/* count: entries in a list page (clamped to the page size). */
+static void make_reply(struct ckpt_reply *m, uint16_t type, uint32_t count) {
+        memset(m, 0, sizeof(*m));
+        m->hdr.type = type;
+        m->hdr.seq = 0xa000u + (type & 0xff);
+        if (type == CKPT_MSG_ERROR) {
+                m->error.error = -ENOSPC;
+                snprintf(m->error.message, sizeof(m->error.message), "no space left in /var/lib/ckptd");
+                return;
+        }
+        switch (type & ~CKPT_MSG_REPLY) {
+        case CKPT_MSG_HELLO:
+                m->hello.proto = 1;
+                m->hello.slot_count = 0x40414243;
+                m->hello.slot_size = 0x0800000000000001ull;
+                m->hello.block_size = 1u << 20;
+                fill(m->hello.daemon_version, CKPT_VERSION_STR_MAX, 'A');
+                break;
+        case CKPT_MSG_SAVE_BEGIN:
+        case CKPT_MSG_SHARD_BEGIN:
+                m->id.id = 0xf1f2f3f4;
+                break;
+        case CKPT_MSG_CHUNK_GET:
+        case CKPT_MSG_READ:
+                m->slot.slot_id = 0x01010202;
+                m->slot.slot_gen = 0x03030404;
+                m->slot.has_fd = 1;
+                m->slot.slot_offset = 0x0506070809101112ull;
+                m->slot.offset = 0x2000000000ull;
+                m->slot.length = 0x300000;
+                break;
+        case CKPT_MSG_WAIT:
+                m->wait.tier = CKPT_TIER_LOCAL;
+                break;
+        case CKPT_MSG_LATEST:
+                m->latest.step = 0x7ffffffffffffffeull;
+                m->latest.world_size = CKPT_WORLD_MAX;
+                break;
+        case CKPT_MSG_SHARD_LIST:
+                if (count > CKPT_LIST_PAGE)
+                        count = CKPT_LIST_PAGE;
+                m->shard_list.total = count + 1000;
+                m->shard_list.count = count;
+                for (uint32_t i = 0; i < count; i++) {
+                        long_name(&m->shard_list.entries[i].name, 1 + (i * 37) % CKPT_NAME_MAX, i);
+                        m->shard_list.entries[i].size = CKPT_SHARD_SIZE_MAX - i;
+                        m->shard_list.entries[i].crc32c = 0x80000000u + i * 0x01010101u;
+                }
+                break;
+        case CKPT_MSG_MAP:
+                m->map.size = 0x0003ffffffffffffull;
+                m->map.crc32c = 0x12345678;
+                m->map.has_fd = 1;
+                break;
+        case CKPT_MSG_STATUS: {
+                struct ckpt_rep_status *s = &m->status;
+                fill(s->daemon_version, CKPT_VERSION_STR_MAX, 'a');
+                s->uptime_ms = 0x1000000000000001ull;
+                s->pool_bytes = 0x1000000000000002ull;
+                s->pool_used_bytes = 0x1000000000000003ull;
+                s->slot_count = 0x20000004;
+                s->slots_used = 0x20000005;
+                s->slot_waiters = 0x20000006;
+                s->bytes_in_flight = 0x1000000000000007ull;
+                s->shards_in_flight = 0x20000008;
+                s->clients = 0x20000009;
+                s->saves_active = 0x2000000a;
+                s->bytes_written = 0x100000000000000bull;
+                s->bytes_read = 0x100000000000000cull;
+                s->errors = 0x100000000000000dull;
+                s->jobs = 0x2000000e;
+                fill(s->state_dir, CKPT_ERRMSG_MAX, 'A');
+                fill(s->last_error, 17, 'k');
+                break;
+        }
+        case CKPT_MSG_JOB_LIST:
+                if (count > CKPT_JOB_PAGE)
+                        count = CKPT_JOB_PAGE;
+                m->job_list.total = count * 2;
+                m->job_list.count = count;
+                for (uint32_t i = 0; i < count; i++) {
+                        struct ckpt_job_entry *e = &m->job_list.entries[i];
+                        long_name(&e->name, CKPT_NAME_MAX - i, i);
+                        e->uid = 1000 + i;
+                        e->latest_committed = i % 2 ? -1 : (int64_t)(INT64_MAX - i);
+                        e->checkpoints = 0x30000000u + i;
+                        e->committed = 0x40000000u + i;
+                        e->bytes_local = 0x5000000000000000ull + i;
+                        e->errors = 0x60000000u + i;
+                }
+                break;
+        case CKPT_MSG_CKPT_LIST:
+                if (count > CKPT_LIST_PAGE)
+                        count = CKPT_LIST_PAGE;
+                m->ckpt_list.total = count;
+                m->ckpt_list.count = count;
+                for (uint32_t i = 0; i < count; i++) {
+                        struct ckpt_ckpt_entry *e = &m->ckpt_list.entries[i];
+                        e->step = 0x7fffffffffff0000ull - i;
+                        e->world_size = 1 + i * 1000;
+                        e->ranks_local = i * 1000;
+                        e->state = (uint8_t)(CKPT_STATE_SAVING + i % 4);
+                        e->bytes = 0xa000000000000000ull + i;
+                        e->shards = 0xb0000000u + i;
+                        e->committed_at = i % 4 == 2 ? 1700000000 + i : 0;
+                }
+                break;
+        default: /* empty bodies */
+                break;
+        }
+}
+
+/* ---- round trips ------------------------------------------------------- */
+
+static void roundtrip_request(uint16_t type) {
+        struct ckpt_request in, out, again;
+        const char *name = ckpt_msg_type_name(type);
+
+        make_request(&in, type);
+        int n = ckpt_request_encode(&in, buf, sizeof(buf));
+        CHECK(n >= CKPT_HDR_SIZE, "%s: encode returned %d", name, n);
+        if (n < CKPT_HDR_SIZE)
+                return;
+        CHECK_RC(ckpt_request_decode(&out, buf, (size_t)n), 0, "%s: decode", name);
+        CHECK(out.hdr.version == CKPT_PROTO_VERSION && out.hdr.length == (uint32_t)n &&
+                      out.hdr.type == type && out.hdr.seq == in.hdr.seq,
+              "%s: header v%u t%#x l%u s%u", name, out.hdr.version, out.hdr.type,
+              out.hdr.length, out.hdr.seq);
+        /* in was zeroed before filling, the decoder zeroes out: every field
+         * and every unused byte must match. */
+        in.hdr.version = CKPT_PROTO_VERSION;
+        in.hdr.length = (uint32_t)n;
+        CHECK(memcmp(&in, &out, sizeof(in)) == 0, "%s: decoded fields differ", name);
+
+        /* Re-encoding the decoded message gives the same bytes. */
+        int n2 = ckpt_request_encode(&out, buf2, sizeof(buf2));
+        CHECK(n2 == n && memcmp(buf, buf2, (size_t)n) == 0, "%s: re-encode differs", name);
+        CHECK_RC(ckpt_request_decode(&again, buf2, (size_t)n2), 0, "%s: decode again", name);
+
+        /* The reply decoder does not take requests. */
+        CHECK_RC(ckpt_reply_decode(&rep_a, buf, (size_t)n), -EBADMSG, "%s as reply", name);
+
+        struct ckpt_hdr h;
+        CHECK_RC(ckpt_hdr_decode(&h, buf, (size_t)n), 0, "%s: hdr", name);
+        CHECK(h.type == type && h.length == (uint32_t)n, "%s: hdr fields", name);
+}
+
+static void roundtrip_reply(uint16_t type, uint32_t count) {
+        char name[64];
+        snprintf(name, sizeof(name), "%s[%u]", ckpt_msg_type_name(type), count);
+
+        make_reply(&rep_a, type, count);
+        int n = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
+        CHECK(n >= CKPT_HDR_SIZE, "%s: encode returned %d", name, n);
+        if (n < CKPT_HDR_SIZE)
+                return;
+        CHECK(n <= CKPT_MSG_MAX, "%s: %d bytes", name, n);
+        CHECK_RC(ckpt_reply_decode(&rep_b, buf, (size_t)n), 0, "%s: decode", name);
+        CHECK(rep_b.hdr.version == CKPT_PROTO_VERSION && rep_b.hdr.length == (uint32_t)n &&
+                      rep_b.hdr.type == type && rep_b.hdr.seq == rep_a.hdr.seq,
+              "%s: header", name);
+        rep_a.hdr.version = CKPT_PROTO_VERSION;
+        rep_a.hdr.length = (uint32_t)n;
+        CHECK(memcmp(&rep_a, &rep_b, sizeof(rep_a)) == 0, "%s: decoded fields differ", name);
+
+        int n2 = ckpt_reply_encode(&rep_b, buf2, sizeof(buf2));
+        CHECK(n2 == n && memcmp(buf, buf2, (size_t)n) == 0, "%s: re-encode differs", name);
+
+        struct ckpt_request req;
+        CHECK_RC(ckpt_request_decode(&req, buf, (size_t)n), -EBADMSG, "%s as request", name);
+}
+
+static const uint16_t reply_types[] = {
+        CKPT_MSG_ERROR,
+        CKPT_MSG_HELLO | CKPT_MSG_REPLY,
+        CKPT_MSG_SAVE_BEGIN | CKPT_MSG_REPLY,
+        CKPT_MSG_SHARD_BEGIN | CKPT_MSG_REPLY,
+        CKPT_MSG_CHUNK_GET | CKPT_MSG_REPLY,
+        CKPT_MSG_CHUNK_PUT | CKPT_MSG_REPLY,
+        CKPT_MSG_SAVE_FINISH | CKPT_MSG_REPLY,
+        CKPT_MSG_SAVE_ABORT | CKPT_MSG_REPLY,
+        CKPT_MSG_WAIT | CKPT_MSG_REPLY,
+        CKPT_MSG_COMMIT | CKPT_MSG_REPLY,
+        CKPT_MSG_LATEST | CKPT_MSG_REPLY,
+        CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY,
+        CKPT_MSG_READ | CKPT_MSG_REPLY,
+        CKPT_MSG_READ_DONE | CKPT_MSG_REPLY,
+        CKPT_MSG_MAP | CKPT_MSG_REPLY,
+        CKPT_MSG_STATUS | CKPT_MSG_REPLY,
+        CKPT_MSG_JOB_LIST | CKPT_MSG_REPLY,
+        CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY,
+};
+
+static void test_roundtrips(void) {
+        for (uint16_t t = CKPT_MSG_HELLO; t < CKPT_MSG_REQUEST_MAX_; t++)
+                roundtrip_request(t);
+        for (size_t i = 0; i < sizeof(reply_types) / sizeof(reply_types[0]); i++) {
+                roundtrip_reply(reply_types[i], CKPT_LIST_PAGE);
+                roundtrip_reply(reply_types[i], 0);
+                roundtrip_reply(reply_types[i], 3);
+        }
+
+        /* Boundary values that must be accepted. */
+        struct ckpt_request m, out;
+        make_request(&m, CKPT_MSG_SAVE_BEGIN);
+        m.save_begin.world_size = 1;
+        m.save_begin.rank = 0;
+        m.save_begin.step = 0;
+        int n = ckpt_request_encode(&m, buf, sizeof(buf));
+        CHECK(n > 0 && ckpt_request_decode(&out, buf, (size_t)n) == 0, "world_size 1 rank 0 step 0");
+        make_request(&m, CKPT_MSG_SAVE_BEGIN);
+        m.save_begin.world_size = CKPT_WORLD_MAX;
+        m.save_begin.rank = CKPT_WORLD_MAX - 1;
+        m.save_begin.step = (uint64_t)CKPT_STEP_MAX;
+        n = ckpt_request_encode(&m, buf, sizeof(buf));
+        CHECK(n > 0 && ckpt_request_decode(&out, buf, (size_t)n) == 0, "world max, step max");
+        make_request(&m, CKPT_MSG_CHUNK_PUT);
+        m.chunk_put.offset = 0;
+        m.chunk_put.length = CKPT_SHARD_SIZE_MAX;
+        n = ckpt_request_encode(&m, buf, sizeof(buf));
+        CHECK(n > 0 && ckpt_request_decode(&out, buf, (size_t)n) == 0, "chunk covering max shard");
+        make_request(&m, CKPT_MSG_SHARD_BEGIN);
+        m.shard_begin.size = 0; /* empty shards exist */
+        n = ckpt_request_encode(&m, buf, sizeof(buf));
+        CHECK(n > 0 && ckpt_request_decode(&out, buf, (size_t)n) == 0, "empty shard");
+        /* MAP ignores offset/length, so any values pass. */
+        make_request(&m, CKPT_MSG_MAP);
+        m.read.offset = UINT64_MAX;
+        m.read.length = 0;
+        n = ckpt_request_encode(&m, buf, sizeof(buf));
+        CHECK(n > 0 && ckpt_request_decode(&out, buf, (size_t)n) == 0 && out.read.offset == UINT64_MAX,
+              "MAP ignores offset/length");
+
+        /* WAIT reply tier 0 means "nothing yet". */
+        make_reply(&rep_a, CKPT_MSG_WAIT | CKPT_MSG_REPLY, 0);
+        rep_a.wait.tier = 0;
+        n = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
+        CHECK(n > 0 && ckpt_reply_decode(&rep_b, buf, (size_t)n) == 0 && rep_b.wait.tier == 0,
+              "WAIT reply tier 0");
+        /* The error range ends at -4095 (MAX_ERRNO). */
+        make_reply(&rep_a, CKPT_MSG_ERROR, 0);
+        rep_a.error.error = -4095;
+        rep_a.error.message[0] = '\0';
+        n = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
+        CHECK(n == CKPT_HDR_SIZE + 6 && ckpt_reply_decode(&rep_b, buf, (size_t)n) == 0 &&
+                      rep_b.error.error == -4095,
+              "error -4095, empty message: n=%d", n);
+}
+
+/* ---- exact bytes (docs/protocol.md) ------------------------------------ */
+
+static void check_bytes(const char *what, const uint8_t *got, int n, const uint8_t *want, size_t wn) {
+        CHECK(n == (int)wn && memcmp(got, want, wn) == 0, "%s: %d bytes, want %zu", what, n, wn);
+        if (n == (int)wn && memcmp(got, want, wn) != 0)
+                for (size_t i = 0; i < wn; i++)
+                        if (got[i] != want[i])
+                                fprintf(stderr, "  byte %zu: %02x, want %02x\n", i, got[i], want[i]);
+}
+
+static void test_golden(void) {
+        struct ckpt_request m;
+        memset(&m, 0, sizeof(m));
+        m.hdr.type = CKPT_MSG_HELLO;
+        m.hdr.seq = 0x01020304;
+        m.hello.proto_min = 1;
+        m.hello.proto_max = 2;
+        static const uint8_t hello[] = {
+                'C', 'K', 'P', 'T', 0x01, 0x00, 0x01, 0x00, 20, 0, 0, 0, 0x04, 0x03, 0x02, 0x01,
+                0x01, 0x00, 0x02, 0x00,
+        };
+        check_bytes("HELLO", buf, ckpt_request_encode(&m, buf, sizeof(buf)), hello, sizeof(hello));
+
+        memset(&m, 0, sizeof(m));
+        m.hdr.type = CKPT_MSG_SAVE_BEGIN;
+        m.hdr.seq = 5;
+        set_name(&m.save_begin.job, "j1");
+        m.save_begin.step = 0x0102030405060708ull;
+        m.save_begin.rank = 3;
+        m.save_begin.world_size = 0x00010002;
+        static const uint8_t save_begin[] = {
+                'C', 'K', 'P', 'T', 1, 0, 2, 0, 36, 0, 0, 0, 5, 0, 0, 0,
+                2, 0, 'j', '1',
+                8, 7, 6, 5, 4, 3, 2, 1,
+                3, 0, 0, 0,
+                2, 0, 1, 0,
+        };
+        check_bytes("SAVE_BEGIN", buf, ckpt_request_encode(&m, buf, sizeof(buf)), save_begin,
+                    sizeof(save_begin));
+
+        memset(&m, 0, sizeof(m));
+        m.hdr.type = CKPT_MSG_STATUS;
+        m.hdr.seq = 0xffffffff;
+        static const uint8_t status[] = {
+                'C', 'K', 'P', 'T', 1, 0, 15, 0, 16, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+        };
+        check_bytes("STATUS", buf, ckpt_request_encode(&m, buf, sizeof(buf)), status, sizeof(status));
+
+        memset(&rep_a, 0, sizeof(rep_a));
+        rep_a.hdr.type = CKPT_MSG_ERROR;
+        rep_a.hdr.seq = 7;
+        rep_a.error.error = -ENOENT;
+        strcpy(rep_a.error.message, "no such job");
+        static const uint8_t error[] = {
+                'C', 'K', 'P', 'T', 1, 0, 0xff, 0xff, 33, 0, 0, 0, 7, 0, 0, 0,
+                0xfe, 0xff, 0xff, 0xff,
+                11, 0, 'n', 'o', ' ', 's', 'u', 'c', 'h', ' ', 'j', 'o', 'b',
+        };
+        check_bytes("ERROR", buf, ckpt_reply_encode(&rep_a, buf, sizeof(buf)), error, sizeof(error));
+
+        memset(&rep_a, 0, sizeof(rep_a));
+        rep_a.hdr.type = CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY;
+        rep_a.hdr.seq = 1;
+        rep_a.ckpt_list.total = 9;
+        rep_a.ckpt_list.count = 1;
+        rep_a.ckpt_list.entries[0] = (struct ckpt_ckpt_entry){
+                .step = 100, .world_size = 4, .ranks_local = 2, .state = CKPT_STATE_COMMITTED,
+                .bytes = 0x1122, .shards = 6, .committed_at = 0x0102,
+        };
+        static const uint8_t ckpt_list[] = {
+                'C', 'K', 'P', 'T', 1, 0, 17, 0x80, 61, 0, 0, 0, 1, 0, 0, 0,
+                9, 0, 0, 0, 1, 0, 0, 0,
+                100, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 2, 0, 0, 0, 3,
+                0x22, 0x11, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0x02, 0x01, 0, 0, 0, 0, 0, 0,
+        };
+        check_bytes("CKPT_LIST reply", buf, ckpt_reply_encode(&rep_a, buf, sizeof(buf)), ckpt_list,
+                    sizeof(ckpt_list));
+
+        /* And the other way: hand-written bytes decode to the right fields. */
+        raw_start(1, CKPT_MSG_CHUNK_GET | CKPT_MSG_REPLY, 0x42);
+        raw_u32(7);
+        raw_u32(8);
+        raw_u8(1);
+        raw_u64(0x100000);
+        raw_u64(0x200000);
+        raw_u64(0x300000);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), 0, "raw CHUNK_GET reply");
+        CHECK(rep_a.hdr.seq == 0x42 && rep_a.slot.slot_id == 7 && rep_a.slot.slot_gen == 8 &&
+                      rep_a.slot.has_fd == 1 && rep_a.slot.slot_offset == 0x100000 &&
+                      rep_a.slot.offset == 0x200000 && rep_a.slot.length == 0x300000,
+              "raw CHUNK_GET reply fields");
+}
+
+/* ---- rejections -------------------------------------------------------- */
+
+/* Every strict prefix of a message is malformed, whether or not the length
+ * field was adjusted to match the shorter packet. */
+static void truncations_request(uint16_t type) {
+        struct ckpt_request m;
+        make_request(&m, type);
+        int n = ckpt_request_encode(&m, buf, sizeof(buf));
+        CHECK(n > 0, "encode %s", ckpt_msg_type_name(type));
+        for (int l = 0; l < n; l++) {
+                CHECK_RC(ckpt_request_decode(&m, buf, (size_t)l), -EBADMSG, "%s cut to %d",
+                         ckpt_msg_type_name(type), l);
+                memcpy(buf2, buf, (size_t)l);
+                if (l >= CKPT_HDR_SIZE)
+                        set_len_field(buf2, (uint32_t)l);
+                CHECK_RC(ckpt_request_decode(&m, buf2, (size_t)l), -EBADMSG,
+                         "%s cut to %d, length fixed", ckpt_msg_type_name(type), l);
+        }
+}
+
+static void truncations_reply(uint16_t type, uint32_t count) {
+        make_reply(&rep_a, type, count);
+        int n = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
+        CHECK(n > 0, "encode %s", ckpt_msg_type_name(type));
+        for (int l = 0; l < n; l++) {
+                memcpy(buf2, buf, (size_t)l);
+                if (l >= CKPT_HDR_SIZE)
+                        set_len_field(buf2, (uint32_t)l);
+                CHECK_RC(ckpt_reply_decode(&rep_b, buf2, (size_t)l), -EBADMSG,
+                         "%s cut to %d, length fixed", ckpt_msg_type_name(type), l);
+        }
+        /* Trailing garbage after a complete message. */
+        memcpy(buf2, buf, (size_t)n);
+        buf2[n] = 0;
+        set_len_field(buf2, (uint32_t)n + 1);
+        CHECK_RC(ckpt_reply_decode(&rep_b, buf2, (size_t)n + 1), -EBADMSG, "%s + 1 byte",
+                 ckpt_msg_type_name(type));
+}
+
+static void test_truncation(void) {
+        truncations_request(CKPT_MSG_HELLO);
+        truncations_request(CKPT_MSG_SAVE_BEGIN);
+        truncations_request(CKPT_MSG_CHUNK_PUT);
+        truncations_request(CKPT_MSG_WAIT);
+        truncations_request(CKPT_MSG_READ);
+        truncations_request(CKPT_MSG_CKPT_LIST);
+        truncations_reply(CKPT_MSG_ERROR, 0);
+        truncations_reply(CKPT_MSG_HELLO | CKPT_MSG_REPLY, 0);
+        truncations_reply(CKPT_MSG_STATUS | CKPT_MSG_REPLY, 0);
+        truncations_reply(CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, 5);
+        truncations_reply(CKPT_MSG_JOB_LIST | CKPT_MSG_REPLY, 3);
+        truncations_reply(CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY, 4);
+}
+
+static void test_header(void) {
+        struct ckpt_request m;
+        struct ckpt_hdr h;
+        make_request(&m, CKPT_MSG_SAVE_BEGIN);
+        int n = ckpt_request_encode(&m, buf, sizeof(buf));
+
+        /* Bad magic, each byte. */
+        for (int i = 0; i < 4; i++) {
+                memcpy(buf2, buf, (size_t)n);
+                buf2[i] ^= 0x20;
+                CHECK_RC(ckpt_request_decode(&m, buf2, (size_t)n), -EBADMSG, "magic byte %d", i);
+                CHECK_RC(ckpt_hdr_decode(&h, buf2, (size_t)n), -EBADMSG, "hdr magic byte %d", i);
+        }
+
+        /* Wrong version: its own error, header still filled in. */
+        const uint16_t versions[] = { 0, 2, 0xffff };
+        for (size_t i = 0; i < 3; i++) {
+                memcpy(buf2, buf, (size_t)n);
+                buf2[4] = (uint8_t)versions[i];
+                buf2[5] = (uint8_t)(versions[i] >> 8);
+                memset(&m, 0x55, sizeof(m));
+                CHECK_RC(ckpt_request_decode(&m, buf2, (size_t)n), -EPROTONOSUPPORT, "version %u",
+                         versions[i]);
+                CHECK(m.hdr.version == versions[i] && m.hdr.seq == 0x9000u + CKPT_MSG_SAVE_BEGIN &&
+                              m.hdr.type == CKPT_MSG_SAVE_BEGIN && m.hdr.length == (uint32_t)n,
+                      "version %u: hdr not filled (v%u seq %#x)", versions[i], m.hdr.version, m.hdr.seq);
+                CHECK_RC(ckpt_reply_decode(&rep_a, buf2, (size_t)n), -EPROTONOSUPPORT, "reply version");
+                CHECK(rep_a.hdr.seq == 0x9000u + CKPT_MSG_SAVE_BEGIN, "reply version: seq");
+                CHECK_RC(ckpt_hdr_decode(&h, buf2, 16), -EPROTONOSUPPORT, "hdr version");
+                CHECK(h.version == versions[i], "hdr version filled");
+        }
+        /* A future version may use a bigger length or new types: still
+         * -EPROTONOSUPPORT, not -EBADMSG, so the daemon can answer. */
+        raw_start(2, 0x7777, 99);
+        raw_u32(0);
+        set_len_field(raw.b, 0x100000);
+        CHECK_RC(raw_decode_req(), -EPROTONOSUPPORT, "v2, odd type and length");
+
+        /* Length field mismatch. */
+        const int64_t deltas[] = { -1, 1, -(int64_t)n, 0x10000 };
+        for (size_t i = 0; i < 4; i++) {
+                memcpy(buf2, buf, (size_t)n);
+                set_len_field(buf2, (uint32_t)(n + deltas[i]));
+                CHECK_RC(ckpt_request_decode(&m, buf2, (size_t)n), -EBADMSG, "length field %+" PRId64,
+                         deltas[i]);
+        }
+        /* Header alone: length field checked for range, not against len. */
+        CHECK_RC(ckpt_hdr_decode(&h, buf, CKPT_HDR_SIZE), 0, "hdr of 16 bytes");
+        CHECK(h.length == (uint32_t)n, "hdr length");
+        CHECK_RC(ckpt_hdr_decode(&h, buf, CKPT_HDR_SIZE - 1), -EBADMSG, "hdr of 15 bytes");
+        memcpy(buf2, buf, (size_t)n);
+        set_len_field(buf2, 15);
+        CHECK_RC(ckpt_hdr_decode(&h, buf2, (size_t)n), -EBADMSG, "hdr length 15");
+        set_len_field(buf2, CKPT_MSG_MAX + 1);
+        CHECK_RC(ckpt_hdr_decode(&h, buf2, (size_t)n), -EBADMSG, "hdr length MAX+1");
+        set_len_field(buf2, CKPT_MSG_MAX);
+        CHECK_RC(ckpt_hdr_decode(&h, buf2, CKPT_HDR_SIZE), 0, "hdr length MAX");
+
+        /* Oversize: a consistent message one byte over the limit.  Build a
+         * CKPT_LIST reply with trailing padding so only the size is wrong. */
+        raw_start(1, CKPT_MSG_STATUS, 1);
+        memset(raw.b + raw.n, 0, CKPT_MSG_MAX + 1 - raw.n);
+        raw.n = CKPT_MSG_MAX + 1;
+        raw_end();
+        CHECK_RC(raw_decode_req(), -EBADMSG, "oversize request");
+        raw_start(1, CKPT_MSG_ERROR, 1);
+        raw_u32((uint32_t)-EIO);
+        raw_str("x", 1);
+        memset(raw.b + raw.n, 0, CKPT_MSG_MAX + 100 - raw.n);
+        raw.n = CKPT_MSG_MAX + 100;
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "oversize reply");
+
+        /* Unknown types. */
+        const uint16_t bad_req_types[] = { 0, CKPT_MSG_REQUEST_MAX_, 0x7fff, 0x8000,
+                                           CKPT_MSG_HELLO | CKPT_MSG_REPLY, CKPT_MSG_ERROR };
+        for (size_t i = 0; i < sizeof(bad_req_types) / sizeof(bad_req_types[0]); i++) {
+                raw_start(1, bad_req_types[i], 1);
+                raw_end();
+                CHECK_RC(raw_decode_req(), -EBADMSG, "request type %#x", bad_req_types[i]);
+        }
+        const uint16_t bad_rep_types[] = { 0, CKPT_MSG_STATUS, 0x8000,
+                                           CKPT_MSG_REQUEST_MAX_ | CKPT_MSG_REPLY, 0xfffe, 0x7fff };
+        for (size_t i = 0; i < sizeof(bad_rep_types) / sizeof(bad_rep_types[0]); i++) {
+                raw_start(1, bad_rep_types[i], 1);
+                raw_end();
+                CHECK_RC(raw_decode_rep(), -EBADMSG, "reply type %#x", bad_rep_types[i]);
+                CHECK_RC(ckpt_hdr_decode(&h, raw.b, raw.n),
+                         bad_rep_types[i] == CKPT_MSG_STATUS ? 0 : -EBADMSG, "hdr type %#x",
+                         bad_rep_types[i]);
+        }
+
+        /* Empty bodies must be empty. */
+        raw_start(1, CKPT_MSG_STATUS, 1);
+        raw_u8(0);
+        raw_end();
+        CHECK_RC(raw_decode_req(), -EBADMSG, "STATUS with a body byte");
+        raw_start(1, CKPT_MSG_COMMIT | CKPT_MSG_REPLY, 1);
+        raw_u32(0);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "COMMIT reply with a body");
+        raw_start(1, CKPT_MSG_COMMIT | CKPT_MSG_REPLY, 1);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), 0, "COMMIT reply, empty");
+
+        /* Trailing garbage on a request. */
+        make_request(&m, CKPT_MSG_READ_DONE);
+        n = ckpt_request_encode(&m, buf, sizeof(buf));
+        for (int extra = 1; extra <= 8; extra++) {
+                memcpy(buf2, buf, (size_t)n);
+                memset(buf2 + n, 0, (size_t)extra);
+                set_len_field(buf2, (uint32_t)(n + extra));
+                CHECK_RC(ckpt_request_decode(&m, buf2, (size_t)(n + extra)), -EBADMSG, "%d trailing",
+                         extra);
+        }
+}
+
+/* SAVE_BEGIN with an arbitrary name and numbers, by hand. */
+static size_t raw_save_begin(const void *name, size_t len, uint64_t step, uint32_t rank, uint32_t ws) {
+        raw_start(1, CKPT_MSG_SAVE_BEGIN, 1);
+        raw_str(name, len);
+        raw_u64(step);
+        raw_u32(rank);
+        raw_u32(ws);
+        return raw_end();
+}
+
+static void test_names(void) {
+        static char big[4097];
+        memset(big, 'a', sizeof(big) - 1);
+
+        struct {
+                const char *s;
+                size_t len;
+                int want;
+        } cases[] = {
+                { "", 0, -EINVAL },
+                { ".", 1, -EINVAL },
+                { "..", 2, -EINVAL },
+                { "a/b", 3, -EINVAL },
+                { ".hidden", 7, -EINVAL },
+                { "-x", 2, -EINVAL },
+                { "a b", 3, -EINVAL },
+                { "a\0b", 3, -EINVAL },
+                { "a\nb", 3, -EINVAL },
+                { "a\\b", 3, -EINVAL },
+                { "caf\xc3\xa9", 5, -EINVAL },
+                { "a*", 2, -EINVAL },
+                { big, 256, -ENAMETOOLONG },
+                { big, 4096, -ENAMETOOLONG },
+                { big, 255, 0 },
+                { "a", 1, 0 },
+                { "x..y", 4, 0 },
+                { "a.", 2, 0 },
+                { "_x", 2, 0 },
+                { "A-Za-z0-9._+=:@", 15, 0 },
+                { "9", 1, 0 },
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                CHECK_RC(ckpt_name_validate(cases[i].s, cases[i].len), cases[i].want,
+                         "validate case %zu (len %zu)", i, cases[i].len);
+                /* In a message every bad name is -EINVAL, never malformed. */
+                raw_save_begin(cases[i].s, cases[i].len, 1, 0, 1);
+                CHECK_RC(raw_decode_req(), cases[i].want ? -EINVAL : 0, "SAVE_BEGIN name case %zu", i);
+
+                /* ... and the encoder refuses it. */
+                if (cases[i].len <= CKPT_NAME_MAX) {
+                        struct ckpt_request m;
+                        make_request(&m, CKPT_MSG_SAVE_BEGIN);
+                        memcpy(m.save_begin.job.str, cases[i].s, cases[i].len);
+                        m.save_begin.job.str[cases[i].len] = '\0';
+                        m.save_begin.job.len = (uint16_t)cases[i].len;
+                        int n = ckpt_request_encode(&m, buf, sizeof(buf));
+                        CHECK(cases[i].want ? n == -EINVAL : n > 0, "encode name case %zu: %d", i, n);
+                }
+        }
+        struct ckpt_request m;
+        make_request(&m, CKPT_MSG_SAVE_BEGIN);
+        m.save_begin.job.len = CKPT_NAME_MAX + 1;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "encode name len 256");
+
+        /* A name in the other positions too: shard of READ, a list entry. */
+        raw_start(1, CKPT_MSG_READ, 1);
+        raw_str("job", 3);
+        raw_u64(1);
+        raw_u32(0);
+        raw_str("../etc", 6);
+        raw_u64(0);
+        raw_u64(1);
+        raw_end();
+        CHECK_RC(raw_decode_req(), -EINVAL, "READ shard ../etc");
+        raw_start(1, CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, 1);
+        raw_u32(2);
+        raw_u32(2);
+        raw_str("ok", 2);
+        raw_u64(1);
+        raw_u32(1);
+        raw_str("a/b", 3);
+        raw_u64(1);
+        raw_u32(1);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EINVAL, "SHARD_LIST reply entry a/b");
+
+        /* ckpt_name_set */
+        struct ckpt_name n;
+        memset(&n, 0x7f, sizeof(n));
+        CHECK_RC(ckpt_name_set(&n, "job-1"), 0, "name_set");
+        CHECK(n.len == 5 && strcmp(n.str, "job-1") == 0 && n.str[6] == 0, "name_set content");
+        CHECK_RC(ckpt_name_set(&n, ".."), -EINVAL, "name_set ..");
+        CHECK_RC(ckpt_name_set(&n, ""), -EINVAL, "name_set empty");
+        CHECK_RC(ckpt_name_set(&n, NULL), -EINVAL, "name_set NULL");
+        big[4096] = '\0';
+        CHECK_RC(ckpt_name_set(&n, big), -ENAMETOOLONG, "name_set 4096");
+        big[255] = '\0';
+        CHECK_RC(ckpt_name_set(&n, big), 0, "name_set 255");
+        CHECK(n.len == 255 && n.str[255] == '\0', "name_set 255 terminated");
+}
+
+static void test_values(void) {
+        /* rank / world_size / step */
+        raw_save_begin("j", 1, 1, 4, 4);
+        CHECK_RC(raw_decode_req(), -EINVAL, "rank == world_size");
+        raw_save_begin("j", 1, 1, 5, 4);
+        CHECK_RC(raw_decode_req(), -EINVAL, "rank > world_size");
+        raw_save_begin("j", 1, 1, 0, 0);
+        CHECK_RC(raw_decode_req(), -EINVAL, "world_size 0");
+        raw_save_begin("j", 1, 1, 0, CKPT_WORLD_MAX + 1);
+        CHECK_RC(raw_decode_req(), -EINVAL, "world_size > max");
+        raw_save_begin("j", 1, (uint64_t)CKPT_STEP_MAX + 1, 0, 1);
+        CHECK_RC(raw_decode_req(), -EINVAL, "step > max");
+        raw_save_begin("j", 1, (uint64_t)CKPT_STEP_MAX, 0, 1);
+        CHECK_RC(raw_decode_req(), 0, "step == max");
+        /* Malformed beats invalid: a bad name in a truncated message. */
+        raw_save_begin("/", 1, 1, 0, 1);
+        raw.n--;
+        raw_end();
+        CHECK_RC(raw_decode_req(), -EBADMSG, "bad name and truncated");
+
+        /* WAIT tier enum */
+        const uint8_t tiers[] = { 0, CKPT_TIER_MAX_, 255 };
+        for (size_t i = 0; i < 3; i++) {
+                raw_start(1, CKPT_MSG_WAIT, 1);
+                raw_str("job", 3);
+                raw_u64(1);
+                raw_u8(tiers[i]);
+                raw_u32(0);
+                raw_end();
+                CHECK_RC(raw_decode_req(), -EBADMSG, "WAIT tier %u", tiers[i]);
+                /* bad enum and bad name together: -EBADMSG wins */
+                raw_start(1, CKPT_MSG_WAIT, 1);
+                raw_str(".", 1);
+                raw_u64(1);
+                raw_u8(tiers[i]);
+                raw_u32(0);
+                raw_end();
+                CHECK_RC(raw_decode_req(), -EBADMSG, "WAIT tier %u, bad name", tiers[i]);
+        }
+        raw_start(1, CKPT_MSG_WAIT | CKPT_MSG_REPLY, 1);
+        raw_u8(CKPT_TIER_MAX_);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "WAIT reply tier max");
+
+        /* HELLO versions */
+        raw_start(1, CKPT_MSG_HELLO, 1);
+        raw_u16(2);
+        raw_u16(1);
+        raw_end();
+        CHECK_RC(raw_decode_req(), -EINVAL, "HELLO min > max");
+        raw_start(1, CKPT_MSG_HELLO, 1);
+        raw_u16(0);
+        raw_u16(1);
+        raw_end();
+        CHECK_RC(raw_decode_req(), -EINVAL, "HELLO min 0");
+
+        /* CHUNK_PUT ranges */
+        const struct {
+                uint64_t off, len;
+                int want;
+        } ranges[] = {
+                { 0, 0, -EINVAL },
+                { UINT64_MAX, 1, -EINVAL },
+                { 1, UINT64_MAX, -EINVAL },
+                { CKPT_SHARD_SIZE_MAX, 1, -EINVAL },
+                { CKPT_SHARD_SIZE_MAX - 1, 1, 0 },
+                { 0, CKPT_SHARD_SIZE_MAX + 1, -EINVAL },
+        };
+        for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+                raw_start(1, CKPT_MSG_CHUNK_PUT, 1);
+                raw_u32(1);
+                raw_u32(2);
+                raw_u64(ranges[i].off);
+                raw_u64(ranges[i].len);
+                raw_u32(3);
+                raw_end();
+                CHECK_RC(raw_decode_req(), ranges[i].want, "CHUNK_PUT range %zu", i);
+        }
+        raw_start(1, CKPT_MSG_SHARD_BEGIN, 1);
+        raw_u32(1);
+        raw_str("s", 1);
+        raw_u64(CKPT_SHARD_SIZE_MAX + 1);
+        raw_end();
+        CHECK_RC(raw_decode_req(), -EINVAL, "SHARD_BEGIN size > max");
+
+        /* Ranks without a world_size beside them are bounded by the maximum. */
+        const uint32_t ranks[] = { CKPT_WORLD_MAX - 1, CKPT_WORLD_MAX, UINT32_MAX };
+        for (size_t i = 0; i < 3; i++) {
+                raw_start(1, CKPT_MSG_SHARD_LIST, 1);
+                raw_str("job", 3);
+                raw_u64(1);
+                raw_u32(ranks[i]);
+                raw_u32(0);
+                raw_end();
+                CHECK_RC(raw_decode_req(), i == 0 ? 0 : -EINVAL, "SHARD_LIST rank %u", ranks[i]);
+                raw_start(1, CKPT_MSG_READ, 1);
+                raw_str("job", 3);
+                raw_u64(1);
+                raw_u32(ranks[i]);
+                raw_str("s", 1);
+                raw_u64(0);
+                raw_u64(1);
+                raw_end();
+                CHECK_RC(raw_decode_req(), i == 0 ? 0 : -EINVAL, "READ rank %u", ranks[i]);
+        }
+        /* READ needs a length; MAP ignores it. */
+        raw_start(1, CKPT_MSG_READ, 1);
+        raw_str("job", 3);
+        raw_u64(1);
+        raw_u32(0);
+        raw_str("s", 1);
+        raw_u64(0);
+        raw_u64(0);
+        raw_end();
+        CHECK_RC(raw_decode_req(), -EINVAL, "READ length 0");
+        raw.b[6] = CKPT_MSG_MAP;
+        CHECK_RC(raw_decode_req(), 0, "MAP length 0");
+        /* Steps beyond the maximum, in each request that carries one. */
+        raw_start(1, CKPT_MSG_COMMIT, 1);
+        raw_str("job", 3);
+        raw_u64((uint64_t)1 << 63);
+        raw_u32(0);
+        raw_end();
+        CHECK_RC(raw_decode_req(), -EINVAL, "COMMIT step 2^63");
+        raw_start(1, CKPT_MSG_WAIT, 1);
+        raw_str("job", 3);
+        raw_u64(UINT64_MAX);
+        raw_u8(CKPT_TIER_LOCAL);
+        raw_u32(0);
+        raw_end();
+        CHECK_RC(raw_decode_req(), -EINVAL, "WAIT step 2^64-1");
+
+        /* JOB_LIST's job is reserved */
+        raw_start(1, CKPT_MSG_JOB_LIST, 1);
+        raw_str("job", 3);
+        raw_u32(0);
+        raw_end();
+        CHECK_RC(raw_decode_req(), -EINVAL, "JOB_LIST with a job");
+        raw_start(1, CKPT_MSG_CKPT_LIST, 1);
+        raw_str("", 0);
+        raw_u32(0);
+        raw_end();
+        CHECK_RC(raw_decode_req(), -EINVAL, "CKPT_LIST without a job");
+
+        /* Error replies: negative errno only */
+        const int32_t errs[] = { 0, 1, EIO, -4096, INT32_MIN, INT32_MAX };
+        for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+                raw_start(1, CKPT_MSG_ERROR, 1);
+                raw_u32((uint32_t)errs[i]);
+                raw_str("m", 1);
+                raw_end();
+                CHECK_RC(raw_decode_rep(), -EBADMSG, "error %d", errs[i]);
+        }
+        /* Error message: NUL inside, too long; exactly max is fine. */
+        static char msg[CKPT_ERRMSG_MAX + 2];
+        memset(msg, 'm', sizeof(msg));
+        raw_start(1, CKPT_MSG_ERROR, 1);
+        raw_u32((uint32_t)-EIO);
+        raw_str("a\0b", 3);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "error message with NUL");
+        raw_start(1, CKPT_MSG_ERROR, 1);
+        raw_u32((uint32_t)-EIO);
+        raw_str(msg, CKPT_ERRMSG_MAX + 1);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "error message too long");
+        raw_start(1, CKPT_MSG_ERROR, 1);
+        raw_u32((uint32_t)-EIO);
+        raw_str(msg, CKPT_ERRMSG_MAX);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), 0, "error message of max length");
+        CHECK(strlen(rep_a.error.message) == CKPT_ERRMSG_MAX && rep_a.error.error == -EIO,
+              "error message decoded");
+        /* A string length beyond the packet */
+        raw_start(1, CKPT_MSG_ERROR, 1);
+        raw_u32((uint32_t)-EIO);
+        raw_u16(0xffff);
+        raw_u8('x');
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "string length beyond packet");
+
+        /* HELLO reply version string */
+        raw_start(1, CKPT_MSG_HELLO | CKPT_MSG_REPLY, 1);
+        raw_u16(1);
+        raw_u32(1);
+        raw_u64(1);
+        raw_u32(1);
+        raw_str(msg, CKPT_VERSION_STR_MAX + 1);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "daemon_version too long");
+
+        /* has_fd */
+        raw_start(1, CKPT_MSG_READ | CKPT_MSG_REPLY, 1);
+        raw_u32(1);
+        raw_u32(1);
+        raw_u8(2);
+        raw_u64(0);
+        raw_u64(0);
+        raw_u64(1);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "slot has_fd 2");
+        raw_start(1, CKPT_MSG_MAP | CKPT_MSG_REPLY, 1);
+        raw_u64(1);
+        raw_u32(1);
+        raw_u8(0xff);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "map has_fd 255");
+
+        /* List counts */
+        raw_start(1, CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, 1);
+        raw_u32(1000);
+        raw_u32(CKPT_LIST_PAGE + 1);
+        for (int i = 0; i < CKPT_LIST_PAGE + 1; i++) {
+                raw_str("s", 1);
+                raw_u64(1);
+                raw_u32(1);
+        }
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "shard list count > page");
+        raw_start(1, CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, 1);
+        raw_u32(1);
+        raw_u32(2);
+        for (int i = 0; i < 2; i++) {
+                raw_str("s", 1);
+                raw_u64(1);
+                raw_u32(1);
+        }
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "shard list count > total");
+        raw_start(1, CKPT_MSG_JOB_LIST | CKPT_MSG_REPLY, 1);
+        raw_u32(100);
+        raw_u32(CKPT_JOB_PAGE + 1);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "job list count > page");
+        raw_start(1, CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY, 1);
+        raw_u32(0xffffffff);
+        raw_u32(0xffffffff);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "ckpt list count 2^32-1");
+
+        /* CKPT_LIST entries: state enum, world/rank values */
+        const struct {
+                uint8_t state;
+                uint32_t ws, ranks;
+                int64_t at;
+                int want;
+        } entries[] = {
+                { 0, 1, 1, 0, -EBADMSG },
+                { CKPT_STATE_MAX_, 1, 1, 0, -EBADMSG },
+                { CKPT_STATE_FAILED, 0, 0, 0, -EINVAL },
+                { CKPT_STATE_LOCAL, 2, 3, 0, -EINVAL },
+                { CKPT_STATE_COMMITTED, 2, 2, -1, -EINVAL },
+                { CKPT_STATE_COMMITTED, 2, 2, 1, 0 },
+        };
+        for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
+                raw_start(1, CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY, 1);
+                raw_u32(1);
+                raw_u32(1);
+                raw_u64(10);
+                raw_u32(entries[i].ws);
+                raw_u32(entries[i].ranks);
+                raw_u8(entries[i].state);
+                raw_u64(0);
+                raw_u32(0);
+                raw_u64((uint64_t)entries[i].at);
+                raw_end();
+                CHECK_RC(raw_decode_rep(), entries[i].want, "ckpt entry %zu", i);
+        }
+        /* JOB_LIST entry latest_committed below -1 */
+        raw_start(1, CKPT_MSG_JOB_LIST | CKPT_MSG_REPLY, 1);
+        raw_u32(1);
+        raw_u32(1);
+        raw_str("job", 3);
+        raw_u32(0);
+        raw_u64((uint64_t)-2);
+        raw_u32(0);
+        raw_u32(0);
+        raw_u64(0);
+        raw_u32(0);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EINVAL, "job entry latest_committed -2");
+
+        /* LATEST reply world_size 0 */
+        raw_start(1, CKPT_MSG_LATEST | CKPT_MSG_REPLY, 1);
+        raw_u64(5);
+        raw_u32(0);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EINVAL, "LATEST reply world_size 0");
+}
+
+/* The encoder must refuse everything the decoder would reject. */
+static void test_encoder_refuses(void) {
+        struct ckpt_request m;
+
+        make_request(&m, CKPT_MSG_SAVE_BEGIN);
+        m.save_begin.rank = m.save_begin.world_size;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc rank == world_size");
+        make_request(&m, CKPT_MSG_SAVE_BEGIN);
+        m.save_begin.world_size = 0;
+        m.save_begin.rank = 0;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc world_size 0");
+        make_request(&m, CKPT_MSG_SAVE_BEGIN);
+        m.save_begin.step = (uint64_t)INT64_MAX + 1;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc step > max");
+        make_request(&m, CKPT_MSG_WAIT);
+        m.wait.tier = 0;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc tier 0");
+        m.wait.tier = CKPT_TIER_MAX_;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc tier max");
+        make_request(&m, CKPT_MSG_CHUNK_PUT);
+        m.chunk_put.length = 0;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc chunk length 0");
+        make_request(&m, CKPT_MSG_CHUNK_PUT);
+        m.chunk_put.offset = UINT64_MAX;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc chunk overflow");
+        make_request(&m, CKPT_MSG_READ);
+        m.read.length = UINT64_MAX;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc read overflow");
+        make_request(&m, CKPT_MSG_JOB_LIST);
+        set_name(&m.list.job, "x");
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc JOB_LIST job");
+        make_request(&m, CKPT_MSG_HELLO);
+        m.hdr.type = 0;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc type 0");
+        m.hdr.type = CKPT_MSG_REQUEST_MAX_;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc type max");
+        m.hdr.type = CKPT_MSG_HELLO | CKPT_MSG_REPLY;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc reply type as request");
+
+        make_reply(&rep_a, CKPT_MSG_ERROR, 0);
+        rep_a.error.error = ENOENT;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc positive errno");
+        rep_a.error.error = 0;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc errno 0");
+        rep_a.error.error = -4096;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc errno -4096");
+        rep_a.error.error = -EIO;
+        memset(rep_a.error.message, 'x', sizeof(rep_a.error.message)); /* unterminated */
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc unterminated message");
+
+        make_reply(&rep_a, CKPT_MSG_HELLO, 0);
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc request type as reply");
+        make_reply(&rep_a, CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, 4);
+        rep_a.shard_list.count = CKPT_LIST_PAGE + 1;
+        rep_a.shard_list.total = 1000;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc count > page");
+        make_reply(&rep_a, CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, 4);
+        rep_a.shard_list.total = 3;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc count > total");
+        make_reply(&rep_a, CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, 4);
+        rep_a.shard_list.entries[3].name.len = 0;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc empty entry name");
+        make_reply(&rep_a, CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY, 4);
+        rep_a.ckpt_list.entries[2].state = 0;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc state 0");
+        make_reply(&rep_a, CKPT_MSG_CHUNK_GET | CKPT_MSG_REPLY, 0);
+        rep_a.slot.has_fd = 2;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc has_fd 2");
+        make_reply(&rep_a, CKPT_MSG_WAIT | CKPT_MSG_REPLY, 0);
+        rep_a.wait.tier = CKPT_TIER_MAX_;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc wait reply tier");
+        make_reply(&rep_a, CKPT_MSG_STATUS | CKPT_MSG_REPLY, 0);
+        memset(rep_a.status.daemon_version, 'v', sizeof(rep_a.status.daemon_version));
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc unterminated version");
+        make_reply(&rep_a, CKPT_MSG_LATEST | CKPT_MSG_REPLY, 0);
+        rep_a.latest.world_size = CKPT_WORLD_MAX + 1;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc latest world > max");
+        make_reply(&rep_a, CKPT_MSG_ERROR, 0);
+        rep_a.hdr.type = 0x8000;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc reply type 0x8000");
+}
+
+static void test_msgsize(void) {
+        struct ckpt_request m;
+        make_request(&m, CKPT_MSG_READ);
+        int n = ckpt_request_encode(&m, buf, sizeof(buf));
+        CHECK(n > 0, "encode READ");
+        for (int cap = 0; cap < n; cap++) {
+                memset(buf2, 0xee, sizeof(buf2));
+                CHECK_RC(ckpt_request_encode(&m, buf2, (size_t)cap), -EMSGSIZE, "READ cap %d", cap);
+                CHECK(buf2[cap] == 0xee, "READ cap %d: wrote past cap", cap);
+        }
+        CHECK_RC(ckpt_request_encode(&m, buf2, (size_t)n), n, "READ cap exact");
+
+        make_reply(&rep_a, CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, CKPT_LIST_PAGE);
+        n = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
+        CHECK(n > 1000, "encode full shard list");
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf2, (size_t)n - 1), -EMSGSIZE, "shard list cap n-1");
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf2, CKPT_HDR_SIZE), -EMSGSIZE, "shard list cap 16");
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf2, (size_t)n), n, "shard list cap n");
+
+        /* The largest replies fit the limit with the longest names. */
+        make_reply(&rep_a, CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, CKPT_LIST_PAGE);
+        for (int i = 0; i < CKPT_LIST_PAGE; i++)
+                long_name(&rep_a.shard_list.entries[i].name, CKPT_NAME_MAX, (unsigned)i);
+        n = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
+        CHECK(n > 0 && n <= CKPT_MSG_MAX, "full shard list with long names: %d", n);
+        make_reply(&rep_a, CKPT_MSG_JOB_LIST | CKPT_MSG_REPLY, CKPT_JOB_PAGE);
+        for (int i = 0; i < CKPT_JOB_PAGE; i++)
+                long_name(&rep_a.job_list.entries[i].name, CKPT_NAME_MAX, (unsigned)i);
+        n = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
+        CHECK(n > 0 && n <= CKPT_MSG_MAX, "full job list with long names: %d", n);
+}
+
+static void test_enum_names(void) {
+        CHECK(strcmp(ckpt_msg_type_name(CKPT_MSG_HELLO), "HELLO") == 0, "HELLO");
+        CHECK(strcmp(ckpt_msg_type_name(CKPT_MSG_CKPT_LIST), "CKPT_LIST") == 0, "CKPT_LIST");
+        CHECK(strcmp(ckpt_msg_type_name(CKPT_MSG_READ | CKPT_MSG_REPLY), "READ_REPLY") == 0, "READ_REPLY");
+        CHECK(strcmp(ckpt_msg_type_name(CKPT_MSG_ERROR), "ERROR") == 0, "ERROR");
+        CHECK(strcmp(ckpt_msg_type_name(0), "UNKNOWN") == 0, "0");
+        CHECK(strcmp(ckpt_msg_type_name(CKPT_MSG_REQUEST_MAX_), "UNKNOWN") == 0, "max");
+        CHECK(strcmp(ckpt_msg_type_name(0x8000), "UNKNOWN") == 0, "0x8000");
+        for (uint16_t t = CKPT_MSG_HELLO; t < CKPT_MSG_REQUEST_MAX_; t++) {
+                CHECK(strcmp(ckpt_msg_type_name(t), "UNKNOWN") != 0, "type %u named", t);
+                CHECK(strcmp(ckpt_msg_type_name(t | CKPT_MSG_REPLY), "UNKNOWN") != 0, "reply %u named", t);
+        }
+
+        CHECK(strcmp(ckpt_tier_name(CKPT_TIER_STAGED), "staged") == 0, "staged");
+        CHECK(strcmp(ckpt_tier_name(CKPT_TIER_LOCAL), "local") == 0, "local");
+        CHECK(strcmp(ckpt_tier_name(CKPT_TIER_COMMITTED), "committed") == 0, "committed");
+        CHECK(strcmp(ckpt_tier_name(0), "none") == 0, "tier 0");
+        CHECK(strcmp(ckpt_tier_name(200), "unknown") == 0, "tier 200");
+        for (int t = CKPT_TIER_STAGED; t < CKPT_TIER_MAX_; t++)
+                CHECK_RC(ckpt_tier_parse(ckpt_tier_name((uint8_t)t)), t, "tier parse %d", t);
+        CHECK_RC(ckpt_tier_parse("Local"), -EINVAL, "tier parse Local");
+        CHECK_RC(ckpt_tier_parse("none"), -EINVAL, "tier parse none");
+        CHECK_RC(ckpt_tier_parse(""), -EINVAL, "tier parse empty");
+        CHECK_RC(ckpt_tier_parse("localx"), -EINVAL, "tier parse localx");
+        CHECK_RC(ckpt_tier_parse(NULL), -EINVAL, "tier parse NULL");
+
+        CHECK(strcmp(ckpt_state_name(CKPT_STATE_SAVING), "saving") == 0, "saving");
+        CHECK(strcmp(ckpt_state_name(CKPT_STATE_LOCAL), "local") == 0, "state local");
+        CHECK(strcmp(ckpt_state_name(CKPT_STATE_COMMITTED), "committed") == 0, "state committed");
+        CHECK(strcmp(ckpt_state_name(CKPT_STATE_FAILED), "failed") == 0, "failed");
+        CHECK(strcmp(ckpt_state_name(0), "unknown") == 0, "state 0");
+        CHECK(strcmp(ckpt_state_name(CKPT_STATE_MAX_), "unknown") == 0, "state max");
+}
+
+int main(void) {
+        test_roundtrips();
+        test_golden();
+        test_truncation();
+        test_header();
+        test_names();
+        test_values();
+        test_encoder_refuses();
+        test_msgsize();
+        test_enum_names();
+
+        if (failures) {
+                fprintf(stderr, "test-proto: %d failure(s)\n", failures);
+                return 1;
+        }
+        printf("test-proto: all passed\n");
+        return 0;
+}
