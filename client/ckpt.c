@@ -515,12 +515,19 @@ int64_t ckpt_read(struct ckpt_conn *c, const char *job, uint64_t step, uint32_t 
                 req.read.offset = off;
                 req.read.length = piece;
                 r = wire_call(&c->wire, &req, &rep, &fd);
-                if (r == 0)
-                        r = slot_attach(c, &rep.slot, fd, &src);
                 if (r < 0)
                         break;
                 uint64_t got = rep.slot.length;
-                if (got > piece) {
+                if (got == 0) {
+                        /* end of the shard: the reply names no slot */
+                        if (fd >= 0)
+                                close(fd);
+                        break;
+                }
+                r = slot_attach(c, &rep.slot, fd, &src);
+                if (r < 0)
+                        break;
+                if (got > piece || rep.slot.offset != off) {
                         r = -EPROTO;
                         break;
                 }
@@ -531,9 +538,9 @@ int64_t ckpt_read(struct ckpt_conn *c, const char *job, uint64_t step, uint32_t 
                 r = wire_call(&c->wire, &rd, &rdrep, NULL);
                 if (r < 0)
                         break;
+                /* the daemon may return less than asked (a shorter
+                 * window when the pool is busy): ask again for the rest */
                 done += got;
-                if (got < piece)
-                        break; /* end of shard */
         }
         pthread_mutex_unlock(&c->lock);
         return r < 0 ? r : (int64_t)done;

@@ -285,12 +285,12 @@ void store_read(struct store *s, struct store_xfer *x) {
         store_queue(s, x);
 }
 
-uint64_t store_pad_tail(struct store *s, struct slot *slot, uint64_t len) {
+uint64_t store_pad_tail(struct store *s, void *window, uint64_t len) {
         if (!s->opts.direct_io)
                 return len;
         uint64_t padded = ALIGN_UP(len, STORE_ALIGN);
         if (padded > len)
-                memset((char *)slot->addr + len, 0, padded - len);
+                memset((char *)window + len, 0, padded - len);
         return padded;
 }
 
@@ -761,8 +761,10 @@ static void scan_step(struct store *s, int job_fd, const char *job, const char *
                         continue;
                 }
                 uint64_t rank;
+                char canonical[32];
                 if (strncmp(n, "rank-", 5) || !parse_u64_dec(n + 5, strlen(n + 5), &rank) ||
-                    rank >= CKPT_WORLD_MAX) {
+                    rank >= CKPT_WORLD_MAX ||
+                    (snprintf(canonical, sizeof(canonical), "rank-%" PRIu64, rank), strcmp(canonical, n))) {
                         log_warn("store: job %s step %" PRIu64 ": ignoring unexpected entry %s", job,
                                  step, n);
                         continue;

@@ -88,7 +88,7 @@ void store_write(struct store *s, struct store_xfer *x);
 void store_read(struct store *s, struct store_xfer *x);
 /* Length to write for `len` shard bytes: rounded up to 4K under O_DIRECT,
  * with the padding in the slot zeroed. */
-uint64_t store_pad_tail(struct store *s, struct slot *slot, uint64_t len);
+uint64_t store_pad_tail(struct store *s, void *window, uint64_t len);
 
 /* Finish a rank: fsync shards, write MANIFEST (m is borrowed until done),
  * rename into place, fsync the step directory — on a worker.  cb runs on

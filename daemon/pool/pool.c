@@ -17,12 +17,13 @@
 struct pool {
         struct loop *loop;
         uint64_t slot_size;
+        uint32_t units_per_slot;
         uint32_t count;
-        uint32_t used;
+        uint32_t slots_used;
+        uint64_t units_used;
         uint32_t nwaiters;
         bool fixed;
         struct slot *slots;
-        struct list free_slots;
         struct list waiters;
 };
 
@@ -67,7 +68,12 @@ int pool_new(struct pool **out, struct loop *loop, uint64_t pool_size, uint64_t 
         p->loop = loop;
         p->slot_size = slot_size;
         p->count = (uint32_t)(pool_size / slot_size);
-        list_init(&p->free_slots);
+        p->units_per_slot = (uint32_t)(slot_size / POOL_UNIT);
+        if (p->count == 0 || p->units_per_slot == 0 || p->units_per_slot > POOL_UNITS_MAX ||
+            slot_size % POOL_UNIT) {
+                free(p);
+                return -EINVAL;
+        }
         list_init(&p->waiters);
         p->slots = calloc(p->count, sizeof(*p->slots));
         if (!p->slots) {
@@ -87,7 +93,6 @@ int pool_new(struct pool **out, struct loop *loop, uint64_t pool_size, uint64_t 
                         pool_free(p);
                         return r;
                 }
-                list_add_tail(&p->free_slots, &p->slots[i].link);
         }
 
         if (register_buffers) {
@@ -138,7 +143,16 @@ uint32_t pool_slot_count(const struct pool *p) {
         return p->count;
 }
 uint32_t pool_slots_used(const struct pool *p) {
-        return p->used;
+        return p->slots_used;
+}
+uint64_t pool_bytes_used(const struct pool *p) {
+        return p->units_used * POOL_UNIT;
+}
+uint32_t pool_units_for(const struct pool *p, uint64_t bytes) {
+        uint64_t units = (bytes + POOL_UNIT - 1) / POOL_UNIT;
+        if (units == 0)
+                units = 1;
+        return (uint32_t)MIN(units, (uint64_t)p->units_per_slot);
 }
 uint32_t pool_waiters(const struct pool *p) {
         return p->nwaiters;
@@ -178,37 +192,97 @@ static int slot_renew(struct pool *p, struct slot *s) {
         return 0;
 }
 
-struct slot *pool_try_acquire(struct pool *p, uint32_t uid, int *error) {
-        struct slot *same = NULL, *unused = NULL, *other = NULL;
-        struct list *pos, *tmp;
+static bool unit_used(const struct slot *s, uint32_t u) {
+        return s->used_map[u / 64] >> (u % 64) & 1;
+}
 
-        *error = 0;
-        list_for_each_safe(pos, tmp, &p->free_slots) {
-                struct slot *s = list_entry(pos, struct slot, link);
+/* Longest run of free units in s, up to want; first-fit among runs that
+ * reach want. */
+static uint32_t slot_find_run(const struct pool *p, const struct slot *s, uint32_t want,
+                              uint32_t *first) {
+        uint32_t best = 0, best_at = 0, run = 0;
+
+        for (uint32_t u = 0; u < p->units_per_slot; u++) {
+                if (unit_used(s, u)) {
+                        run = 0;
+                        continue;
+                }
+                run++;
+                if (run > best) {
+                        best = run;
+                        best_at = u + 1 - run;
+                        if (best >= want)
+                                break;
+                }
+        }
+        *first = best_at;
+        return MIN(best, want);
+}
+
+static void slot_mark(struct pool *p, struct slot *s, uint32_t first, uint32_t count, bool used) {
+        for (uint32_t u = first; u < first + count; u++) {
+                if (used)
+                        s->used_map[u / 64] |= 1ull << (u % 64);
+                else
+                        s->used_map[u / 64] &= ~(1ull << (u % 64));
+        }
+        if (used) {
+                if (s->used_units == 0)
+                        p->slots_used++;
+                s->used_units += count;
+                p->units_used += count;
+        } else {
+                s->used_units -= count;
+                p->units_used -= count;
+                if (s->used_units == 0)
+                        p->slots_used--;
+        }
+}
+
+int pool_try_acquire(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e) {
+        struct slot *best = NULL, *unused = NULL, *other = NULL;
+        uint32_t best_len = 0, best_first = 0;
+
+        want = MIN(MAX(want, 1u), p->units_per_slot);
+        for (uint32_t i = 0; i < p->count; i++) {
+                struct slot *s = &p->slots[i];
                 if (s->owner_uid == uid) {
-                        same = s;
-                        break;
+                        uint32_t first, len = slot_find_run(p, s, want, &first);
+                        if (len > best_len) {
+                                best = s;
+                                best_len = len;
+                                best_first = first;
+                                if (len == want)
+                                        break;
+                        }
+                } else if (s->used_units == 0) {
+                        if (s->owner_uid == POOL_UID_NONE) {
+                                if (!unused)
+                                        unused = s;
+                        } else if (!other) {
+                                other = s;
+                        }
                 }
-                if (s->owner_uid == POOL_UID_NONE && !unused)
-                        unused = s;
-                else if (!other)
-                        other = s;
         }
-        struct slot *s = same ? same : unused ? unused : other;
-        if (!s)
-                return NULL;
-        if (s == other) {
-                int r = slot_renew(p, s);
-                if (r < 0) {
-                        *error = r;
-                        return NULL;
+        /* A whole fresh slot beats a short run in a slot of our own. */
+        if (best_len < want && (unused || other)) {
+                best = unused ? unused : other;
+                if (best == other) {
+                        int r = slot_renew(p, best);
+                        if (r < 0)
+                                return r;
                 }
+                best->owner_uid = uid;
+                best_len = want;
+                best_first = 0;
         }
-        list_unlink(&s->link);
-        s->busy = true;
-        s->owner_uid = uid;
-        p->used++;
-        return s;
+        if (!best || best_len == 0)
+                return 0;
+        slot_mark(p, best, best_first, best_len, true);
+        e->slot = best;
+        e->first = best_first;
+        e->count = best_len;
+        return 1;
 }
 
 static void pool_waiter_timeout(struct loop_timer *t) {
@@ -219,10 +293,12 @@ static void pool_waiter_timeout(struct loop_timer *t) {
         w->cb(w, NULL, -ETIMEDOUT);
 }
 
-void pool_wait(struct pool *p, struct pool_waiter *w, uint32_t uid, uint64_t timeout_ms,
-               void (*cb)(struct pool_waiter *w, struct slot *slot, int error)) {
+void pool_wait(struct pool *p, struct pool_waiter *w, uint32_t uid, uint32_t want,
+               uint64_t timeout_ms,
+               void (*cb)(struct pool_waiter *w, const struct pool_extent *e, int error)) {
         w->pool = p;
         w->uid = uid;
+        w->want = want;
         w->cb = cb;
         list_add_tail(&p->waiters, &w->link);
         p->nwaiters++;
@@ -237,22 +313,18 @@ void pool_wait_cancel(struct pool *p, struct pool_waiter *w) {
         p->nwaiters--;
 }
 
-void pool_release(struct pool *p, struct slot *s) {
-        s->busy = false;
-        p->used--;
-        list_add_tail(&p->free_slots, &s->link);
+void pool_release(struct pool *p, const struct pool_extent *e) {
+        slot_mark(p, e->slot, e->first, e->count, false);
 
         while (!list_empty(&p->waiters)) {
                 struct pool_waiter *w = list_first_entry(&p->waiters, struct pool_waiter, link);
-                int error;
-                struct slot *got = pool_try_acquire(p, w->uid, &error);
-                if (!got && !error)
+                struct pool_extent got;
+                int r = pool_try_acquire(p, w->uid, w->want, &got);
+                if (r == 0)
                         return;
                 list_unlink(&w->link);
                 loop_timer_cancel(&w->timer);
                 p->nwaiters--;
-                w->cb(w, got, error);
-                if (got)
-                        return;
+                w->cb(w, r > 0 ? &got : NULL, r > 0 ? 0 : r);
         }
 }

@@ -9,14 +9,22 @@
  * is registered with the ring as a fixed buffer so O_DIRECT writes and reads
  * skip per-I/O page pinning.
  *
- * Memory stays bounded: a request for a slot when none is free waits in FIFO
- * order up to a timeout, then fails with -ETIMEDOUT.
+ * Slots are the unit of mapping, fd passing and registration; what the pool
+ * lends is an extent: a run of POOL_UNIT (1 MiB) units inside one slot.  So
+ * a 4 KiB shard holds 1 MiB of the pool while it is in flight, not a whole
+ * slot, and pool memory in use tracks the bytes in flight.  A request gets
+ * the units it asks for when a run that long is free, else the longest run
+ * free (a shorter window just means one more round trip).
+ *
+ * Memory stays bounded: a request when no unit is free waits in FIFO order
+ * up to a timeout, then fails with -ETIMEDOUT.
  *
  * Isolation between users: a client keeps its mapping of a slot's memfd for
  * as long as it likes, so a slot granted to uid A is never handed to uid B
- * with the same memory.  Each slot remembers the uid it last served; the
- * pool prefers free slots of the same uid, then never-used ones, and when it
- * must give another uid's slot away it replaces the slot's memfd first (new
+ * with the same memory.  Each slot remembers the uid it last served and
+ * lends extents only to that uid while any of them is out; the pool prefers
+ * slots of the same uid, then never-used ones, and when it must give another
+ * uid's (fully free) slot away it replaces the slot's memfd first (new
  * generation number, new memory, re-registered).  On a node that runs one
  * job's trainers under one uid that never happens.
  *
@@ -31,6 +39,8 @@
 #include "util/list.h"
 
 #define POOL_UID_NONE UINT32_MAX
+#define POOL_UNIT (1u << 20)
+#define POOL_UNITS_MAX 1024 /* per slot: slot_size <= 1 GiB */
 
 struct slot {
         uint32_t id;
@@ -38,18 +48,35 @@ struct slot {
         int memfd;
         void *addr;          /* daemon's mapping, slot_size bytes */
         uint32_t owner_uid;  /* last uid it served, or POOL_UID_NONE */
-        bool busy;
-        struct list link;    /* on the free list while !busy */
+        uint32_t used_units;
+        uint64_t used_map[POOL_UNITS_MAX / 64]; /* bit set: unit lent */
 };
+
+/* Units [first, first + count) of a slot. */
+struct pool_extent {
+        struct slot *slot;
+        uint32_t first, count;
+};
+
+static inline void *pool_extent_addr(const struct pool_extent *e) {
+        return (char *)e->slot->addr + (uint64_t)e->first * POOL_UNIT;
+}
+static inline uint64_t pool_extent_offset(const struct pool_extent *e) {
+        return (uint64_t)e->first * POOL_UNIT;
+}
+static inline uint64_t pool_extent_bytes(const struct pool_extent *e) {
+        return (uint64_t)e->count * POOL_UNIT;
+}
 
 struct pool_waiter {
         struct list link;
         struct loop_timer timer;
         struct pool *pool;
         uint32_t uid;
-        /* Called once: with a slot (now busy, owned by the waiter), or with
+        uint32_t want;
+        /* Called once: with an extent (now lent to the waiter), or with
          * NULL and -ETIMEDOUT / -ECANCELED (pool shutting down). */
-        void (*cb)(struct pool_waiter *w, struct slot *slot, int error);
+        void (*cb)(struct pool_waiter *w, const struct pool_extent *e, int error);
 };
 
 struct pool;
@@ -61,20 +88,26 @@ struct pool *pool_free(struct pool *p);
 
 uint64_t pool_slot_size(const struct pool *p);
 uint32_t pool_slot_count(const struct pool *p);
-uint32_t pool_slots_used(const struct pool *p);
+uint32_t pool_slots_used(const struct pool *p); /* slots with any unit lent */
+uint64_t pool_bytes_used(const struct pool *p);
 uint32_t pool_waiters(const struct pool *p);
 /* True when slots are registered fixed buffers (index = slot id). */
 bool pool_fixed(const struct pool *p);
 struct slot *pool_slot(struct pool *p, uint32_t id); /* NULL if out of range */
 
-/* Take a free slot for uid now, or NULL (expected when the pool is busy).
- * -errno only on failure to replace memory: returned through *error. */
-struct slot *pool_try_acquire(struct pool *p, uint32_t uid, int *error);
+/* Lend uid up to `want` units (1 <= want <= units per slot) now: returns
+ * 1 and fills *e, or 0 when nothing is free (expected when the pool is
+ * busy), or -errno when replacing a slot's memory failed. */
+int pool_try_acquire(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e);
 
-/* Queue for a slot; cb runs later (never from inside this call). */
-void pool_wait(struct pool *p, struct pool_waiter *w, uint32_t uid, uint64_t timeout_ms,
-               void (*cb)(struct pool_waiter *w, struct slot *slot, int error));
+/* Queue for units; cb runs later (never from inside this call). */
+void pool_wait(struct pool *p, struct pool_waiter *w, uint32_t uid, uint32_t want,
+               uint64_t timeout_ms,
+               void (*cb)(struct pool_waiter *w, const struct pool_extent *e, int error));
 void pool_wait_cancel(struct pool *p, struct pool_waiter *w);
 
-/* Return a slot; the oldest waiter gets it. */
-void pool_release(struct pool *p, struct slot *slot);
+/* Return an extent; waiters are served in order. */
+void pool_release(struct pool *p, const struct pool_extent *e);
+
+/* Units needed for `bytes` (rounded up), capped at one slot. */
+uint32_t pool_units_for(const struct pool *p, uint64_t bytes);

@@ -27,7 +27,8 @@ struct read_op {
         struct store_xfer xfer;
         struct conn *conn;      /* NULL if the client went away */
         struct server *srv;
-        struct slot *slot;
+        bool has_window;
+        struct pool_extent window;
         char job[CKPT_NAME_MAX + 1];
         char shard[CKPT_NAME_MAX + 1];
         uint64_t step;
@@ -86,8 +87,8 @@ void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list 
 }
 
 static struct read_op *read_op_free(struct read_op *op) {
-        if (op->slot)
-                pool_release(op->srv->pool, op->slot);
+        if (op->has_window)
+                pool_release(op->srv->pool, &op->window);
         free(op->expected);
         free(op);
         return NULL;
@@ -95,7 +96,7 @@ static struct read_op *read_op_free(struct read_op *op) {
 
 static void read_verify_run(struct work *w) {
         struct read_op *op = container_of(w, struct read_op, work);
-        const uint8_t *p = op->slot->addr;
+        const uint8_t *p = pool_extent_addr(&op->window);
 
         op->bad_block = -1;
         for (uint64_t i = 0; i < op->nblocks; i++) {
@@ -130,15 +131,15 @@ static void read_verify_done(struct work *w) {
         }
         int lease = -1;
         for (int i = 0; i < SERVER_READS_PER_CONN; i++)
-                if (!c->reads[i]) {
+                if (!c->reads[i].slot) {
                         lease = i;
                         break;
                 }
         /* a free lease was checked before starting */
-        c->reads[lease] = op->slot;
-        struct slot *slot = TAKE_PTR(op->slot);
+        c->reads[lease] = op->window;
+        op->has_window = false;
         c->pending = NULL;
-        conn_reply_slot(c, slot, op->offset - op->span_start, op->offset, op->length);
+        conn_reply_slot(c, &c->reads[lease], op->offset - op->span_start, op->offset, op->length);
         read_op_free(op);
 }
 
@@ -158,86 +159,50 @@ static void read_done(struct store_xfer *x, int error) {
         worker_pool_submit(op->srv->workers, &op->work);
 }
 
-static void read_start(struct read_op *op) {
-        struct server *srv = op->srv;
-        const struct manifest *m;
-        const struct manifest_shard *sh;
-        int fd;
-
-        int r = store_shard_open(srv->store, op->job, op->step, op->rank, op->shard, true, &fd, &m,
-                                 &sh);
-        if (r < 0) {
-                conn_error(op->conn, r, "cannot open shard '%s' of rank %u step %" PRIu64 ": %s",
-                           op->shard, op->rank, op->step, strerror(-r));
-                read_op_free(op);
-                return;
+/* The window is lent: read the blocks covering the range into it. */
+static void read_submit(struct read_op *op) {
+        /* a shorter extent than asked for reads fewer whole blocks */
+        uint64_t room = pool_extent_bytes(&op->window);
+        if (op->span_length > room) {
+                op->span_length = room;
+                op->length = op->span_start + room - op->offset;
         }
-        op->shard_size = sh->size;
-        if (op->offset > sh->size) {
-                safe_close(fd);
-                conn_error(op->conn, -ERANGE, "offset %" PRIu64 " is beyond the end of shard '%s' "
-                           "(%" PRIu64 " bytes)", op->offset, op->shard, sh->size);
-                read_op_free(op);
-                return;
-        }
-        op->length = MIN(op->length, sh->size - op->offset);
-        op->span_start = ALIGN_DOWN(op->offset, (uint64_t)MANIFEST_BLOCK_SIZE);
-        uint64_t end = MIN(ALIGN_UP(op->offset + op->length, (uint64_t)MANIFEST_BLOCK_SIZE),
-                           sh->size);
-        op->span_length = end - op->span_start;
-        if (op->span_length > pool_slot_size(srv->pool)) {
-                safe_close(fd);
-                conn_error(op->conn, -EINVAL, "range [%" PRIu64 ", +%" PRIu64 ") spans more than one "
-                           "slot (%" PRIu64 " bytes) of %u-byte blocks; read it in pieces",
-                           op->offset, op->length, pool_slot_size(srv->pool), MANIFEST_BLOCK_SIZE);
-                read_op_free(op);
-                return;
-        }
-        op->first_block = op->span_start / MANIFEST_BLOCK_SIZE;
         op->nblocks = (op->span_length + MANIFEST_BLOCK_SIZE - 1) / MANIFEST_BLOCK_SIZE;
-        op->expected = calloc(op->nblocks ? op->nblocks : 1, sizeof(uint32_t));
-        if (!op->expected) {
-                safe_close(fd);
-                conn_error(op->conn, -ENOMEM, "out of memory");
-                read_op_free(op);
-                return;
-        }
-        if (op->nblocks)
-                memcpy(op->expected, sh->block_crcs + op->first_block,
-                       op->nblocks * sizeof(uint32_t));
-
-        op->xfer.fd = fd;
-        op->xfer.slot = op->slot;
-        op->xfer.slot_offset = 0;
+        op->xfer.slot = op->window.slot;
+        op->xfer.slot_offset = pool_extent_offset(&op->window);
         op->xfer.file_offset = op->span_start;
         op->xfer.length = ALIGN_UP(op->span_length, 4096);
         op->xfer.done = read_done;
-        store_read(srv->store, &op->xfer);
+        store_read(op->srv->store, &op->xfer);
 }
 
-static void read_slot_ready(struct pool_waiter *w, struct slot *slot, int error) {
+static void read_window_ready(struct pool_waiter *w, const struct pool_extent *e, int error) {
         struct conn *c = container_of(w, struct conn, waiter);
         struct read_op *op = c->pending;
 
-        if (!slot) {
+        if (!e) {
                 conn_error(c, error, "no shared-memory slot became free within %" PRIu64 " ms",
                            c->srv->opts.pool_wait_ms);
+                safe_close(op->xfer.fd);
                 read_op_free(op);
                 return;
         }
-        op->slot = slot;
-        read_start(op);
+        op->window = *e;
+        op->has_window = true;
+        read_submit(op);
 }
 
 void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
         struct server *srv = c->srv;
-        int error;
+        const struct manifest *m;
+        const struct manifest_shard *sh;
+        int fd;
 
         if (check_read_access(c, req->job.str) < 0)
                 return;
         bool lease_free = false;
         for (int i = 0; i < SERVER_READS_PER_CONN; i++)
-                lease_free |= !c->reads[i];
+                lease_free |= !c->reads[i].slot;
         if (!lease_free) {
                 conn_error(c, -EMFILE, "%u reads outstanding on this connection; send READ_DONE "
                            "first", SERVER_READS_PER_CONN);
@@ -249,8 +214,31 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                            req->job.str, req->rank, req->step);
                 return;
         }
+        r = store_shard_open(srv->store, req->job.str, req->step, req->rank, req->shard.str, true,
+                             &fd, &m, &sh);
+        if (r < 0) {
+                conn_error(c, r, "cannot open shard '%s' of rank %u step %" PRIu64 ": %s",
+                           req->shard.str, req->rank, req->step, strerror(-r));
+                return;
+        }
+        if (req->offset > sh->size) {
+                safe_close(fd);
+                conn_error(c, -ERANGE, "offset %" PRIu64 " is beyond the end of shard '%s' (%" PRIu64
+                           " bytes)", req->offset, req->shard.str, sh->size);
+                return;
+        }
+        uint64_t length = MIN(req->length, sh->size - req->offset);
+        if (length == 0) {
+                /* end of the shard: an empty window that names no slot */
+                safe_close(fd);
+                struct ckpt_reply rep = { 0 };
+                rep.slot.offset = req->offset;
+                conn_reply(c, &rep, -1);
+                return;
+        }
         struct read_op *op = calloc(1, sizeof(*op));
         if (!op) {
+                safe_close(fd);
                 conn_error(c, -ENOMEM, "out of memory");
                 return;
         }
@@ -261,29 +249,48 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
         op->step = req->step;
         op->rank = req->rank;
         op->offset = req->offset;
-        op->length = req->length;
-        c->pending = op;
-
-        struct slot *slot = pool_try_acquire(srv->pool, (uint32_t)c->uid, &error);
-        if (slot) {
-                op->slot = slot;
-                read_start(op);
-                return;
-        }
-        if (error < 0) {
-                conn_error(c, error, "cannot prepare a slot: %s", strerror(-error));
+        op->shard_size = sh->size;
+        op->span_start = ALIGN_DOWN(req->offset, (uint64_t)MANIFEST_BLOCK_SIZE);
+        /* at most one slot of whole blocks; the client asks again for more */
+        uint64_t end = MIN(ALIGN_UP(req->offset + length, (uint64_t)MANIFEST_BLOCK_SIZE), sh->size);
+        end = MIN(end, op->span_start + pool_slot_size(srv->pool));
+        op->span_length = end - op->span_start;
+        op->length = MIN(length, end - req->offset);
+        op->first_block = op->span_start / MANIFEST_BLOCK_SIZE;
+        uint64_t nblocks = (op->span_length + MANIFEST_BLOCK_SIZE - 1) / MANIFEST_BLOCK_SIZE;
+        op->expected = calloc(nblocks, sizeof(uint32_t));
+        if (!op->expected) {
+                safe_close(fd);
+                conn_error(c, -ENOMEM, "out of memory");
                 read_op_free(op);
                 return;
         }
-        pool_wait(srv->pool, &c->waiter, (uint32_t)c->uid, srv->opts.pool_wait_ms,
-                  read_slot_ready);
+        memcpy(op->expected, sh->block_crcs + op->first_block, nblocks * sizeof(uint32_t));
+        op->xfer.fd = fd;
+        c->pending = op;
+
+        uint32_t want = pool_units_for(srv->pool, op->span_length);
+        r = pool_try_acquire(srv->pool, (uint32_t)c->uid, want, &op->window);
+        if (r > 0) {
+                op->has_window = true;
+                read_submit(op);
+                return;
+        }
+        if (r < 0) {
+                safe_close(fd);
+                conn_error(c, r, "cannot prepare a slot: %s", strerror(-r));
+                read_op_free(op);
+                return;
+        }
+        pool_wait(srv->pool, &c->waiter, (uint32_t)c->uid, want, srv->opts.pool_wait_ms,
+                  read_window_ready);
 }
 
 void restore_handle_read_done(struct conn *c, const struct ckpt_req_read_done *req) {
         for (int i = 0; i < SERVER_READS_PER_CONN; i++) {
-                if (c->reads[i] && c->reads[i]->id == req->slot_id) {
-                        pool_release(c->srv->pool, c->reads[i]);
-                        c->reads[i] = NULL;
+                if (c->reads[i].slot && c->reads[i].slot->id == req->slot_id) {
+                        pool_release(c->srv->pool, &c->reads[i]);
+                        c->reads[i].slot = NULL;
                         conn_reply_empty(c);
                         return;
                 }
@@ -322,15 +329,17 @@ void restore_conn_closed(struct conn *c) {
                 struct read_op *op = c->pending;
                 /* Waiting for a slot: the waiter was cancelled, free now.
                  * Otherwise I/O or a worker still holds it: orphan it. */
-                if (!op->slot)
+                if (!op->has_window) {
+                        safe_close(op->xfer.fd);
                         read_op_free(op);
-                else
+                } else {
                         op->conn = NULL;
+                }
         }
         for (int i = 0; i < SERVER_READS_PER_CONN; i++) {
-                if (c->reads[i]) {
-                        pool_release(c->srv->pool, c->reads[i]);
-                        c->reads[i] = NULL;
+                if (c->reads[i].slot) {
+                        pool_release(c->srv->pool, &c->reads[i]);
+                        c->reads[i].slot = NULL;
                 }
         }
 }

@@ -36,7 +36,7 @@ struct chunk {
         struct store_xfer xfer;
         struct save *save;
         struct shard *shard;
-        struct slot *slot;
+        struct pool_extent window;
         uint64_t offset, length;
         uint32_t claimed, computed;
 };
@@ -172,8 +172,8 @@ static void save_fail(struct save *s, int error, const char *fmt, ...) {
         list_for_each_safe(pos, tmp, &s->shards) {
                 struct shard *sh = list_entry(pos, struct shard, link);
                 if (sh->granted) {
-                        pool_release(srv->pool, sh->granted);
-                        sh->granted = NULL;
+                        pool_release(srv->pool, &sh->window);
+                        sh->granted = false;
                 }
         }
 
@@ -251,7 +251,7 @@ static void chunk_release(struct chunk *ch) {
         struct save *s = ch->save;
         struct server *srv = s->srv;
 
-        pool_release(srv->pool, ch->slot);
+        pool_release(srv->pool, &ch->window);
         srv->bytes_in_flight -= ch->length;
         s->chunks_pending--;
         free(ch);
@@ -278,7 +278,7 @@ static void chunk_written(struct store_xfer *x, int error) {
  * slot memory and this chunk's part of the shard's block array. */
 static void chunk_verify_run(struct work *w) {
         struct chunk *ch = container_of(w, struct chunk, work);
-        const uint8_t *p = ch->slot->addr;
+        const uint8_t *p = pool_extent_addr(&ch->window);
         uint32_t *blocks = ch->shard->block_crcs + ch->offset / MANIFEST_BLOCK_SIZE;
         uint32_t total = 0;
 
@@ -317,10 +317,10 @@ static void chunk_verify_done(struct work *w) {
                 conn_reply_empty(c);
         }
         ch->xfer.fd = ch->shard->fd;
-        ch->xfer.slot = ch->slot;
-        ch->xfer.slot_offset = 0;
+        ch->xfer.slot = ch->window.slot;
+        ch->xfer.slot_offset = pool_extent_offset(&ch->window);
         ch->xfer.file_offset = ch->offset;
-        ch->xfer.length = store_pad_tail(srv->store, ch->slot, ch->length);
+        ch->xfer.length = store_pad_tail(srv->store, pool_extent_addr(&ch->window), ch->length);
         ch->xfer.done = chunk_written;
         store_write(srv->store, &ch->xfer);
 }
@@ -459,6 +459,11 @@ void save_handle_shard_begin(struct conn *c, const struct ckpt_req_shard_begin *
                 conn_error(c, -E2BIG, "too many shards in one rank (limit %u)", MANIFEST_SHARDS_MAX);
                 return;
         }
+        if (!strcmp(req->shard.str, MANIFEST_FILE)) {
+                conn_error(c, -EINVAL, "'%s' is reserved for the rank's manifest; name the shard "
+                           "differently", MANIFEST_FILE);
+                return;
+        }
         struct list *pos, *tmp;
         list_for_each_safe(pos, tmp, &s->shards) {
                 struct shard *sh = list_entry(pos, struct shard, link);
@@ -511,20 +516,19 @@ void save_handle_shard_begin(struct conn *c, const struct ckpt_req_shard_begin *
         conn_reply(c, &rep, -1);
 }
 
-static void chunk_grant(struct conn *c, struct shard *sh, struct slot *slot) {
-        uint64_t slot_size = pool_slot_size(c->srv->pool);
-
-        sh->granted = slot;
+static void chunk_grant(struct conn *c, struct shard *sh, const struct pool_extent *e) {
+        sh->granted = true;
+        sh->window = *e;
         sh->granted_offset = sh->put_offset;
-        sh->granted_length = MIN(slot_size, sh->size - sh->put_offset);
-        conn_reply_slot(c, slot, 0, sh->granted_offset, sh->granted_length);
+        sh->granted_length = MIN(pool_extent_bytes(e), sh->size - sh->put_offset);
+        conn_reply_slot(c, e, 0, sh->granted_offset, sh->granted_length);
 }
 
-static void chunk_slot_ready(struct pool_waiter *w, struct slot *slot, int error) {
+static void chunk_slot_ready(struct pool_waiter *w, const struct pool_extent *e, int error) {
         struct conn *c = container_of(w, struct conn, waiter);
         struct shard *sh = c->pending;
 
-        if (!slot) {
+        if (!e) {
                 if (error == -ETIMEDOUT)
                         conn_error(c, error,
                                    "no shared-memory slot became free within %" PRIu64 " ms (all "
@@ -535,12 +539,12 @@ static void chunk_slot_ready(struct pool_waiter *w, struct slot *slot, int error
                         conn_error(c, error, "cannot get a slot: %s", strerror(-error));
                 return;
         }
-        chunk_grant(c, sh, slot);
+        chunk_grant(c, sh, e);
 }
 
 void save_handle_chunk_get(struct conn *c, const struct ckpt_req_chunk_get *req) {
         struct shard *sh = conn_shard(c, req->shard_id);
-        int error;
+        struct pool_extent e;
 
         if (!sh) {
                 conn_error(c, -ENOENT, "no shard with id %u in an unfinished save on this "
@@ -554,7 +558,7 @@ void save_handle_chunk_get(struct conn *c, const struct ckpt_req_chunk_get *req)
         }
         if (sh->granted) {
                 if (req->offset == sh->granted_offset) {
-                        conn_reply_slot(c, sh->granted, 0, sh->granted_offset, sh->granted_length);
+                        conn_reply_slot(c, &sh->window, 0, sh->granted_offset, sh->granted_length);
                         return;
                 }
                 conn_error(c, -EINVAL, "shard '%s': the window at offset %" PRIu64 " is still "
@@ -572,17 +576,18 @@ void save_handle_chunk_get(struct conn *c, const struct ckpt_req_chunk_get *req)
                            sh->name, sh->put_offset, req->offset);
                 return;
         }
-        struct slot *slot = pool_try_acquire(c->srv->pool, (uint32_t)c->uid, &error);
-        if (slot) {
-                chunk_grant(c, sh, slot);
+        uint32_t want = pool_units_for(c->srv->pool, sh->size - sh->put_offset);
+        int r = pool_try_acquire(c->srv->pool, (uint32_t)c->uid, want, &e);
+        if (r > 0) {
+                chunk_grant(c, sh, &e);
                 return;
         }
-        if (error < 0) {
-                conn_error(c, error, "cannot prepare a slot: %s", strerror(-error));
+        if (r < 0) {
+                conn_error(c, r, "cannot prepare a slot: %s", strerror(-r));
                 return;
         }
         c->pending = sh;
-        pool_wait(c->srv->pool, &c->waiter, (uint32_t)c->uid, c->srv->opts.pool_wait_ms,
+        pool_wait(c->srv->pool, &c->waiter, (uint32_t)c->uid, want, c->srv->opts.pool_wait_ms,
                   chunk_slot_ready);
 }
 
@@ -599,7 +604,8 @@ void save_handle_chunk_put(struct conn *c, const struct ckpt_req_chunk_put *req)
                 conn_error(c, s->error, "%s", s->errmsg);
                 return;
         }
-        if (!sh->granted || sh->granted->id != req->slot_id || sh->granted_offset != req->offset) {
+        if (!sh->granted || sh->window.slot->id != req->slot_id ||
+            sh->granted_offset != req->offset) {
                 conn_error(c, -EINVAL, "shard '%s': no open window in slot %u at offset %" PRIu64,
                            sh->name, req->slot_id, req->offset);
                 return;
@@ -617,13 +623,13 @@ void save_handle_chunk_put(struct conn *c, const struct ckpt_req_chunk_put *req)
         }
         ch->save = s;
         ch->shard = sh;
-        ch->slot = sh->granted;
+        ch->window = sh->window;
         ch->offset = req->offset;
         ch->length = req->length;
         ch->claimed = req->crc32c;
         ch->work.run = chunk_verify_run;
         ch->work.done = chunk_verify_done;
-        sh->granted = NULL;
+        sh->granted = false;
         sh->put_offset += req->length;
         s->chunks_verifying++;
         s->chunks_pending++;

@@ -175,14 +175,15 @@ void conn_done(struct conn *c) {
                 conn_update_events(c);
 }
 
-void conn_reply_slot(struct conn *c, struct slot *slot, uint64_t slot_offset, uint64_t offset,
-                     uint64_t length) {
+void conn_reply_slot(struct conn *c, const struct pool_extent *e, uint64_t offset_in_extent,
+                     uint64_t offset, uint64_t length) {
         struct ckpt_reply rep = { 0 };
+        struct slot *slot = e->slot;
         int fd = -1;
 
         rep.slot.slot_id = slot->id;
         rep.slot.slot_gen = slot->gen;
-        rep.slot.slot_offset = slot_offset;
+        rep.slot.slot_offset = pool_extent_offset(e) + offset_in_extent;
         rep.slot.offset = offset;
         rep.slot.length = length;
         if (c->slot_gen_sent[slot->id] != slot->gen + 1) {
@@ -239,7 +240,7 @@ static void handle_status(struct conn *c) {
         st->slots_used = pool_slots_used(srv->pool);
         st->slot_waiters = pool_waiters(srv->pool);
         st->pool_bytes = (uint64_t)st->slot_count * pool_slot_size(srv->pool);
-        st->pool_used_bytes = (uint64_t)st->slots_used * pool_slot_size(srv->pool);
+        st->pool_used_bytes = pool_bytes_used(srv->pool);
         st->bytes_in_flight = srv->bytes_in_flight;
         st->shards_in_flight = srv->shards_in_flight;
         st->clients = srv->nconns;

@@ -93,7 +93,7 @@ struct conn {
         uint32_t *slot_gen_sent;    /* per slot id: generation + 1 already sent */
         struct list saves;          /* saves this client has not finished */
         uint32_t nsaves;
-        struct slot *reads[SERVER_READS_PER_CONN]; /* slots lent by READ */
+        struct pool_extent reads[SERVER_READS_PER_CONN]; /* lent by READ (.slot NULL: free) */
         char errmsg[CKPT_ERRMSG_MAX + 1];
 };
 
@@ -114,7 +114,8 @@ struct shard {
         int fd;                 /* owned by the rank writer */
         uint64_t put_offset;    /* bytes handed over */
         uint64_t written;       /* bytes on disk */
-        struct slot *granted;   /* window lent to the client, not yet put */
+        bool granted;           /* a window is lent to the client, not yet put */
+        struct pool_extent window;
         uint64_t granted_offset, granted_length;
         uint64_t nblocks;
         uint32_t *block_crcs;
@@ -174,8 +175,8 @@ void conn_error(struct conn *c, int error, const char *fmt, ...) __attribute__((
 /* Re-enable reading after an asynchronous request was answered. */
 void conn_done(struct conn *c);
 /* Build a CHUNK_GET/READ slot reply (attaches the memfd when needed). */
-void conn_reply_slot(struct conn *c, struct slot *slot, uint64_t slot_offset, uint64_t offset,
-                     uint64_t length);
+void conn_reply_slot(struct conn *c, const struct pool_extent *e, uint64_t offset_in_extent,
+                     uint64_t offset, uint64_t length);
 /* Ownership: 0 when uid may write (owner) / read (owner or root) job. */
 int conn_check_job(struct conn *c, const char *job, bool write);
 

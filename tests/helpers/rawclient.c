@@ -34,7 +34,8 @@
  * Options: --socket PATH (else $CKPT_SOCKET), --no-hello (do not say HELLO
  * first; the default says it so only the bad packet is bad), --then-ping
  * (afterwards send STATUS on the same connection), --fix-length, --seed S,
- * --world W, --rank R (for the save commands).
+ * --world W, --rank R (for the save commands), --step S (the step bad-name
+ * uses, 7 by default; its shard variant begins a real save of raw-job).
  *
  * Output, one line per reply, optionally prefixed by the request it answers:
  *   [LABEL ]OK <REPLY TYPE>
@@ -73,9 +74,9 @@
 static struct {
         const char *socket;
         bool no_hello, then_ping, fix_length;
-        uint64_t seed;
+        uint64_t seed, step;
         uint32_t world, rank;
-} opt = { .seed = 1, .world = 1 };
+} opt = { .seed = 1, .world = 1, .step = 7 };
 
 static struct wire w = { .fd = -1 };
 static struct ckpt_rep_hello hello;
@@ -645,7 +646,7 @@ static int cmd_bad_name(int argc, char **argv) {
                 return 2;
 
         if (shard) {
-                int64_t id = save_begin("raw-job", 7);
+                int64_t id = save_begin("raw-job", opt.step);
                 if (id < 0)
                         return (int)id;
                 /* SHARD_BEGIN: u32 save_id, name, u64 size */
@@ -659,7 +660,7 @@ static int cmd_bad_name(int argc, char **argv) {
                 put_hdr(&b, CKPT_PROTO_VERSION, CKPT_MSG_SAVE_BEGIN, RAW_SEQ);
                 put_le(&b, len, 2);
                 put(&b, name, len);
-                put_le(&b, 7, 8);
+                put_le(&b, opt.step, 8);
                 put_le(&b, 0, 4);
                 put_le(&b, 1, 4);
         }
@@ -872,6 +873,7 @@ int main(int argc, char **argv) {
                 { "seed", required_argument, NULL, 's' },
                 { "world", required_argument, NULL, 'w' },
                 { "rank", required_argument, NULL, 'r' },
+                { "step", required_argument, NULL, 't' },
                 {}
         };
         static const struct {
@@ -904,6 +906,7 @@ int main(int argc, char **argv) {
                 case 's': opt.seed = strtoull(optarg, NULL, 0); break;
                 case 'w': opt.world = (uint32_t)strtoul(optarg, NULL, 0); break;
                 case 'r': opt.rank = (uint32_t)strtoul(optarg, NULL, 0); break;
+                case 't': opt.step = strtoull(optarg, NULL, 0); break;
                 default: return 2;
                 }
         }

@@ -192,14 +192,16 @@ class SkipTest(Exception):
 # ---- helpers added for multi-job / retention / ckptctl / crash / systemd tests ----
 
 def wait_until(pred, timeout=5.0, interval=0.02, what="condition"):
-    """Poll pred() until it returns a true value (returned) or fail after timeout."""
+    """Poll pred() until it returns a true value (returned) or fail after timeout.
+    what may be a callable, called only on failure (to describe the final state)."""
     deadline = time.monotonic() + timeout
     while True:
         v = pred()
         if v:
             return v
         if time.monotonic() >= deadline:
-            raise TestFailure("timed out after %.1fs waiting for %s" % (timeout, what))
+            raise TestFailure("timed out after %.1fs waiting for %s"
+                              % (timeout, what() if callable(what) else what))
         time.sleep(interval)
 
 

@@ -127,7 +127,7 @@ def resave(d):
     # tmp dirs are gone once the trash is emptied)
     sp = step_path(d.state_dir, job, step)
     wait_until(lambda: sorted(os.listdir(sp)) == ["COMMITTED", "rank-0", "rank-1"], 5,
-               what="step dir to hold exactly COMMITTED, rank-0, rank-1 (has %s)"
+               what=lambda: "step dir to hold exactly COMMITTED, rank-0, rank-1 (has %s)"
                % sorted(os.listdir(sp)))
     check(sorted(os.listdir(os.path.join(sp, "rank-1"))) == ["MANIFEST", "extra", "weights"],
           "rank-1 holds %s" % sorted(os.listdir(os.path.join(sp, "rank-1"))))

@@ -53,8 +53,8 @@ def expect_steps(d, job, committed, uncommitted=(), timeout=5):
     """Disk and catalog hold exactly these steps (polls: deletion is async)."""
     want = sorted(set(committed) | set(uncommitted))
     wait_until(lambda: step_dirs(d.state_dir, job) == want, timeout,
-               what="job %s step dirs to be %s (are %s)" % (job, want,
-                                                          step_dirs(d.state_dir, job)))
+               what=lambda: "job %s step dirs to be %s (are %s)"
+               % (job, want, step_dirs(d.state_dir, job)))
     got = listed(d, job)
     want_states = {s: "committed" for s in committed}
     want_states.update({s: "local" for s in uncommitted})

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test-pool — the slot pool against a real io_uring: bounded memory, FIFO
- * hand-off to waiters, timeouts, and that a slot never carries one uid's
- * bytes to another uid.
+ * test-pool — the slot pool against a real io_uring: bounded memory, small
+ * windows packed into one slot, FIFO hand-off to waiters, timeouts from the
+ * loop, and that a slot never carries one uid's bytes to another uid.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,26 +14,30 @@
 #include "io/loop.h"
 #include "pool/pool.h"
 
-#define SLOT (1u << 20)
-#define CHECK(cond)                                                                  \
-        do {                                                                         \
-                if (!(cond)) {                                                       \
+#define UNITS 4
+#define SLOT (UNITS * POOL_UNIT)
+#define CHECK(cond)                                                                           \
+        do {                                                                                  \
+                if (!(cond)) {                                                                \
                         fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-                        exit(1);                                                     \
-                }                                                                    \
+                        exit(1);                                                              \
+                }                                                                             \
         } while (0)
 
 static struct loop *the_loop;
-static struct slot *got[8];
+static struct pool_extent got[8];
 static int got_err[8];
 static int calls;
 
-static void on_slot(struct pool_waiter *w, struct slot *s, int err) {
+static void on_extent(struct pool_waiter *w, const struct pool_extent *e, int err) {
         (void)w;
-        got[calls] = s;
+        if (e)
+                got[calls] = *e;
+        else
+                memset(&got[calls], 0, sizeof(got[calls]));
         got_err[calls] = err;
         calls++;
-        if (!s && the_loop)
+        if (!e && the_loop)
                 loop_stop(the_loop);
 }
 
@@ -45,82 +49,118 @@ static void stop_loop(struct loop_timer *t) {
 int main(void) {
         struct loop *loop;
         struct pool *pool;
-        int err;
+        struct pool_extent e[4], x;
 
         int r = loop_new(&loop, 64);
         if (r < 0) {
                 fprintf(stderr, "io_uring unavailable (%s): skipping\n", strerror(-r));
                 return 77;
         }
+        the_loop = loop;
         CHECK(pool_new(&pool, loop, 4 * SLOT, SLOT, true) == 0);
-        CHECK(pool_slot_count(pool) == 4);
-        CHECK(pool_slot_size(pool) == SLOT);
+        CHECK(pool_slot_count(pool) == 4 && pool_slot_size(pool) == SLOT);
         if (geteuid() == 0)
                 CHECK(pool_fixed(pool)); /* root has no memlock limit */
+        CHECK(pool_units_for(pool, 0) == 1 && pool_units_for(pool, 1) == 1);
+        CHECK(pool_units_for(pool, POOL_UNIT + 1) == 2 && pool_units_for(pool, 1ull << 40) == UNITS);
 
-        /* every slot is prefaulted and zeroed, and maps as a memfd */
-        struct slot *s[4];
+        /* whole-slot windows: every slot prefaulted, zeroed, and the memfd
+         * maps the same memory the daemon sees */
         for (int i = 0; i < 4; i++) {
-                s[i] = pool_try_acquire(pool, 1000, &err);
-                CHECK(s[i] && err == 0);
-                CHECK(((unsigned char *)s[i]->addr)[SLOT - 1] == 0);
-                void *m = mmap(NULL, SLOT, PROT_READ, MAP_SHARED, s[i]->memfd, 0);
+                CHECK(pool_try_acquire(pool, 1000, UNITS, &e[i]) == 1);
+                CHECK(e[i].count == UNITS && e[i].first == 0);
+                unsigned char *a = pool_extent_addr(&e[i]);
+                CHECK(a[SLOT - 1] == 0);
+                void *m = mmap(NULL, SLOT, PROT_READ, MAP_SHARED, e[i].slot->memfd, 0);
                 CHECK(m != MAP_FAILED);
-                memset(s[i]->addr, 0xA0 + i, SLOT);
-                CHECK(((unsigned char *)m)[12345] == 0xA0 + i); /* same memory */
+                memset(a, 0xA0 + i, SLOT);
+                CHECK(((unsigned char *)m)[12345] == 0xA0 + i);
                 munmap(m, SLOT);
         }
-        CHECK(pool_slots_used(pool) == 4);
-        /* memory stays bounded: a fifth slot does not exist */
-        CHECK(pool_try_acquire(pool, 1000, &err) == NULL && err == 0);
+        CHECK(pool_slots_used(pool) == 4 && pool_bytes_used(pool) == 4ull * SLOT);
+        /* memory stays bounded: nothing more to lend */
+        CHECK(pool_try_acquire(pool, 1000, 1, &x) == 0);
+        for (int i = 0; i < 4; i++)
+                pool_release(pool, &e[i]);
+        CHECK(pool_slots_used(pool) == 0 && pool_bytes_used(pool) == 0);
 
-        /* waiters are served FIFO when slots come back */
+        /* small windows pack into one slot instead of taking four */
+        for (int i = 0; i < 4; i++) {
+                CHECK(pool_try_acquire(pool, 1000, 1, &e[i]) == 1);
+                CHECK(e[i].count == 1);
+        }
+        CHECK(pool_slots_used(pool) == 1);
+        CHECK(e[0].slot == e[3].slot && e[3].first == 3);
+        /* release the middle two: a 3-unit request prefers a fresh slot ... */
+        pool_release(pool, &e[1]);
+        pool_release(pool, &e[2]);
+        CHECK(pool_try_acquire(pool, 1000, 3, &x) == 1 && x.count == 3 && x.slot != e[0].slot);
+        pool_release(pool, &x);
+        /* ... and when none is left, the longest free run (2 units) */
+        struct pool_extent full[3];
+        int nfull = 0;
+        for (int i = 0; i < 4; i++) {
+                if (&pool_slot(pool, (uint32_t)i)[0] == e[0].slot)
+                        continue;
+                CHECK(pool_try_acquire(pool, 1000, UNITS, &full[nfull]) == 1);
+                nfull++;
+        }
+        CHECK(nfull == 3);
+        CHECK(pool_try_acquire(pool, 1000, 3, &x) == 1 && x.count == 2 && x.first == 1);
+        pool_release(pool, &x);
+
+        /* waiters are served FIFO when units come back */
         struct pool_waiter w1 = { 0 }, w2 = { 0 }, w3 = { 0 };
-        pool_wait(pool, &w1, 1000, 10000, on_slot);
-        pool_wait(pool, &w2, 1000, 10000, on_slot);
+        CHECK(pool_try_acquire(pool, 1000, 2, &x) == 1);
+        pool_wait(pool, &w1, 1000, 1, 10000, on_extent);
+        pool_wait(pool, &w2, 1000, UNITS, 10000, on_extent);
         CHECK(pool_waiters(pool) == 2 && calls == 0);
-        uint32_t gen_before = s[0]->gen;
-        pool_release(pool, s[0]);
-        CHECK(calls == 1 && got[0] == s[0] && got_err[0] == 0);
-        CHECK(got[0]->gen == gen_before); /* same uid: same memory */
-        CHECK(((unsigned char *)got[0]->addr)[5] == 0xA0);
-        pool_release(pool, s[1]);
-        CHECK(calls == 2 && got[1] == s[1]);
+        pool_release(pool, &x);
+        /* w1 got one unit; w2 wants a whole slot and one unit is still not
+         * enough... but a short run is better than waiting: it gets 1 */
+        CHECK(calls == 2 && got_err[0] == 0 && got[0].count == 1);
+        CHECK(got_err[1] == 0 && got[1].count == 1);
         CHECK(pool_waiters(pool) == 0);
+        CHECK(((unsigned char *)pool_extent_addr(&got[0]))[5] >= 0xA0); /* same uid: same memory */
 
-        /* a waiter that nobody serves times out with -ETIMEDOUT, from the
-         * loop's timer scan */
-        pool_wait(pool, &w3, 1000, 50, on_slot);
-        struct loop_timer stopper = { 0 };
-        the_loop = loop;
+        /* a waiter that nobody serves times out with -ETIMEDOUT, fired by
+         * the loop's timer scan */
+        pool_wait(pool, &w3, 1000, 1, 50, on_extent);
+        struct loop_timer guard = { 0 };
         uint64_t t0 = loop_now_ms();
-        loop_timer_start(loop, &stopper, 2000, stop_loop);
+        loop_timer_start(loop, &guard, 2000, stop_loop);
         CHECK(loop_run(loop) == 0);
-        CHECK(calls == 3 && got[2] == NULL && got_err[2] == -ETIMEDOUT);
-        CHECK(pool_waiters(pool) == 0);
         uint64_t waited = loop_now_ms() - t0;
-        CHECK(waited >= 50 && waited < 1900); /* stopped by the waiter, not the guard */
-        loop_timer_cancel(&stopper);
-
-        /* isolation: slot 0 held uid 1000's bytes; uid 2000 must get fresh
-         * memory, never uid 1000's */
+        CHECK(calls == 3 && got[2].slot == NULL && got_err[2] == -ETIMEDOUT);
+        CHECK(waited >= 50 && waited < 1900);
+        CHECK(pool_waiters(pool) == 0);
+        loop_timer_cancel(&guard);
         pool_wait_cancel(pool, &w3); /* no-op: already fired */
-        pool_release(pool, got[0]);
-        pool_release(pool, got[1]);
-        pool_release(pool, s[2]);
-        pool_release(pool, s[3]);
+
+        /* isolation: every slot held uid 1000's bytes; uid 2000 gets fresh
+         * memory (new generation), never uid 1000's */
+        pool_release(pool, &got[0]);
+        pool_release(pool, &got[1]);
+        pool_release(pool, &e[0]);
+        pool_release(pool, &e[3]);
+        for (int i = 0; i < 3; i++)
+                pool_release(pool, &full[i]);
         CHECK(pool_slots_used(pool) == 0);
-        struct slot *other = pool_try_acquire(pool, 2000, &err);
-        CHECK(other && err == 0);
-        CHECK(other->gen == 1); /* memory replaced */
+        struct pool_extent other;
+        CHECK(pool_try_acquire(pool, 2000, UNITS, &other) == 1);
+        CHECK(other.slot->gen == 1 && other.slot->owner_uid == 2000);
         for (size_t off = 0; off < SLOT; off += 4096)
-                CHECK(((unsigned char *)other->addr)[off] == 0);
-        /* uid 1000 still prefers its own slots */
-        struct slot *mine = pool_try_acquire(pool, 1000, &err);
-        CHECK(mine && mine->gen == 0 && mine->owner_uid == 1000);
-        CHECK(((unsigned char *)mine->addr)[7] >= 0xA0);
-        pool_release(pool, other);
-        pool_release(pool, mine);
+                CHECK(((unsigned char *)pool_extent_addr(&other))[off] == 0);
+        /* while uid 2000 holds units of a slot, uid 1000 cannot share it */
+        struct pool_extent mine[3];
+        for (int i = 0; i < 3; i++) {
+                CHECK(pool_try_acquire(pool, 1000, UNITS, &mine[i]) == 1);
+                CHECK(mine[i].slot != other.slot && mine[i].slot->gen == 0);
+        }
+        CHECK(pool_try_acquire(pool, 1000, 1, &x) == 0);
+        pool_release(pool, &other);
+        for (int i = 0; i < 3; i++)
+                pool_release(pool, &mine[i]);
 
         pool_free(pool);
         loop_free(loop);

@@ -1,0 +1,287 @@
+# SPDX-License-Identifier: MIT
+"""ckptctl against a daemon holding known checkpoints.
+
+Two jobs with committed and uncommitted steps; every command (status, list,
+list JOB, show JOB STEP) in table and --json form must report exactly what
+was saved: versions, pool geometry, per-job latest committed step, counts,
+bytes on local disk equal to the sum of the shard sizes, and per-rank
+shards whose sizes and CRC32Cs match what a client sees (ckpt-testrank
+list).  Exit statuses follow ckptctl(1): 3 and a clear message when no
+daemon listens, 2 for usage errors, 1 for errors the daemon reports.
+Finally, as another user: root's jobs are not shown or described."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import (CKPTCTL, CKPTD, Daemon, check, ctl_json, log, run_test,  # noqa: E402
+                     shards_arg)
+
+MiB = 1024 * 1024
+A, B = "ctl-job.a", "ctl_job+b"
+NOBODY = 65534
+
+
+def layout_a(rank):
+    return [("model", 3 * MiB + rank), ("opt", MiB + 17), ("empty", 0)]
+
+
+def layout_b(rank):
+    return [("x", 12345)]
+
+
+# job -> world, layout, {step: (ranks saved, committed)}
+CKPTS = {
+    A: (2, layout_a, {10: ([0, 1], True), 20: ([0, 1], True), 30: ([0], False)}),
+    B: (1, layout_b, {5: ([0], True)}),
+}
+
+
+def ctl_raw(args, env=None, user=None):
+    kw = {"user": user} if user is not None else {}
+    e = dict(os.environ)
+    e.pop("CKPT_SOCKET", None)
+    if env:
+        e.update(env)
+    return subprocess.run([CKPTCTL] + [str(a) for a in args], capture_output=True, text=True,
+                          timeout=60, env=e, **kw)
+
+
+def populate(d):
+    t0 = int(time.time())
+    for job, (world, layout, steps) in CKPTS.items():
+        for step, (ranks, committed) in sorted(steps.items()):
+            for r in ranks:
+                d.rank("save", "--job", job, "--step", step, "--rank", r, "--world", world,
+                       "--seed", step, "--shards", shards_arg(layout(r)), "--wait-local")
+            if committed:
+                d.rank("commit", "--job", job, "--step", step)
+    return t0, int(time.time()) + 1
+
+
+def testrank_list(d, job, step, rank):
+    """[(name, size, crc)] as a client sees it."""
+    out = d.rank("list", "--job", job, "--step", step, "--rank", rank).stdout
+    rows = []
+    for line in out.splitlines():
+        name, size, crc = line.split()
+        rows.append((name, int(size), crc))
+    return rows
+
+
+def job_bytes(job):
+    world, layout, steps = CKPTS[job]
+    return sum(s for ranks, _ in steps.values() for r in ranks for _, s in layout(r))
+
+
+def check_job_entry(j, job):
+    world, layout, steps = CKPTS[job]
+    committed = [s for s, (_, c) in steps.items() if c]
+    want = {"name": job, "uid": os.getuid(), "latest_committed": max(committed),
+            "checkpoints": len(steps), "committed": len(committed),
+            "tiers": {"local": {"bytes": job_bytes(job)}}, "errors": 0}
+    check(j == want, "job entry for %s: %s\nwant %s" % (job, j, want))
+
+
+def json_forms(d, t0, t1):
+    version = subprocess.run([CKPTD, "--version"], capture_output=True, text=True).stdout.split()
+    ctl_version = ctl_raw(["--version"]).stdout.split()
+    check(len(version) == 2 and ctl_version == ["ckptctl", version[1]],
+          "ckptd --version %s, ckptctl --version %s" % (version, ctl_version))
+
+    st = ctl_json(d, "status")
+    check(st["version"] == version[1], "status version %r, want %r" % (st["version"], version[1]))
+    check(st["state_dir"] == d.state_dir, "status state_dir %r" % st["state_dir"])
+    check(st["pool"] == {"bytes": 64 * MiB, "used_bytes": 0, "slots": 8, "slots_used": 0,
+                         "waiters": 0}, "status pool %s" % st["pool"])
+    check(st["in_flight"] == {"bytes": 0, "shards": 0, "saves": 0},
+          "status in_flight %s (every save is on disk)" % st["in_flight"])
+    check(st["uptime_ms"] > 0 and st["errors"] == 0 and st["last_error"] == "",
+          "status uptime/errors: %s" % st)
+    total = job_bytes(A) + job_bytes(B)
+    check(st["bytes_written"] >= total, "bytes_written %d < %d saved" % (st["bytes_written"], total))
+    check(st["clients"] >= 1, "status counts %d clients (ckptctl itself is one)" % st["clients"])
+    jobs = {j["name"]: j for j in st["jobs"]}
+    check(sorted(jobs) == sorted(CKPTS), "status jobs %s" % sorted(jobs))
+    for job in CKPTS:
+        check_job_entry(jobs[job], job)
+    st2 = ctl_json(d, "status")
+    check(st2["uptime_ms"] >= st["uptime_ms"], "uptime went backwards")
+
+    lst = ctl_json(d, "list")
+    check(sorted(lst, key=lambda j: j["name"]) == sorted(st["jobs"], key=lambda j: j["name"]),
+          "list and status disagree:\n%s\n%s" % (lst, st["jobs"]))
+
+    for job, (world, layout, steps) in CKPTS.items():
+        cl = ctl_json(d, "list", job)
+        check([c["step"] for c in cl] == sorted(steps, reverse=True),
+              "list %s steps %s, want newest first %s" % (job, [c["step"] for c in cl],
+                                                           sorted(steps, reverse=True)))
+        for c in cl:
+            ranks, committed = steps[c["step"]]
+            want_bytes = sum(s for r in ranks for _, s in layout(r))
+            check(c["state"] == ("committed" if committed else "local")
+                  and c["world_size"] == world and c["ranks_local"] == len(ranks)
+                  and c["shards"] == sum(len(layout(r)) for r in ranks)
+                  and c["bytes"] == want_bytes,
+                  "list %s entry %s (want %d ranks, %d bytes)" % (job, c, len(ranks), want_bytes))
+            if committed:
+                check(t0 <= c["committed_at"] <= t1, "committed_at %d not in [%d, %d]"
+                      % (c["committed_at"], t0, t1))
+            else:
+                check(c["committed_at"] == 0, "uncommitted step has committed_at %d"
+                      % c["committed_at"])
+
+        for step, (ranks, committed) in steps.items():
+            sh = ctl_json(d, "show", job, step)
+            want_bytes = sum(s for r in ranks for _, s in layout(r))
+            check(sh["job"] == job and sh["step"] == step and sh["world_size"] == world
+                  and sh["bytes"] == want_bytes
+                  and sh["state"] == ("committed" if committed else "local"),
+                  "show %s %d: %s" % (job, step, {k: v for k, v in sh.items() if k != "ranks"}))
+            check([r["rank"] for r in sh["ranks"]] == ranks, "show %s %d ranks %s, want %s"
+                  % (job, step, [r["rank"] for r in sh["ranks"]], ranks))
+            for r in sh["ranks"]:
+                got = [(s["name"], s["size"], s["crc32c"]) for s in r["shards"]]
+                want = testrank_list(d, job, step, r["rank"])
+                check(got == want, "show %s %d rank %d shards %s\nclient sees %s"
+                      % (job, step, r["rank"], got, want))
+                # (the order of shards in a listing is not specified)
+                check(sorted((n, s) for n, s, _ in got) == sorted(layout(r["rank"])),
+                      "show %s %d rank %d: %s, saved %s" % (job, step, r["rank"], got,
+                                                            layout(r["rank"])))
+    # different seeds per step: the same shard has different CRCs in 10 and 20
+    c10 = dict((n, c) for n, _, c in testrank_list(d, A, 10, 0))["model"]
+    c20 = dict((n, c) for n, _, c in testrank_list(d, A, 20, 0))["model"]
+    check(c10 != c20, "steps 10 and 20 report the same CRC32C %s for different bytes" % c10)
+
+
+def table_forms(d):
+    version = ctl_json(d, "status")["version"]
+    out = d.ctl("status").stdout
+    check(out.startswith("ckptd %s, up " % version), "status table header: %r" % out[:80])
+    check("0 of 8 slots in use (0 B of 64.0 MiB), 0 waiting" in out, "status pool line:\n" + out)
+    check(d.state_dir in out, "status does not show the state dir:\n" + out)
+
+    def job_rows(text):
+        rows = {}
+        for line in text.splitlines():
+            f = line.split()
+            if f and f[0] in CKPTS:
+                rows[f[0]] = f
+        return rows
+
+    for text in (out, d.ctl("list").stdout):
+        rows = job_rows(text)
+        check(sorted(rows) == sorted(CKPTS), "job table rows %s:\n%s" % (sorted(rows), text))
+        # JOB UID LATEST CKPTS COMMITTED LOCAL(2 words) ERRORS
+        check(rows[A][:5] == [A, str(os.getuid()), "20", "3", "2"] and rows[A][-1] == "0",
+              "row of %s: %s" % (A, rows[A]))
+        check(rows[B][:5] == [B, str(os.getuid()), "5", "1", "1"], "row of %s: %s" % (B, rows[B]))
+
+    text = d.ctl("list", A).stdout
+    rows = [line.split() for line in text.splitlines()[1:]]
+    check([r[:5] for r in rows] == [["30", "local", "2", "1", "3"],
+                                    ["20", "committed", "2", "2", "6"],
+                                    ["10", "committed", "2", "2", "6"]],
+          "list %s table:\n%s" % (A, text))
+    check(rows[0][-1] == "-", "uncommitted step shows a commit time: %s" % rows[0])
+
+    text = d.ctl("show", A, 20).stdout
+    check(text.startswith("job %s step 20: committed, world size 2, 2 ranks here, 6 shards" % A),
+          "show header: %r" % text.splitlines()[0])
+    for r in (0, 1):
+        want = ["  %-40s %14d  %s" % (n, s, c) for n, s, c in testrank_list(d, A, 20, r)]
+        part = text.split("rank %d:\n" % r)[1].split("\n\n")[0].splitlines()[1:]
+        check(part == want, "show table rank %d:\n%s\nwant\n%s" % (r, "\n".join(part),
+                                                                  "\n".join(want)))
+
+    # $CKPT_SOCKET is used when --socket is not given
+    p = ctl_raw(["--json", "list"], env={"CKPT_SOCKET": d.socket})
+    check(p.returncode == 0 and sorted(j["name"] for j in json.loads(p.stdout)) == sorted(CKPTS),
+          "ckptctl with $CKPT_SOCKET: %d %s%s" % (p.returncode, p.stdout, p.stderr))
+
+
+def exit_codes(d, tmp):
+    # usage errors: 2, a message on stderr, nothing on stdout
+    for args in (["bogus"], ["show", A], ["show", A, "abc"], ["show", A, "-1"],
+                 ["show", A, "12x"], ["list", A, "extra"], ["status", "extra"], [],
+                 ["--no-such-option", "status"]):
+        p = ctl_raw(["--socket", d.socket] + args)
+        check(p.returncode == 2 and p.stderr.strip() and not p.stdout,
+              "ckptctl %s: exit %d (want 2), stdout %r, stderr %r"
+              % (" ".join(args), p.returncode, p.stdout, p.stderr))
+    p = ctl_raw(["--socket", d.socket, "show", A, "abc"])
+    check("abc" in p.stderr, "usage error does not name the bad STEP: %r" % p.stderr)
+
+    # errors the daemon reports: 1 with a message naming what is missing
+    for args, needle in ((["show", "nosuchjob", "1"], "nosuchjob"),
+                         (["--json", "show", "nosuchjob", "1"], "nosuchjob"),
+                         (["list", "nosuchjob"], "nosuchjob"),
+                         (["show", A, "999"], "999")):
+        p = ctl_raw(["--socket", d.socket] + args)
+        check(p.returncode == 1 and needle in p.stderr and not p.stdout,
+              "ckptctl %s: exit %d (want 1), stdout %r, stderr %r"
+              % (" ".join(args), p.returncode, p.stdout, p.stderr))
+    p = ctl_raw(["--socket", d.socket, "list", "../etc"])
+    check(p.returncode in (1, 2) and "invalid job name" in p.stderr,
+          "list ../etc: exit %d, stderr %r" % (p.returncode, p.stderr))
+
+    # no daemon: 3 and "not running", for a missing socket and a stale one
+    missing = os.path.join(tmp, "nothing-here.sock")
+    stale = os.path.join(tmp, "stale.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.bind(stale)
+    s.close()
+    for path in (missing, stale):
+        for args in (["status"], ["--json", "list"], ["show", A, "20"]):
+            p = ctl_raw(["--socket", path] + args)
+            check(p.returncode == 3 and "not running" in p.stderr and path in p.stderr
+                  and not p.stdout,
+                  "ckptctl --socket %s %s with no daemon: exit %d (want 3), stdout %r, stderr %r"
+                  % (path, " ".join(args), p.returncode, p.stdout, p.stderr))
+    p = ctl_raw(["status"], env={"CKPT_SOCKET": missing})
+    check(p.returncode == 3 and "not running" in p.stderr,
+          "$CKPT_SOCKET without daemon: exit %d %r" % (p.returncode, p.stderr))
+
+
+def other_user(d, tmp):
+    """A job belongs to its creator: another uid sees none of root's jobs."""
+    if os.getuid() != 0:
+        log("not root: skipping the other-user checks")
+        return
+    env = {"CKPT_SOCKET": d.socket}
+    p = ctl_raw(["--json", "list"], env=env, user=NOBODY)
+    check(p.returncode == 0, "list as uid %d failed (%d): %s" % (NOBODY, p.returncode, p.stderr))
+    names = [j["name"] for j in json.loads(p.stdout)]
+    check(names == [], "uid %d is shown root's jobs %s (ckptctl(1): the daemon answers for the "
+          "jobs the calling user may see)" % (NOBODY, names))
+    p = ctl_raw(["--json", "status"], env=env, user=NOBODY)
+    check(p.returncode == 0 and json.loads(p.stdout)["jobs"] == [],
+          "status as uid %d shows jobs: %s" % (NOBODY, p.stdout))
+    for args in (["list", A], ["show", A, "20"], ["--json", "show", A, "20"]):
+        p = ctl_raw(args, env=env, user=NOBODY)
+        check(p.returncode == 1 and p.stderr.strip() and not p.stdout,
+              "ckptctl %s as uid %d: exit %d (want 1 and nothing on stdout), stdout %r, stderr %r"
+              % (" ".join(args), NOBODY, p.returncode, p.stdout, p.stderr))
+
+
+def main(tmp):
+    os.chmod(tmp, 0o711)  # the other-user checks need to reach the socket
+    d = Daemon(tmp, pool="64M", slot="8M", extra=["--socket-mode", "0666"]).start()
+    t0, t1 = populate(d)
+    json_forms(d, t0, t1)
+    table_forms(d)
+    exit_codes(d, tmp)
+    other_user(d, tmp)
+    check(d.stop() == 0, "ckptd did not exit cleanly")
+    # and after it stopped, ckptctl says so
+    p = ctl_raw(["--socket", d.socket, "status"])
+    check(p.returncode == 3 and "not running" in p.stderr,
+          "status after ckptd stopped: exit %d, %r" % (p.returncode, p.stderr))
+
+
+run_test(main)
