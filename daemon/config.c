@@ -1096,8 +1096,20 @@ void config_reload(struct config *dst, const struct config *src) {
                 const struct key *k = &keys[i];
                 char from[512], to[512];
 
-                if (!k->reloadable)
+                if (!k->reloadable) {
+                        /* say so rather than silently keep the old value */
+                        bool differs;
+                        if (key_is_string(k)) {
+                                const char *a = key_get_str(dst, k), *b = key_get_str(src, k);
+                                differs = (a == NULL) != (b == NULL) || (a && b && strcmp(a, b));
+                        } else {
+                                differs = key_get_u64(dst, k) != key_get_u64(src, k);
+                        }
+                        if (differs)
+                                log_warn("config: [%s] %s changed but takes effect only after a "
+                                         "restart", k->section, k->name);
                         continue;
+                }
                 if (key_is_string(k)) {
                         const char *a = key_get_str(dst, k), *b = key_get_str(src, k);
                         char *copy = NULL;

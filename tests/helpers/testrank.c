@@ -7,7 +7,7 @@
  *
  *   ckpt-testrank save   --job J --step S --rank R --world W --shards a:SIZE,b:SIZE
  *                        [--seed N] [--zero-copy] [--commit] [--wait-local]
- *                        [--exit-after-finish] [--torn]
+ *                        [--exit-after-finish] [--torn] [--hold MS]
  *   ckpt-testrank verify --job J --step S --rank R --shards ... [--seed N] [--map]
  *                        [--piece BYTES]
  *   ckpt-testrank read   --job J --step S --rank R --shard NAME --offset O --length L [--seed N]
@@ -47,6 +47,7 @@ static struct {
         struct shard_spec shards[256];
         int nshards;
         bool zero_copy, commit, wait_local, exit_after_finish, torn, map;
+        uint32_t hold_ms;
 } opt = { .world = 1, .timeout = 60000 };
 
 static struct ckpt_conn *conn;
@@ -125,6 +126,12 @@ static int do_save(void) {
                         r = ckpt_shard_buffer(sh, &buf, &off, &len);
                         if (r < 0)
                                 return fail(r, "shard_buffer");
+                        if (opt.hold_ms) {
+                                /* a slow trainer sitting on its window */
+                                printf("holding\n");
+                                fflush(stdout);
+                                usleep(opt.hold_ms * 1000u);
+                        }
                         datagen_fill(key, off, buf, len);
                         pthread_t t;
                         if (opt.torn) {
@@ -276,6 +283,7 @@ int main(int argc, char **argv) {
                 { "exit-after-finish", no_argument, NULL, 'E' },
                 { "torn", no_argument, NULL, 'X' },
                 { "map", no_argument, NULL, 'm' },
+                { "hold", required_argument, NULL, 'H' },
                 {}
         };
         if (argc < 2) {
@@ -305,6 +313,7 @@ int main(int argc, char **argv) {
                 case 'E': opt.exit_after_finish = true; break;
                 case 'X': opt.torn = true; break;
                 case 'm': opt.map = true; break;
+                case 'H': opt.hold_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
                 default: return 2;
                 }
         }

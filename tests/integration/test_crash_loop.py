@@ -40,7 +40,7 @@ ITERATIONS = int(os.environ.get("CKPT_CRASH_ITERATIONS", "50"))
 
 def shard_spec(step, rank):
     # a few MiB: more than a 4 MiB slot for some, odd sizes for all
-    return [("weights", 2 * MiB + 4097 * rank + step % 1000),
+    return [("weights", 5 * MiB + 4097 * rank + step % 1000),
             ("optim", 300000 + 13 * rank),
             ("tiny", 1 + rank)]
 

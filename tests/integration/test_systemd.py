@@ -35,7 +35,7 @@ MiB = 1024 * 1024
 class Notify:
     """The receiving end of $NOTIFY_SOCKET; keeps every message it got."""
 
-    def __init__(self, tmp, name="notify.sock"):
+    def __init__(self, tmp, name="sd-notify-receiver.sock"):
         self.path = os.path.join(tmp, name)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(self.path)
