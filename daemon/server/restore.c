@@ -25,15 +25,18 @@
 struct read_op {
         struct work work;
         struct store_xfer xfer;
-        struct conn *conn;      /* NULL if the client went away */
+        struct conn *conn;      /* who gets the reply; NULL: nobody (yet) */
         struct server *srv;
         bool has_window;
         struct pool_extent window;
+        bool prefetch;          /* started ahead of a request, not yet claimed */
+        bool ready;             /* read and verified (or failed): result known */
+        int error;              /* of a prefetch that failed */
         char job[CKPT_NAME_MAX + 1];
         char shard[CKPT_NAME_MAX + 1];
         uint64_t step;
         uint32_t rank;
-        uint64_t offset, length;   /* what the client asked for (clipped) */
+        uint64_t offset, length;   /* bytes the reply covers */
         uint64_t span_start;       /* first block's offset in the shard */
         uint64_t span_length;      /* bytes of whole blocks read */
         uint64_t shard_size;
@@ -89,6 +92,7 @@ void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list 
 static struct read_op *read_op_free(struct read_op *op) {
         if (op->has_window)
                 pool_release(op->srv->pool, &op->window);
+        safe_close(op->xfer.fd);
         free(op->expected);
         free(op);
         return NULL;
@@ -110,22 +114,21 @@ static void read_verify_run(struct work *w) {
         }
 }
 
-static void read_verify_done(struct work *w) {
-        struct read_op *op = container_of(w, struct read_op, work);
+static void read_prefetch_next(struct conn *c, const struct read_op *prev);
+
+/* Answer op's client: the verified window, or the error. */
+static void read_finish(struct read_op *op) {
         struct conn *c = op->conn;
 
-        if (op->bad_block >= 0) {
-                log_error("job %s step %" PRIu64 " rank %u shard %s: block %" PRId64
-                          " fails its CRC32C: the copy on disk is corrupt",
-                          op->job, op->step, op->rank, op->shard, op->bad_block);
-                catalog_job_error(op->srv->catalog, op->job);
-                if (c)
-                        conn_error(c, -EIO, "shard '%s' block %" PRId64 " failed its checksum: the "
-                                   "local copy is corrupt", op->shard, op->bad_block);
+        if (op->error < 0) {
+                conn_error(c, op->error, "reading shard '%s' failed: %s", op->shard,
+                           strerror(-op->error));
                 read_op_free(op);
                 return;
         }
-        if (!c) {
+        if (op->bad_block >= 0) {
+                conn_error(c, -EIO, "shard '%s' block %" PRId64 " failed its checksum: the local "
+                           "copy is corrupt", op->shard, op->bad_block);
                 read_op_free(op);
                 return;
         }
@@ -135,23 +138,46 @@ static void read_verify_done(struct work *w) {
                         lease = i;
                         break;
                 }
-        /* a free lease was checked before starting */
+        /* a free lease was checked before the request was accepted */
         c->reads[lease] = op->window;
         op->has_window = false;
         c->pending = NULL;
         conn_reply_slot(c, &c->reads[lease], op->offset - op->span_start, op->offset, op->length);
+        /* a restore reads on: have the next window on its way while the
+         * client copies this one */
+        if (!c->closing)
+                read_prefetch_next(c, op);
         read_op_free(op);
+}
+
+static void read_verify_done(struct work *w) {
+        struct read_op *op = container_of(w, struct read_op, work);
+
+        if (op->bad_block >= 0) {
+                log_error("job %s step %" PRIu64 " rank %u shard %s: block %" PRId64
+                          " fails its CRC32C: the copy on disk is corrupt",
+                          op->job, op->step, op->rank, op->shard, op->bad_block);
+                catalog_job_error(op->srv->catalog, op->job);
+        }
+        op->ready = true;
+        if (op->conn)
+                read_finish(op);
+        else if (!op->prefetch)
+                read_op_free(op); /* orphaned: its client went away */
+        /* else: an unclaimed prefetch waits for its request */
 }
 
 static void read_done(struct store_xfer *x, int error) {
         struct read_op *op = container_of(x, struct read_op, xfer);
 
-        safe_close(x->fd);
+        op->xfer.fd = safe_close(op->xfer.fd);
         if (error < 0) {
+                op->error = error;
+                op->ready = true;
                 if (op->conn)
-                        conn_error(op->conn, -EIO, "reading shard '%s' failed: %s", op->shard,
-                                   strerror(-error));
-                read_op_free(op);
+                        read_finish(op);
+                else if (!op->prefetch)
+                        read_op_free(op);
                 return;
         }
         op->work.run = read_verify_run;
@@ -183,7 +209,6 @@ static void read_window_ready(struct pool_waiter *w, const struct pool_extent *e
         if (!e) {
                 conn_error(c, error, "no shared-memory slot became free within %" PRIu64 " ms",
                            c->srv->opts.pool_wait_ms);
-                safe_close(op->xfer.fd);
                 read_op_free(op);
                 return;
         }
@@ -192,11 +217,122 @@ static void read_window_ready(struct pool_waiter *w, const struct pool_extent *e
         read_submit(op);
 }
 
-void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
-        struct server *srv = c->srv;
+/*
+ * A read of [offset, offset+length) of a shard on disk: open it, clip the
+ * range to the shard and to one slot of whole blocks.  Returns the op, or
+ * NULL with *error and msg set; *eof when offset is exactly the end.
+ */
+static struct read_op *read_op_new(struct server *srv, const char *job, uint64_t step,
+                                   uint32_t rank, const char *shard, uint64_t offset,
+                                   uint64_t length, int *error, bool *eof, char *msg, size_t msglen) {
         const struct manifest *m;
         const struct manifest_shard *sh;
         int fd;
+
+        *eof = false;
+        int r = store_shard_open(srv->store, job, step, rank, shard, true, &fd, &m, &sh);
+        if (r < 0) {
+                snprintf(msg, msglen, "cannot open shard '%s' of rank %u step %" PRIu64 ": %s",
+                         shard, rank, step, strerror(-r));
+                *error = r;
+                return NULL;
+        }
+        if (offset > sh->size) {
+                safe_close(fd);
+                snprintf(msg, msglen, "offset %" PRIu64 " is beyond the end of shard '%s' (%" PRIu64
+                         " bytes)", offset, shard, sh->size);
+                *error = -ERANGE;
+                return NULL;
+        }
+        length = MIN(length, sh->size - offset);
+        if (length == 0) {
+                safe_close(fd);
+                *eof = true;
+                return NULL;
+        }
+        struct read_op *op = calloc(1, sizeof(*op));
+        if (!op) {
+                safe_close(fd);
+                snprintf(msg, msglen, "out of memory");
+                *error = -ENOMEM;
+                return NULL;
+        }
+        op->srv = srv;
+        op->xfer.fd = fd;
+        snprintf(op->job, sizeof(op->job), "%s", job);
+        snprintf(op->shard, sizeof(op->shard), "%s", shard);
+        op->step = step;
+        op->rank = rank;
+        op->offset = offset;
+        op->shard_size = sh->size;
+        op->span_start = ALIGN_DOWN(offset, (uint64_t)MANIFEST_BLOCK_SIZE);
+        uint64_t end = MIN(ALIGN_UP(offset + length, (uint64_t)MANIFEST_BLOCK_SIZE), sh->size);
+        end = MIN(end, op->span_start + pool_slot_size(srv->pool));
+        op->span_length = end - op->span_start;
+        op->length = MIN(length, end - offset);
+        op->first_block = op->span_start / MANIFEST_BLOCK_SIZE;
+        uint64_t nblocks = (op->span_length + MANIFEST_BLOCK_SIZE - 1) / MANIFEST_BLOCK_SIZE;
+        op->expected = calloc(nblocks, sizeof(uint32_t));
+        if (!op->expected) {
+                read_op_free(op);
+                snprintf(msg, msglen, "out of memory");
+                *error = -ENOMEM;
+                return NULL;
+        }
+        memcpy(op->expected, sh->block_crcs + op->first_block, nblocks * sizeof(uint32_t));
+        return op;
+}
+
+void restore_drop_prefetches_of(struct conn *c) {
+        struct read_op *op = c->prefetch;
+
+        if (!op)
+                return;
+        c->prefetch = NULL;
+        op->prefetch = false;
+        if (op->ready)
+                read_op_free(op);
+        /* else orphaned: freed when its I/O or check completes */
+}
+
+static void read_prefetch_next(struct conn *c, const struct read_op *prev) {
+        struct server *srv = c->srv;
+        uint64_t next = prev->offset + prev->length;
+        char msg[CKPT_ERRMSG_MAX];
+        bool eof;
+        int error;
+
+        if (c->prefetch || next >= prev->shard_size)
+                return;
+        struct read_op *op = read_op_new(srv, prev->job, prev->step, prev->rank, prev->shard, next,
+                                         pool_slot_size(srv->pool), &error, &eof, msg, sizeof(msg));
+        if (!op)
+                return; /* the real request will report any problem */
+        /* Only with memory to spare: a prefetch never waits for the pool,
+         * and never takes the last free units from a save. */
+        uint32_t want = pool_units_for(srv->pool, op->span_length);
+        if (pool_waiters(srv->pool) > 0 ||
+            pool_try_acquire(srv->pool, (uint32_t)c->uid, want, &op->window) <= 0) {
+                read_op_free(op);
+                return;
+        }
+        op->has_window = true;
+        op->prefetch = true;
+        c->prefetch = op;
+        read_submit(op);
+}
+
+/* Does the request ask for what the prefetch holds? */
+static bool read_prefetch_matches(const struct read_op *op, const struct ckpt_req_read *req) {
+        return op->step == req->step && op->rank == req->rank && op->offset == req->offset &&
+               !strcmp(op->job, req->job.str) && !strcmp(op->shard, req->shard.str);
+}
+
+void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
+        struct server *srv = c->srv;
+        char msg[CKPT_ERRMSG_MAX];
+        bool eof;
+        int error;
 
         if (check_read_access(c, req->job.str) < 0)
                 return;
@@ -208,65 +344,39 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                            "first", SERVER_READS_PER_CONN);
                 return;
         }
+        if (c->prefetch && read_prefetch_matches(c->prefetch, req)) {
+                struct read_op *op = TAKE_PTR(c->prefetch);
+                op->prefetch = false;
+                op->conn = c;
+                op->length = MIN(op->length, req->length);
+                c->pending = op;
+                if (op->ready)
+                        read_finish(op);
+                /* else read_verify_done() answers */
+                return;
+        }
+        restore_drop_prefetches_of(c);
+
         int r = catalog_rank_exists(srv->catalog, req->job.str, req->step, req->rank);
         if (r <= 0) {
                 conn_error(c, -ENOENT, "job '%s' has no rank %u of step %" PRIu64 " on this node",
                            req->job.str, req->rank, req->step);
                 return;
         }
-        r = store_shard_open(srv->store, req->job.str, req->step, req->rank, req->shard.str, true,
-                             &fd, &m, &sh);
-        if (r < 0) {
-                conn_error(c, r, "cannot open shard '%s' of rank %u step %" PRIu64 ": %s",
-                           req->shard.str, req->rank, req->step, strerror(-r));
-                return;
-        }
-        if (req->offset > sh->size) {
-                safe_close(fd);
-                conn_error(c, -ERANGE, "offset %" PRIu64 " is beyond the end of shard '%s' (%" PRIu64
-                           " bytes)", req->offset, req->shard.str, sh->size);
-                return;
-        }
-        uint64_t length = MIN(req->length, sh->size - req->offset);
-        if (length == 0) {
+        struct read_op *op = read_op_new(srv, req->job.str, req->step, req->rank, req->shard.str,
+                                         req->offset, req->length, &error, &eof, msg, sizeof(msg));
+        if (eof) {
                 /* end of the shard: an empty window that names no slot */
-                safe_close(fd);
                 struct ckpt_reply rep = { 0 };
                 rep.slot.offset = req->offset;
                 conn_reply(c, &rep, -1);
                 return;
         }
-        struct read_op *op = calloc(1, sizeof(*op));
         if (!op) {
-                safe_close(fd);
-                conn_error(c, -ENOMEM, "out of memory");
+                conn_error(c, error, "%s", msg);
                 return;
         }
         op->conn = c;
-        op->srv = srv;
-        snprintf(op->job, sizeof(op->job), "%s", req->job.str);
-        snprintf(op->shard, sizeof(op->shard), "%s", req->shard.str);
-        op->step = req->step;
-        op->rank = req->rank;
-        op->offset = req->offset;
-        op->shard_size = sh->size;
-        op->span_start = ALIGN_DOWN(req->offset, (uint64_t)MANIFEST_BLOCK_SIZE);
-        /* at most one slot of whole blocks; the client asks again for more */
-        uint64_t end = MIN(ALIGN_UP(req->offset + length, (uint64_t)MANIFEST_BLOCK_SIZE), sh->size);
-        end = MIN(end, op->span_start + pool_slot_size(srv->pool));
-        op->span_length = end - op->span_start;
-        op->length = MIN(length, end - req->offset);
-        op->first_block = op->span_start / MANIFEST_BLOCK_SIZE;
-        uint64_t nblocks = (op->span_length + MANIFEST_BLOCK_SIZE - 1) / MANIFEST_BLOCK_SIZE;
-        op->expected = calloc(nblocks, sizeof(uint32_t));
-        if (!op->expected) {
-                safe_close(fd);
-                conn_error(c, -ENOMEM, "out of memory");
-                read_op_free(op);
-                return;
-        }
-        memcpy(op->expected, sh->block_crcs + op->first_block, nblocks * sizeof(uint32_t));
-        op->xfer.fd = fd;
         c->pending = op;
 
         uint32_t want = pool_units_for(srv->pool, op->span_length);
@@ -277,13 +387,28 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                 return;
         }
         if (r < 0) {
-                safe_close(fd);
                 conn_error(c, r, "cannot prepare a slot: %s", strerror(-r));
                 read_op_free(op);
                 return;
         }
+        /* memory read ahead for others is the first to give back */
+        restore_drop_prefetches(srv);
+        r = pool_try_acquire(srv->pool, (uint32_t)c->uid, want, &op->window);
+        if (r > 0) {
+                op->has_window = true;
+                read_submit(op);
+                return;
+        }
         pool_wait(srv->pool, &c->waiter, (uint32_t)c->uid, want, srv->opts.pool_wait_ms,
                   read_window_ready);
+}
+
+void restore_drop_prefetches(struct server *srv) {
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &srv->conns) {
+                struct conn *c = list_entry(pos, struct conn, link);
+                restore_drop_prefetches_of(c);
+        }
 }
 
 void restore_handle_read_done(struct conn *c, const struct ckpt_req_read_done *req) {
@@ -329,13 +454,12 @@ void restore_conn_closed(struct conn *c) {
                 struct read_op *op = c->pending;
                 /* Waiting for a slot: the waiter was cancelled, free now.
                  * Otherwise I/O or a worker still holds it: orphan it. */
-                if (!op->has_window) {
-                        safe_close(op->xfer.fd);
+                if (!op->has_window)
                         read_op_free(op);
-                } else {
+                else
                         op->conn = NULL;
-                }
         }
+        restore_drop_prefetches_of(c);
         for (int i = 0; i < SERVER_READS_PER_CONN; i++) {
                 if (c->reads[i].slot) {
                         pool_release(c->srv->pool, &c->reads[i]);

@@ -586,6 +586,13 @@ void save_handle_chunk_get(struct conn *c, const struct ckpt_req_chunk_get *req)
                 conn_error(c, r, "cannot prepare a slot: %s", strerror(-r));
                 return;
         }
+        /* memory read ahead for restores is the first to give back */
+        restore_drop_prefetches(c->srv);
+        r = pool_try_acquire(c->srv->pool, (uint32_t)c->uid, want, &e);
+        if (r > 0) {
+                chunk_grant(c, sh, &e);
+                return;
+        }
         c->pending = sh;
         pool_wait(c->srv->pool, &c->waiter, (uint32_t)c->uid, want, c->srv->opts.pool_wait_ms,
                   chunk_slot_ready);

@@ -293,6 +293,9 @@ static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
                 conn_error(c, -EPROTO, "send HELLO before %s", ckpt_msg_type_name(t));
                 return;
         }
+        /* a read-ahead only pays off for the very next READ */
+        if (c->prefetch && t != CKPT_MSG_READ && t != CKPT_MSG_READ_DONE)
+                restore_drop_prefetches_of(c);
         switch (t) {
         case CKPT_MSG_HELLO:
                 handle_hello(c, &req->hello);

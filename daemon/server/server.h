@@ -64,6 +64,8 @@ struct server {
         void (*on_drained)(struct server *srv); /* set by the daemon */
 };
 
+struct read_op;
+
 struct conn {
         struct server *srv;
         struct list link;
@@ -94,6 +96,7 @@ struct conn {
         struct list saves;          /* saves this client has not finished */
         uint32_t nsaves;
         struct pool_extent reads[SERVER_READS_PER_CONN]; /* lent by READ (.slot NULL: free) */
+        struct read_op *prefetch;   /* the next window of a restore, read ahead */
         char errmsg[CKPT_ERRMSG_MAX + 1];
 };
 
@@ -203,3 +206,6 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req);
 void restore_handle_read_done(struct conn *c, const struct ckpt_req_read_done *req);
 void restore_handle_map(struct conn *c, const struct ckpt_req_read *req);
 void restore_conn_closed(struct conn *c);
+/* Give back memory read ahead for restores (when someone waits for it). */
+void restore_drop_prefetches(struct server *srv);
+void restore_drop_prefetches_of(struct conn *c);
