@@ -57,6 +57,8 @@ static int name_check(struct ckpt_conn *c, struct ckpt_name *n, const char *str)
                 return -EINVAL;
         }
         int r = ckpt_name_set(n, str);
+        if (r == -ENAMETOOLONG)
+                r = -EINVAL; /* one code for every invalid name, as ckpt.h says */
         if (r < 0)
                 snprintf(c->wire.errmsg, sizeof(c->wire.errmsg),
                          "invalid name '%.64s%s': use 1-%u characters of A-Z a-z 0-9 . _ + = : @ -, "

@@ -436,6 +436,8 @@ int store_shard_create(struct store *s, struct rank_writer *rw, const char *name
                         s->direct_unsupported_logged = true;
                 }
                 s->opts.direct_io = false;
+                /* the refused open may already have created the file */
+                unlinkat(rw->tmp_fd, name, 0);
                 fd = openat(rw->tmp_fd, name, flags, 0640);
         }
         if (fd < 0) {

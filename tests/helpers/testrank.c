@@ -97,8 +97,15 @@ static void *scribbler(void *arg) {
         return NULL;
 }
 
+static struct ckpt_save *s; /* open save, aborted in main() on error */
+
+static struct ckpt_save *TAKE_SAVE(void) {
+        struct ckpt_save *t = s;
+        s = NULL;
+        return t;
+}
+
 static int do_save(void) {
-        struct ckpt_save *s;
         int r = ckpt_save_begin(conn, opt.job, opt.step, opt.rank, opt.world, &s);
         if (r < 0)
                 return fail(r, "save_begin");
@@ -152,7 +159,7 @@ static int do_save(void) {
                         done = off + len;
                 }
         }
-        r = ckpt_save_finish(s);
+        r = ckpt_save_finish(TAKE_SAVE());
         if (r < 0)
                 return fail(r, "save_finish");
         if (opt.exit_after_finish) {
@@ -325,8 +332,11 @@ int main(int argc, char **argv) {
         if (r < 0)
                 return fail(r, "connect");
 
-        if (!strcmp(cmd, "save"))
+        if (!strcmp(cmd, "save")) {
                 r = do_save();
+                if (s)
+                        ckpt_save_abort(TAKE_SAVE());
+        }
         else if (!strcmp(cmd, "verify"))
                 r = do_verify();
         else if (!strcmp(cmd, "read"))

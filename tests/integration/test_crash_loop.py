@@ -4,7 +4,9 @@ again and again, on the same state directory.
 
 Each iteration starts ckptd, starts 2-4 trainer ranks that save step N
 (shards of a few MiB, some zero-copy) and commit it, kills the daemon with
-SIGKILL after a random 0-300 ms, and waits for the ranks to notice.  After
+SIGKILL after a random 0-300 ms (at most 1.5x what an undisturbed save and
+commit takes here, so most kills land mid-flight), and waits for the ranks
+to notice.  After
 every restart:
 
   - every step the test saw committed (a rank's commit returned 0) that
@@ -20,7 +22,7 @@ every restart:
   - a new save and commit work.
 
 The RNG seed is printed (set CKPT_CRASH_SEED to replay a run); iterations
-default to 50 (CKPT_CRASH_ITERATIONS)."""
+default to 60 (CKPT_CRASH_ITERATIONS)."""
 import json
 import os
 import random
@@ -35,7 +37,7 @@ MiB = 1 << 20
 JOB = "crashy"
 PROBE_JOB = "probe"
 KEEP = 3
-ITERATIONS = int(os.environ.get("CKPT_CRASH_ITERATIONS", "50"))
+ITERATIONS = int(os.environ.get("CKPT_CRASH_ITERATIONS", "60"))
 
 
 def shard_spec(step, rank):
@@ -143,7 +145,34 @@ def main(tmp):
     worlds = {}     # step -> world size
     outcomes = {"committed": 0, "not committed": 0}
     started = time.monotonic()
-    d = None
+
+    def start_ranks(d, step, world, it):
+        procs = []
+        for r in range(world):
+            args = ["save", "--job", JOB, "--step", step, "--rank", r, "--world", world,
+                    "--shards", shards_arg(shard_spec(step, r)), "--commit", "--timeout", 20000]
+            if (r + it) % 2:
+                args.append("--zero-copy")
+            procs.append(d.rank_async(*args))
+        return procs
+
+    # Calibrate: how long does an undisturbed 4-rank save + commit take
+    # here?  Kills are spread over 0..300 ms, but no further than a little
+    # past that, so most land while something is in flight rather than
+    # after everything is done.
+    d = Daemon(tmp, name="crash", state_dir=state, pool="64M", slot="4M", extra=extra).start()
+    worlds[100] = 4
+    t0 = time.monotonic()
+    for r, p in enumerate(start_ranks(d, 100, 4, 0)):
+        out, err = p.communicate(timeout=120)
+        check(p.returncode == 0, "calibration rank %d failed: %s" % (r, err))
+    full = time.monotonic() - t0
+    seen.add(100)
+    window = min(0.3, max(0.05, 1.5 * full))
+    log("an undisturbed save + commit takes %.0f ms; kills land in 0..%.0f ms"
+        % (full * 1000, window * 1000))
+    d.kill(signal.SIGKILL)
+
     it = 0
     for it in range(1, ITERATIONS + 1):
         d = Daemon(tmp, name="crash", state_dir=state, pool="64M", slot="4M",
@@ -153,14 +182,8 @@ def main(tmp):
         step = 100 + it
         world = rng.randint(2, 4)
         worlds[step] = world
-        procs = []
-        for r in range(world):
-            args = ["save", "--job", JOB, "--step", step, "--rank", r, "--world", world,
-                    "--shards", shards_arg(shard_spec(step, r)), "--commit", "--timeout", 20000]
-            if (r + it) % 2:
-                args.append("--zero-copy")
-            procs.append(d.rank_async(*args))
-        delay = rng.uniform(0, 0.3)
+        procs = start_ranks(d, step, world, it)
+        delay = rng.uniform(0, window)
         time.sleep(delay)
         d.kill(signal.SIGKILL)
 
