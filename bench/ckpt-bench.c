@@ -18,6 +18,8 @@
  *   --daemon-pid PID   read the daemon's CPU time from /proc/PID/stat
  *   --no-commit        leave steps uncommitted (default: commit each, so
  *                      the daemon's retention keeps the disk bounded)
+ *   --restore-streams N  also time a restore with N connections reading
+ *                      shards in parallel (restore_parallel_mbps)
  *
  * Every mode that talks to the daemon first does one untimed warm-up save
  * on the same connection, so the pool slots are already mapped here and the
@@ -27,6 +29,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +50,7 @@ struct bench {
         uint64_t tensor_size;
         long daemon_pid;
         bool commit;
+        uint32_t restore_streams;
         char *src; /* size bytes, prefaulted, non-zero pattern */
         char *dst; /* size bytes, prefaulted */
         struct ckpt_conn *conn;
@@ -150,7 +154,7 @@ static int bench_connect(struct bench *b) {
 }
 
 struct save_times {
-        double begin, first_byte, finished, local;
+        double begin, first_byte, last_byte, finished, local;
         double cpu_before, cpu_after;
 };
 
@@ -198,6 +202,7 @@ static int bench_save(struct bench *b, bool zero_copy, struct save_times *t) {
                         return r;
                 }
         }
+        t->last_byte = now_s();
         r = ckpt_save_finish(s);
         t->finished = now_s();
         if (r < 0)
@@ -245,6 +250,8 @@ static int mode_stage(struct bench *b) {
                 return r;
         double gb = (double)b->size / 1e9;
         printf("staging_s=%.6f\n", t.finished - t.begin);
+        printf("staging_copy_s=%.6f\n", t.last_byte - t.first_byte);
+        printf("staging_finish_s=%.6f\n", t.finished - t.last_byte);
         printf("local_from_first_byte_s=%.6f\n", t.local - t.first_byte);
         printf("local_from_begin_s=%.6f\n", t.local - t.begin);
         printf("local_after_finish_s=%.6f\n", t.local - t.finished);
@@ -265,6 +272,94 @@ static int mode_zerocopy(struct bench *b) {
         return 0;
 }
 
+/* One reader of a restore: shards index, index + n, index + 2n, ... of
+ * the list, each read whole into its place in dst, on its own connection
+ * (calls on one connection are serialised). */
+struct restore_stream {
+        struct bench *bench;
+        struct ckpt_conn *conn;
+        const struct ckpt_shard_info *list;
+        const uint64_t *offsets;
+        size_t count, index, nstreams;
+        int error;
+        char what[640];
+};
+
+static void *restore_stream_run(void *arg) {
+        struct restore_stream *st = arg;
+        struct bench *b = st->bench;
+
+        for (size_t i = st->index; i < st->count; i += st->nstreams) {
+                int64_t got = ckpt_read(st->conn, b->job, b->saved_step, 0, st->list[i].name, 0,
+                                        b->dst + st->offsets[i], st->list[i].size);
+                if (got < 0 || (uint64_t)got != st->list[i].size) {
+                        st->error = got < 0 ? (int)got : -EIO;
+                        snprintf(st->what, sizeof(st->what), "read %s: %s", st->list[i].name,
+                                 got < 0 ? ckpt_last_error(st->conn) : "short read");
+                        break;
+                }
+        }
+        return NULL;
+}
+
+/*
+ * Read the whole saved step back into dst with `streams` connections in
+ * parallel (1: what a plain single-threaded restore gets).  Extra
+ * connections first read their shards once, untimed, so that they have
+ * mapped the pool slots, as the main connection has from its saves.
+ */
+static int restore_pass(struct bench *b, const struct ckpt_shard_info *list,
+                        const uint64_t *offsets, size_t count, uint32_t streams,
+                        double *seconds) {
+        struct restore_stream st[16];
+        pthread_t th[16];
+        int r = 0;
+
+        if (streams < 1 || streams > 16)
+                return -EINVAL;
+        memset(st, 0, sizeof(st));
+        for (uint32_t i = 0; i < streams; i++) {
+                st[i] = (struct restore_stream){ .bench = b, .list = list, .offsets = offsets,
+                                                 .count = count, .index = i, .nstreams = streams };
+                if (i == 0) {
+                        st[i].conn = b->conn;
+                        continue;
+                }
+                r = ckpt_connect(b->socket, &st[i].conn);
+                if (r < 0) {
+                        fail(b, "connect (restore stream)", r);
+                        break;
+                }
+                restore_stream_run(&st[i]);
+                if (st[i].error < 0) {
+                        r = st[i].error;
+                        fprintf(stderr, "ckpt-bench: %s\n", st[i].what);
+                        break;
+                }
+        }
+        if (r == 0) {
+                double t0 = now_s();
+                uint32_t started = 0;
+                for (uint32_t i = 1; i < streams; i++, started++)
+                        if (pthread_create(&th[i], NULL, restore_stream_run, &st[i]) != 0)
+                                break;
+                restore_stream_run(&st[0]);
+                for (uint32_t i = 1; i <= started; i++)
+                        pthread_join(th[i], NULL);
+                *seconds = now_s() - t0;
+                if (started != streams - 1)
+                        r = -EAGAIN;
+                for (uint32_t i = 0; r == 0 && i < streams; i++)
+                        if (st[i].error < 0) {
+                                r = st[i].error;
+                                fprintf(stderr, "ckpt-bench: %s\n", st[i].what);
+                        }
+        }
+        for (uint32_t i = 1; i < streams; i++)
+                ckpt_disconnect(st[i].conn);
+        return r;
+}
+
 static int mode_restore(struct bench *b) {
         struct ckpt_shard_info *list;
         size_t count;
@@ -279,47 +374,52 @@ static int mode_restore(struct bench *b) {
         r = ckpt_shard_list(b->conn, b->job, b->saved_step, 0, &list, &count);
         if (r < 0)
                 return fail(b, "shard_list", r);
+        uint64_t *offsets = calloc(count ? count : 1, sizeof(*offsets));
         uint64_t total = 0;
-        for (size_t i = 0; i < count; i++)
+        for (size_t i = 0; offsets && i < count; i++) {
+                offsets[i] = total;
                 total += list[i].size;
-        if (total > b->size) {
-                ckpt_shard_list_free(list);
+        }
+        if (!offsets || total > b->size) {
                 fprintf(stderr, "ckpt-bench: step %" PRIu64 " holds more than --size\n",
                         b->saved_step);
+                free(offsets);
+                ckpt_shard_list_free(list);
                 return -EINVAL;
         }
-        double t0 = now_s();
-        uint64_t off = 0;
-        for (size_t i = 0; i < count; i++) {
-                int64_t got = ckpt_read(b->conn, b->job, b->saved_step, 0, list[i].name, 0,
-                                        b->dst + off, list[i].size);
-                if (got < 0) {
-                        ckpt_shard_list_free(list);
-                        return fail(b, "read", (int)got);
-                }
-                if ((uint64_t)got != list[i].size) {
-                        ckpt_shard_list_free(list);
-                        fprintf(stderr, "ckpt-bench: short read of %s\n", list[i].name);
-                        return -EIO;
-                }
-                off += (uint64_t)got;
-        }
-        double t1 = now_s();
-        ckpt_shard_list_free(list);
+
+        double secs;
+        r = restore_pass(b, list, offsets, count, 1, &secs);
         /* the bytes read back are the bytes saved (shards sort by name, as
          * saved); outside the timed part */
-        if (memcmp(b->dst, b->src, off) != 0) {
+        if (r == 0 && memcmp(b->dst, b->src, total) != 0) {
                 fprintf(stderr, "ckpt-bench: restored bytes differ from saved bytes\n");
-                return -EIO;
+                r = -EIO;
         }
-        printf("restore_s=%.6f\n", t1 - t0);
-        printf("restore_mbps=%.1f\n", (double)off / (t1 - t0) / 1e6);
-        return 0;
+        if (r == 0) {
+                printf("restore_s=%.6f\n", secs);
+                printf("restore_mbps=%.1f\n", (double)total / secs / 1e6);
+        }
+        if (r == 0 && b->restore_streams > 1) {
+                memset(b->dst, 0, total);
+                r = restore_pass(b, list, offsets, count, b->restore_streams, &secs);
+                if (r == 0 && memcmp(b->dst, b->src, total) != 0) {
+                        fprintf(stderr, "ckpt-bench: restored bytes differ from saved bytes\n");
+                        r = -EIO;
+                }
+                if (r == 0) {
+                        printf("restore_streams=%u\n", b->restore_streams);
+                        printf("restore_parallel_mbps=%.1f\n", (double)total / secs / 1e6);
+                }
+        }
+        free(offsets);
+        ckpt_shard_list_free(list);
+        return r;
 }
 
 static void usage(FILE *f) {
         fprintf(f, "usage: ckpt-bench [--socket PATH] [--job NAME] [--size BYTES] [--tensors K]\n"
-                   "                  [--daemon-pid PID] [--no-commit] "
+                   "                  [--daemon-pid PID] [--no-commit] [--restore-streams N] "
                    "all|memcpy|stage|zerocopy|restore\n");
 }
 
@@ -331,10 +431,12 @@ int main(int argc, char **argv) {
                 { "tensors", required_argument, NULL, 'k' },
                 { "daemon-pid", required_argument, NULL, 'p' },
                 { "no-commit", no_argument, NULL, 'C' },
+                { "restore-streams", required_argument, NULL, 'R' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
-        struct bench b = { .job = "bench", .size = 1ull << 30, .tensors = 64, .commit = true };
+        struct bench b = { .job = "bench", .size = 1ull << 30, .tensors = 64, .commit = true,
+                           .restore_streams = 1 };
         int c;
 
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -350,6 +452,13 @@ int main(int argc, char **argv) {
                 case 'k': b.tensors = (uint32_t)strtoul(optarg, NULL, 10); break;
                 case 'p': b.daemon_pid = strtol(optarg, NULL, 10); break;
                 case 'C': b.commit = false; break;
+                case 'R':
+                        b.restore_streams = (uint32_t)strtoul(optarg, NULL, 10);
+                        if (b.restore_streams < 1 || b.restore_streams > 16) {
+                                fprintf(stderr, "ckpt-bench: --restore-streams must be 1-16\n");
+                                return 2;
+                        }
+                        break;
                 case 'h': usage(stdout); return 0;
                 default: usage(stderr); return 2;
                 }
@@ -359,6 +468,11 @@ int main(int argc, char **argv) {
                 return 2;
         }
         const char *mode = argv[optind];
+        if (strcmp(mode, "all") && strcmp(mode, "memcpy") && strcmp(mode, "stage") &&
+            strcmp(mode, "zerocopy") && strcmp(mode, "restore")) {
+                usage(stderr);
+                return 2;
+        }
         if (b.tensors == 0 || b.size % b.tensors || (b.size / b.tensors) % 8) {
                 fprintf(stderr, "ckpt-bench: --size must split into --tensors equal parts "
                                 "(multiples of 8 bytes)\n");
@@ -374,11 +488,6 @@ int main(int argc, char **argv) {
         printf("bytes=%" PRIu64 "\ntensors=%u\n", b.size, b.tensors);
 
         bool all = !strcmp(mode, "all");
-        if (!all && strcmp(mode, "memcpy") && strcmp(mode, "stage") &&
-            strcmp(mode, "zerocopy") && strcmp(mode, "restore")) {
-                usage(stderr);
-                return 2;
-        }
         int r = 0;
         if (strcmp(mode, "memcpy"))
                 r = bench_warmup(&b);

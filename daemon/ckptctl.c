@@ -26,20 +26,24 @@
 #define EXIT_NOT_RUNNING 3
 
 static bool json;
+/* Everything a command prints goes here first and reaches stdout only if
+ * the whole command succeeded: a failure halfway never leaves half a table
+ * or half a JSON document behind. */
+static FILE *out;
 static struct wire wire;
 
 static void json_str(const char *s) {
-        putchar('"');
+        fputc('"', out);
         for (; *s; s++) {
                 unsigned char ch = (unsigned char)*s;
                 if (ch == '"' || ch == '\\')
-                        printf("\\%c", ch);
+                        fprintf(out, "\\%c", ch);
                 else if (ch < 0x20)
-                        printf("\\u%04x", ch);
+                        fprintf(out, "\\u%04x", ch);
                 else
-                        putchar(ch);
+                        fputc(ch, out);
         }
-        putchar('"');
+        fputc('"', out);
 }
 
 static const char *human_bytes(uint64_t b, char buf[32]) {
@@ -76,7 +80,7 @@ static int report(int r, const char *what) {
 }
 
 /* Fetch every page of the job list (caller frees). */
-static int fetch_jobs(struct ckpt_job_entry **out, uint32_t *n_out) {
+static int fetch_jobs(struct ckpt_job_entry **jobs_out, uint32_t *n_out) {
         struct ckpt_reply *rep = malloc(sizeof(*rep));
         struct ckpt_job_entry *all = NULL;
         uint32_t n = 0;
@@ -107,12 +111,12 @@ static int fetch_jobs(struct ckpt_job_entry **out, uint32_t *n_out) {
                 free(all);
                 return r;
         }
-        *out = all;
+        *jobs_out = all;
         *n_out = n;
         return 0;
 }
 
-static int fetch_ckpts(const char *job, struct ckpt_ckpt_entry **out, uint32_t *n_out) {
+static int fetch_ckpts(const char *job, struct ckpt_ckpt_entry **ckpts_out, uint32_t *n_out) {
         struct ckpt_reply *rep = malloc(sizeof(*rep));
         struct ckpt_ckpt_entry *all = NULL;
         uint32_t n = 0;
@@ -148,36 +152,36 @@ static int fetch_ckpts(const char *job, struct ckpt_ckpt_entry **out, uint32_t *
                 free(all);
                 return r;
         }
-        *out = all;
+        *ckpts_out = all;
         *n_out = n;
         return 0;
 }
 
 static void print_job_table(const struct ckpt_job_entry *jobs, uint32_t n) {
         char b[32];
-        printf("%-24s %6s %12s %6s %9s %12s %6s\n", "JOB", "UID", "LATEST", "CKPTS", "COMMITTED",
+        fprintf(out, "%-24s %6s %12s %6s %9s %12s %6s\n", "JOB", "UID", "LATEST", "CKPTS", "COMMITTED",
                "LOCAL", "ERRORS");
         for (uint32_t i = 0; i < n; i++) {
                 char latest[24] = "-";
                 if (jobs[i].latest_committed >= 0)
                         snprintf(latest, sizeof(latest), "%" PRId64, jobs[i].latest_committed);
-                printf("%-24s %6u %12s %6u %9u %12s %6u\n", jobs[i].name.str, jobs[i].uid, latest,
+                fprintf(out, "%-24s %6u %12s %6u %9u %12s %6u\n", jobs[i].name.str, jobs[i].uid, latest,
                        jobs[i].checkpoints, jobs[i].committed, human_bytes(jobs[i].bytes_local, b),
                        jobs[i].errors);
         }
         if (n == 0)
-                printf("(no jobs)\n");
+                fprintf(out, "(no jobs)\n");
 }
 
 static void print_job_json(const struct ckpt_job_entry *j) {
-        printf("{\"name\":");
+        fprintf(out, "{\"name\":");
         json_str(j->name.str);
-        printf(",\"uid\":%u,\"latest_committed\":", j->uid);
+        fprintf(out, ",\"uid\":%u,\"latest_committed\":", j->uid);
         if (j->latest_committed >= 0)
-                printf("%" PRId64, j->latest_committed);
+                fprintf(out, "%" PRId64, j->latest_committed);
         else
-                printf("null");
-        printf(",\"checkpoints\":%u,\"committed\":%u,\"tiers\":{\"local\":{\"bytes\":%" PRIu64
+                fprintf(out, "null");
+        fprintf(out, ",\"checkpoints\":%u,\"committed\":%u,\"tiers\":{\"local\":{\"bytes\":%" PRIu64
                "}},\"errors\":%u}",
                j->checkpoints, j->committed, j->bytes_local, j->errors);
 }
@@ -203,42 +207,42 @@ static int cmd_status(void) {
         }
         const struct ckpt_rep_status *s = &rep->status;
         if (json) {
-                printf("{\"version\":");
+                fprintf(out, "{\"version\":");
                 json_str(s->daemon_version);
-                printf(",\"uptime_ms\":%" PRIu64 ",\"state_dir\":", s->uptime_ms);
+                fprintf(out, ",\"uptime_ms\":%" PRIu64 ",\"state_dir\":", s->uptime_ms);
                 json_str(s->state_dir);
-                printf(",\"pool\":{\"bytes\":%" PRIu64 ",\"used_bytes\":%" PRIu64
+                fprintf(out, ",\"pool\":{\"bytes\":%" PRIu64 ",\"used_bytes\":%" PRIu64
                        ",\"slots\":%u,\"slots_used\":%u,\"waiters\":%u}",
                        s->pool_bytes, s->pool_used_bytes, s->slot_count, s->slots_used,
                        s->slot_waiters);
-                printf(",\"in_flight\":{\"bytes\":%" PRIu64 ",\"shards\":%u,\"saves\":%u}",
+                fprintf(out, ",\"in_flight\":{\"bytes\":%" PRIu64 ",\"shards\":%u,\"saves\":%u}",
                        s->bytes_in_flight, s->shards_in_flight, s->saves_active);
-                printf(",\"clients\":%u,\"bytes_written\":%" PRIu64 ",\"bytes_read\":%" PRIu64
+                fprintf(out, ",\"clients\":%u,\"bytes_written\":%" PRIu64 ",\"bytes_read\":%" PRIu64
                        ",\"errors\":%" PRIu64 ",\"last_error\":",
                        s->clients, s->bytes_written, s->bytes_read, s->errors);
                 json_str(s->last_error);
-                printf(",\"jobs\":[");
+                fprintf(out, ",\"jobs\":[");
                 for (uint32_t i = 0; i < njobs; i++) {
                         if (i)
-                                putchar(',');
+                                fputc(',', out);
                         print_job_json(&jobs[i]);
                 }
-                printf("]}\n");
+                fprintf(out, "]}\n");
         } else {
-                printf("ckptd %s, up %s\n", s->daemon_version, human_duration(s->uptime_ms, b1));
+                fprintf(out, "ckptd %s, up %s\n", s->daemon_version, human_duration(s->uptime_ms, b1));
                 if (s->state_dir[0])
-                        printf("state:     %s\n", s->state_dir);
-                printf("pool:      %u of %u slots in use (%s of %s), %u waiting\n", s->slots_used,
+                        fprintf(out, "state:     %s\n", s->state_dir);
+                fprintf(out, "pool:      %u of %u slots in use (%s of %s), %u waiting\n", s->slots_used,
                        s->slot_count, human_bytes(s->pool_used_bytes, b1),
                        human_bytes(s->pool_bytes, b2), s->slot_waiters);
-                printf("in flight: %u saves, %u shards, %s not yet on disk; %u clients\n",
+                fprintf(out, "in flight: %u saves, %u shards, %s not yet on disk; %u clients\n",
                        s->saves_active, s->shards_in_flight, human_bytes(s->bytes_in_flight, b1),
                        s->clients);
-                printf("traffic:   %s written, %s read since start\n",
+                fprintf(out, "traffic:   %s written, %s read since start\n",
                        human_bytes(s->bytes_written, b2), human_bytes(s->bytes_read, b3));
-                printf("errors:    %" PRIu64 "%s%s\n", s->errors, s->last_error[0] ? ", last: " : "",
+                fprintf(out, "errors:    %" PRIu64 "%s%s\n", s->errors, s->last_error[0] ? ", last: " : "",
                        s->last_error);
-                printf("\n");
+                fprintf(out, "\n");
                 print_job_table(jobs, njobs);
         }
         free(jobs);
@@ -264,13 +268,13 @@ static int cmd_list(const char *job) {
                 if (r < 0)
                         return report(r, "list");
                 if (json) {
-                        printf("[");
+                        fprintf(out, "[");
                         for (uint32_t i = 0; i < n; i++) {
                                 if (i)
-                                        putchar(',');
+                                        fputc(',', out);
                                 print_job_json(&jobs[i]);
                         }
-                        printf("]\n");
+                        fprintf(out, "]\n");
                 } else {
                         print_job_table(jobs, n);
                 }
@@ -284,25 +288,25 @@ static int cmd_list(const char *job) {
         if (r < 0)
                 return report(r, "list");
         if (json) {
-                printf("[");
+                fprintf(out, "[");
                 for (uint32_t i = 0; i < n; i++) {
-                        printf("%s{\"step\":%" PRIu64 ",\"state\":", i ? "," : "", c[i].step);
+                        fprintf(out, "%s{\"step\":%" PRIu64 ",\"state\":", i ? "," : "", c[i].step);
                         json_str(ckpt_state_name(c[i].state));
-                        printf(",\"world_size\":%u,\"ranks_local\":%u,\"shards\":%u,\"bytes\":%" PRIu64
+                        fprintf(out, ",\"world_size\":%u,\"ranks_local\":%u,\"shards\":%u,\"bytes\":%" PRIu64
                                ",\"committed_at\":%" PRId64 "}",
                                c[i].world_size, c[i].ranks_local, c[i].shards, c[i].bytes,
                                c[i].committed_at);
                 }
-                printf("]\n");
+                fprintf(out, "]\n");
         } else {
-                printf("%-20s %-10s %6s %6s %7s %12s  %s\n", "STEP", "STATE", "WORLD", "RANKS",
+                fprintf(out, "%-20s %-10s %6s %6s %7s %12s  %s\n", "STEP", "STATE", "WORLD", "RANKS",
                        "SHARDS", "BYTES", "COMMITTED AT");
                 for (uint32_t i = 0; i < n; i++)
-                        printf("%-20" PRIu64 " %-10s %6u %6u %7u %12s  %s\n", c[i].step,
+                        fprintf(out, "%-20" PRIu64 " %-10s %6u %6u %7u %12s  %s\n", c[i].step,
                                ckpt_state_name(c[i].state), c[i].world_size, c[i].ranks_local,
                                c[i].shards, human_bytes(c[i].bytes, b), fmt_time(c[i].committed_at, t));
                 if (n == 0)
-                        printf("(no checkpoints)\n");
+                        fprintf(out, "(no checkpoints)\n");
         }
         free(c);
         return 0;
@@ -332,15 +336,15 @@ static int cmd_show(const char *job, const char *step_str) {
         }
         char b[32], t[32];
         if (json) {
-                printf("{\"job\":");
+                fprintf(out, "{\"job\":");
                 json_str(job);
-                printf(",\"step\":%" PRIu64 ",\"state\":", step);
+                fprintf(out, ",\"step\":%" PRIu64 ",\"state\":", step);
                 json_str(ckpt_state_name(c->state));
-                printf(",\"world_size\":%u,\"bytes\":%" PRIu64 ",\"committed_at\":%" PRId64
+                fprintf(out, ",\"world_size\":%u,\"bytes\":%" PRIu64 ",\"committed_at\":%" PRId64
                        ",\"ranks\":[",
                        c->world_size, c->bytes, c->committed_at);
         } else {
-                printf("job %s step %" PRIu64 ": %s, world size %u, %u ranks here, %u shards, %s, "
+                fprintf(out, "job %s step %" PRIu64 ": %s, world size %u, %u ranks here, %u shards, %s, "
                        "committed %s\n",
                        job, step, ckpt_state_name(c->state), c->world_size, c->ranks_local,
                        c->shards, human_bytes(c->bytes, b), fmt_time(c->committed_at, t));
@@ -363,21 +367,21 @@ static int cmd_show(const char *job, const char *step_str) {
                         if (!header) {
                                 header = true;
                                 if (json)
-                                        printf("%s{\"rank\":%u,\"shards\":[", first_rank ? "" : ",", rank);
+                                        fprintf(out, "%s{\"rank\":%u,\"shards\":[", first_rank ? "" : ",", rank);
                                 else
-                                        printf("\nrank %u:\n  %-40s %14s  %s\n", rank, "SHARD", "BYTES",
+                                        fprintf(out, "\nrank %u:\n  %-40s %14s  %s\n", rank, "SHARD", "BYTES",
                                                "CRC32C");
                                 first_rank = false;
                         }
                         for (uint32_t i = 0; i < l->count; i++) {
                                 const struct ckpt_shard_entry *e = &l->entries[i];
                                 if (json) {
-                                        printf("%s{\"name\":", got + i ? "," : "");
+                                        fprintf(out, "%s{\"name\":", got + i ? "," : "");
                                         json_str(e->name.str);
-                                        printf(",\"size\":%" PRIu64 ",\"crc32c\":\"%08x\"}", e->size,
+                                        fprintf(out, ",\"size\":%" PRIu64 ",\"crc32c\":\"%08x\"}", e->size,
                                                e->crc32c);
                                 } else {
-                                        printf("  %-40s %14" PRIu64 "  %08x\n", e->name.str, e->size,
+                                        fprintf(out, "  %-40s %14" PRIu64 "  %08x\n", e->name.str, e->size,
                                                e->crc32c);
                                 }
                         }
@@ -386,7 +390,7 @@ static int cmd_show(const char *job, const char *step_str) {
                                 break;
                 }
                 if (header && json)
-                        printf("]}");
+                        fprintf(out, "]}");
                 if (r < 0 && r != -ENOENT) {
                         free(rep);
                         free(all);
@@ -394,7 +398,7 @@ static int cmd_show(const char *job, const char *step_str) {
                 }
         }
         if (json)
-                printf("]}\n");
+                fprintf(out, "]}\n");
         free(rep);
         free(all);
         return 0;
@@ -472,6 +476,13 @@ int main(int argc, char **argv) {
                         wire.errmsg[0] ? wire.errmsg : strerror(-r));
                 return EXIT_DAEMON_ERROR;
         }
+        char *text = NULL;
+        size_t len = 0;
+        out = open_memstream(&text, &len);
+        if (!out) {
+                fprintf(stderr, "ckptctl: out of memory\n");
+                return EXIT_DAEMON_ERROR;
+        }
         if (!strcmp(cmd, "status"))
                 r = cmd_status();
         else if (!strcmp(cmd, "list"))
@@ -479,5 +490,9 @@ int main(int argc, char **argv) {
         else
                 r = cmd_show(args[0], args[1]);
         wire_close(&wire);
+        fclose(out);
+        if (r == 0)
+                fwrite(text, 1, len, stdout);
+        free(text);
         return r;
 }

@@ -146,7 +146,7 @@ static void daemon_retention_all(struct daemon *d) {
                 return;
         uint32_t start = 0;
         for (;;) {
-                if (catalog_job_list(d->catalog, start, page) < 0 || page->count == 0)
+                if (catalog_job_list(d->catalog, start, -1, page) < 0 || page->count == 0)
                         break;
                 for (uint32_t i = 0; i < page->count; i++)
                         save_retention_run(d->server, page->entries[i].name.str);

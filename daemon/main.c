@@ -57,24 +57,26 @@ int main(int argc, char **argv) {
                         r = 0; /* no config file: embedded defaults */
                 } else if (r == -ENOENT) {
                         fprintf(stderr, "ckptd: config file %s does not exist\n", path);
+                }
+                if (r < 0) {
+                        free(path);
+                        config_clear(&cfg);
                         return 2;
                 }
-                if (r < 0)
-                        return 2;
         }
         r = config_parse_args(&cfg, argc, argv, stderr);
         if (r == 1) {
                 printf("Usage: ckptd [--config PATH] [--SECTION-KEY=VALUE ...]\n\n"
                        "Per-node checkpoint daemon. Every configuration key is also a flag:\n\n");
                 config_print_help(stdout);
-                return 0;
-        }
-        if (r == 2) {
+        } else if (r == 2) {
                 printf("ckptd %s\n", CKPTD_VERSION);
-                return 0;
         }
-        if (r < 0 || config_validate(&cfg, stderr) < 0)
-                return 2;
+        if (r == 1 || r == 2 || r < 0 || config_validate(&cfg, stderr) < 0) {
+                free(path);
+                config_clear(&cfg);
+                return r == 1 || r == 2 ? 0 : 2;
+        }
         log_set_level(cfg.log_level);
 
         r = daemon_new(&d, &cfg, path, argc, argv);

@@ -138,14 +138,14 @@ static const char *const stmt_sql[STMT_MAX_] = {
                          " ON CONFLICT (name) DO NOTHING",
         [STMT_JOB_UID] = "SELECT uid FROM jobs WHERE name = ?1",
         [STMT_JOB_ERROR] = "UPDATE jobs SET errors = errors + 1 WHERE name = ?1",
-        [STMT_JOB_COUNT] = "SELECT COUNT(*) FROM jobs",
+        [STMT_JOB_COUNT] = "SELECT COUNT(*) FROM jobs WHERE ?1 < 0 OR uid = ?1",
         [STMT_JOB_PAGE] =
                 "SELECT j.name, j.uid, j.errors,"
                 " (SELECT MAX(step) FROM checkpoints WHERE job = j.name AND state = ?3),"
                 " (SELECT COUNT(*) FROM checkpoints WHERE job = j.name),"
                 " (SELECT COUNT(*) FROM checkpoints WHERE job = j.name AND state = ?3),"
                 " (SELECT COALESCE(SUM(bytes), 0) FROM ranks WHERE job = j.name)"
-                " FROM jobs j ORDER BY j.name LIMIT ?1 OFFSET ?2",
+                " FROM jobs j WHERE ?4 < 0 OR j.uid = ?4 ORDER BY j.name LIMIT ?1 OFFSET ?2",
         [STMT_CKPT_UPSERT] =
                 "INSERT INTO checkpoints (job, step, world_size, state, created_at, committed_at)"
                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
@@ -595,17 +595,18 @@ int catalog_job_error(struct catalog *c, const char *job) {
         return sqlite3_changes(c->db) > 0 ? 0 : -ENOENT;
 }
 
-uint32_t catalog_job_count(struct catalog *c) {
+uint32_t catalog_job_count(struct catalog *c, int64_t uid) {
         _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_JOB_COUNT];
 
-        if (sqlite3_step(s) != SQLITE_ROW) {
+        if (bind_i64(s, 1, uid) || sqlite3_step(s) != SQLITE_ROW) {
                 (void)sql_error(c->db, "count jobs");
                 return 0;
         }
         return col_u32(s, 0);
 }
 
-int catalog_job_list(struct catalog *c, uint32_t start, struct ckpt_rep_job_list *out) {
+int catalog_job_list(struct catalog *c, uint32_t start, int64_t uid,
+                     struct ckpt_rep_job_list *out) {
         _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_JOB_PAGE];
         int rc = SQLITE_DONE;
 
@@ -614,13 +615,13 @@ int catalog_job_list(struct catalog *c, uint32_t start, struct ckpt_rep_job_list
 
         {
                 _cleanup_stmt_ sqlite3_stmt *n = c->stmt[STMT_JOB_COUNT];
-                if (sqlite3_step(n) != SQLITE_ROW)
+                if (bind_i64(n, 1, uid) || sqlite3_step(n) != SQLITE_ROW)
                         return sql_error(c->db, "count jobs");
                 out->total = col_u32(n, 0);
         }
 
         if (bind_i64(s, 1, CKPT_JOB_PAGE) || bind_i64(s, 2, start) ||
-            bind_i64(s, 3, CKPT_STATE_COMMITTED))
+            bind_i64(s, 3, CKPT_STATE_COMMITTED) || bind_i64(s, 4, uid))
                 return sql_error(c->db, "list jobs from %" PRIu32, start);
         while (out->count < CKPT_JOB_PAGE && (rc = sqlite3_step(s)) == SQLITE_ROW) {
                 struct ckpt_job_entry *e = &out->entries[out->count++];

@@ -65,12 +65,14 @@ int catalog_shard_get(struct catalog *c, const char *job, uint64_t step, uint32_
 
 /* Paged listings in the wire shape (entries sorted: jobs by name,
  * checkpoints newest step first, shards by name). */
-int catalog_job_list(struct catalog *c, uint32_t start, struct ckpt_rep_job_list *out);
+/* uid >= 0 lists only that uid's jobs; -1 lists all. */
+int catalog_job_list(struct catalog *c, uint32_t start, int64_t uid,
+                     struct ckpt_rep_job_list *out);
 int catalog_ckpt_list(struct catalog *c, const char *job, uint32_t start,
                       struct ckpt_rep_ckpt_list *out); /* -ENOENT: no such job */
 int catalog_shard_list(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
                        uint32_t start, struct ckpt_rep_shard_list *out); /* -ENOENT */
-uint32_t catalog_job_count(struct catalog *c);
+uint32_t catalog_job_count(struct catalog *c, int64_t uid); /* uid -1: all */
 
 /* Iterate all checkpoints of a job (newest first) or of all jobs (job ==
  * NULL), for retention and reconcile.  Stops early and returns cb's value if

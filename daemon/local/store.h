@@ -115,6 +115,10 @@ bool store_step_committed(struct store *s, const char *job, uint64_t step);
 int store_shard_open(struct store *s, const char *job, uint64_t step, uint32_t rank,
                      const char *shard, bool direct, int *fd_out,
                      const struct manifest **m_out, const struct manifest_shard **sh_out);
+/* The name of the shard that follows `shard` in name order in the rank's
+ * manifest (into out, CKPT_NAME_MAX + 1 bytes), or -ENOENT. */
+int store_shard_following(struct store *s, const char *job, uint64_t step, uint32_t rank,
+                          const char *shard, char *out);
 /* Forget cached manifests of (job, step) (after delete/replace). */
 void store_manifest_forget(struct store *s, const char *job, uint64_t step);
 

@@ -283,43 +283,60 @@ static struct read_op *read_op_new(struct server *srv, const char *job, uint64_t
         return op;
 }
 
-void restore_drop_prefetches_of(struct conn *c) {
-        struct read_op *op = c->prefetch;
-
-        if (!op)
-                return;
-        c->prefetch = NULL;
+static void read_prefetch_forget(struct read_op *op) {
         op->prefetch = false;
         if (op->ready)
                 read_op_free(op);
         /* else orphaned: freed when its I/O or check completes */
 }
 
+void restore_drop_prefetches_of(struct conn *c) {
+        for (unsigned i = 0; i < c->nprefetch; i++)
+                read_prefetch_forget(c->prefetch[i]);
+        c->nprefetch = 0;
+}
+
+/* Queue read-aheads after prev (or after the last one queued) until the
+ * queue is full, the step's rank runs out of shards, or memory is short. */
 static void read_prefetch_next(struct conn *c, const struct read_op *prev) {
         struct server *srv = c->srv;
-        uint64_t next = prev->offset + prev->length;
+        char following[CKPT_NAME_MAX + 1];
         char msg[CKPT_ERRMSG_MAX];
         bool eof;
         int error;
 
-        if (c->prefetch || next >= prev->shard_size)
-                return;
-        struct read_op *op = read_op_new(srv, prev->job, prev->step, prev->rank, prev->shard, next,
-                                         pool_slot_size(srv->pool), &error, &eof, msg, sizeof(msg));
-        if (!op)
-                return; /* the real request will report any problem */
-        /* Only with memory to spare: a prefetch never waits for the pool,
-         * and never takes the last free units from a save. */
-        uint32_t want = pool_units_for(srv->pool, op->span_length);
-        if (pool_waiters(srv->pool) > 0 ||
-            pool_try_acquire(srv->pool, (uint32_t)c->uid, want, &op->window) <= 0) {
-                read_op_free(op);
-                return;
+        while (c->nprefetch < SERVER_PREFETCH_DEPTH) {
+                const struct read_op *base = c->nprefetch ? c->prefetch[c->nprefetch - 1] : prev;
+                uint64_t next = base->offset + base->length;
+                const char *shard = base->shard;
+                if (next >= base->shard_size) {
+                        /* A restore reads a rank's shards one after another,
+                         * in the order ckpt_shard_list() gives (by name):
+                         * guess that one.  A wrong guess costs a dropped read. */
+                        if (store_shard_following(srv->store, base->job, base->step, base->rank,
+                                                  base->shard, following) < 0)
+                                return;
+                        shard = following;
+                        next = 0;
+                }
+                struct read_op *op = read_op_new(srv, base->job, base->step, base->rank, shard, next,
+                                                 pool_slot_size(srv->pool), &error, &eof, msg,
+                                                 sizeof(msg));
+                if (!op)
+                        return; /* the real request will report any problem */
+                /* Only with memory to spare: a read-ahead never waits for the
+                 * pool, and never while a save waits for it. */
+                uint32_t want = pool_units_for(srv->pool, op->span_length);
+                if (pool_waiters(srv->pool) > 0 ||
+                    pool_try_acquire(srv->pool, (uint32_t)c->uid, want, &op->window) <= 0) {
+                        read_op_free(op);
+                        return;
+                }
+                op->has_window = true;
+                op->prefetch = true;
+                c->prefetch[c->nprefetch++] = op;
+                read_submit(op);
         }
-        op->has_window = true;
-        op->prefetch = true;
-        c->prefetch = op;
-        read_submit(op);
 }
 
 /* Does the request ask for what the prefetch holds? */
@@ -344,8 +361,9 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                            "first", SERVER_READS_PER_CONN);
                 return;
         }
-        if (c->prefetch && read_prefetch_matches(c->prefetch, req)) {
-                struct read_op *op = TAKE_PTR(c->prefetch);
+        if (c->nprefetch && read_prefetch_matches(c->prefetch[0], req)) {
+                struct read_op *op = c->prefetch[0];
+                memmove(c->prefetch, c->prefetch + 1, --c->nprefetch * sizeof(c->prefetch[0]));
                 op->prefetch = false;
                 op->conn = c;
                 op->length = MIN(op->length, req->length);

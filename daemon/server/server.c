@@ -198,6 +198,11 @@ void conn_reply_slot(struct conn *c, const struct pool_extent *e, uint64_t offse
         conn_reply(c, &rep, fd);
 }
 
+/* Whose jobs a client may see: its own, or everyone's for root. */
+static int64_t conn_visible_uid(const struct conn *c) {
+        return c->uid == 0 ? -1 : (int64_t)c->uid;
+}
+
 int conn_check_job(struct conn *c, const char *job, bool write) {
         uint32_t owner;
         int r = catalog_job_uid(c->srv->catalog, job, &owner);
@@ -248,7 +253,7 @@ static void handle_status(struct conn *c) {
         st->bytes_written = store_bytes_written(srv->store);
         st->bytes_read = store_bytes_read(srv->store);
         st->errors = log_error_count();
-        st->jobs = catalog_job_count(srv->catalog);
+        st->jobs = catalog_job_count(srv->catalog, conn_visible_uid(c));
         const char *last = log_last_error();
         snprintf(st->last_error, sizeof(st->last_error), "%s", last ? last : "");
         snprintf(st->state_dir, sizeof(st->state_dir), "%s", srv->opts.state_dir ? srv->opts.state_dir : "");
@@ -261,7 +266,7 @@ static void handle_job_list(struct conn *c, const struct ckpt_req_list *req) {
                 conn_error(c, -ENOMEM, "out of memory");
                 return;
         }
-        int r = catalog_job_list(c->srv->catalog, req->start, &rep->job_list);
+        int r = catalog_job_list(c->srv->catalog, req->start, conn_visible_uid(c), &rep->job_list);
         if (r < 0)
                 conn_error(c, r, "cannot list jobs: catalog error");
         else
@@ -270,12 +275,17 @@ static void handle_job_list(struct conn *c, const struct ckpt_req_list *req) {
 }
 
 static void handle_ckpt_list(struct conn *c, const struct ckpt_req_list *req) {
+        int r = conn_check_job(c, req->job.str, false);
+        if (r == -EACCES) {
+                conn_error(c, r, "job '%s' belongs to another user", req->job.str);
+                return;
+        }
         struct ckpt_reply *rep = calloc(1, sizeof(*rep));
         if (!rep) {
                 conn_error(c, -ENOMEM, "out of memory");
                 return;
         }
-        int r = catalog_ckpt_list(c->srv->catalog, req->job.str, req->start, &rep->ckpt_list);
+        r = catalog_ckpt_list(c->srv->catalog, req->job.str, req->start, &rep->ckpt_list);
         if (r == -ENOENT)
                 conn_error(c, r, "no job named '%s'", req->job.str);
         else if (r < 0)
@@ -294,7 +304,7 @@ static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
                 return;
         }
         /* a read-ahead only pays off for the very next READ */
-        if (c->prefetch && t != CKPT_MSG_READ && t != CKPT_MSG_READ_DONE)
+        if (c->nprefetch && t != CKPT_MSG_READ && t != CKPT_MSG_READ_DONE)
                 restore_drop_prefetches_of(c);
         switch (t) {
         case CKPT_MSG_HELLO:

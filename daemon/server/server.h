@@ -28,6 +28,9 @@
 
 #define SERVER_SAVES_PER_CONN 64
 #define SERVER_READS_PER_CONN 8
+/* Windows a restore reads ahead: enough that the disk queue never drains
+ * while the client copies and the daemon checksums. */
+#define SERVER_PREFETCH_DEPTH 3
 
 struct server_options {
         uint64_t pool_wait_ms;
@@ -96,7 +99,9 @@ struct conn {
         struct list saves;          /* saves this client has not finished */
         uint32_t nsaves;
         struct pool_extent reads[SERVER_READS_PER_CONN]; /* lent by READ (.slot NULL: free) */
-        struct read_op *prefetch;   /* the next window of a restore, read ahead */
+        /* the next windows of a restore, read ahead, in order */
+        struct read_op *prefetch[SERVER_PREFETCH_DEPTH];
+        unsigned nprefetch;
         char errmsg[CKPT_ERRMSG_MAX + 1];
 };
 

@@ -190,27 +190,35 @@ static int verify_range(const char *shard, uint64_t offset, uint64_t length) {
                 uint64_t n = length - done < piece ? length - done : piece;
                 int64_t r = ckpt_read(conn, opt.job, opt.step, opt.rank, shard, offset + done,
                                       got + done, n);
-                if (r < 0)
+                if (r < 0) {
+                        free(got);
+                        free(want);
                         return fail((int)r, "read");
+                }
                 if ((uint64_t)r != n) {
                         fprintf(stderr, "MISMATCH %s: short read %" PRId64 " of %" PRIu64 "\n", shard, r, n);
+                        free(got);
+                        free(want);
                         return 3;
                 }
                 done += n;
         }
         datagen_fill(key, offset, want, length);
+        int rc = 0;
         if (memcmp(got, want, length)) {
                 for (uint64_t i = 0; i < length; i++)
                         if (got[i] != want[i]) {
                                 fprintf(stderr, "MISMATCH %s at byte %" PRIu64 "\n", shard, offset + i);
                                 break;
                         }
-                return 3;
+                rc = 3;
         }
         free(got);
         free(want);
-        return 0;
+        return rc;
 }
+
+static int verify_list(struct ckpt_shard_info *list, size_t n);
 
 static int do_verify(void) {
         struct ckpt_shard_info *list;
@@ -218,6 +226,13 @@ static int do_verify(void) {
         int r = ckpt_shard_list(conn, opt.job, opt.step, opt.rank, &list, &n);
         if (r < 0)
                 return fail(r, "shard_list");
+        r = verify_list(list, n);
+        ckpt_shard_list_free(list);
+        return r;
+}
+
+static int verify_list(struct ckpt_shard_info *list, size_t n) {
+        int r;
         if ((int)n != opt.nshards) {
                 fprintf(stderr, "MISMATCH: rank has %zu shards, expected %d\n", n, opt.nshards);
                 return 3;
@@ -266,7 +281,6 @@ static int do_verify(void) {
                         }
                 }
         }
-        ckpt_shard_list_free(list);
         return 0;
 }
 

@@ -102,7 +102,8 @@ def json_forms(d, t0, t1):
     check(st["uptime_ms"] > 0 and st["errors"] == 0 and st["last_error"] == "",
           "status uptime/errors: %s" % st)
     total = job_bytes(A) + job_bytes(B)
-    check(st["bytes_written"] >= total, "bytes_written %d < %d saved" % (st["bytes_written"], total))
+    check(st["bytes_written"] >= total,
+          "bytes_written %d < %d saved" % (st["bytes_written"], total))
     check(st["clients"] >= 1, "status counts %d clients (ckptctl itself is one)" % st["clients"])
     jobs = {j["name"]: j for j in st["jobs"]}
     check(sorted(jobs) == sorted(CKPTS), "status jobs %s" % sorted(jobs))

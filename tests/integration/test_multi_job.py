@@ -88,7 +88,8 @@ def concurrent_jobs(d):
           % (p.returncode, p.stderr))
 
     jobs = {j["name"]: j for j in ctl_json(d, "list")}
-    check(set(jobs) == set(JOBS), "ckptctl list shows jobs %s, want %s" % (sorted(jobs), sorted(JOBS)))
+    check(set(jobs) == set(JOBS),
+          "ckptctl list shows jobs %s, want %s" % (sorted(jobs), sorted(JOBS)))
     for job, (step, world, seed, layout) in JOBS.items():
         j = jobs[job]
         want_bytes = sum(s for r in range(world) for _, s in layout(r))

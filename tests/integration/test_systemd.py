@@ -120,7 +120,8 @@ def pings(msgs):
 def check_watchdog(n, label):
     n.skip()
     got = pings(n.collect(1.6))
-    check(len(got) >= 5, "%s: %d WATCHDOG=1 pings in 1.6 s, want ~8 (every 200 ms)" % (label, len(got)))
+    check(len(got) >= 5,
+          "%s: %d WATCHDOG=1 pings in 1.6 s, want ~8 (every 200 ms)" % (label, len(got)))
     gaps = sorted(b - a for a, b in zip(got, got[1:]))
     median = gaps[len(gaps) // 2]
     check(0.15 <= median <= 0.3 and gaps[-1] < 0.4,
@@ -177,11 +178,15 @@ def notify(tmp):
     check(not pings(later), "WATCHDOG=1 after STOPPING=1 and exit")
 
     # WATCHDOG_PID names ckptd (set by a shell that then execs it): pings
-    d2 = WrappedDaemon(tmp, ["sh", "-c", 'WATCHDOG_PID=$$ exec "$@"', "sh"], name="wd-pid",
-                       pool="64M", slot="4M",
+    d2 = WrappedDaemon(tmp, ["sh", "-c", 'export WATCHDOG_PID=$$; exec "$@"', "sh"],
+                       name="wd-pid", pool="64M", slot="4M",
                        env={"NOTIFY_SOCKET": n.path, "WATCHDOG_USEC": "400000"})
     d2.start(wait=False)
     n.expect_line("READY=1", timeout=30)
+    with open("/proc/%d/environ" % d2.proc.pid, "rb") as f:
+        environ = f.read().split(b"\0")
+    check(("WATCHDOG_PID=%d" % d2.proc.pid).encode() in environ,
+          "the wrapper did not hand ckptd WATCHDOG_PID=its own pid")
     check_watchdog(n, "WATCHDOG_PID=ckptd's pid")
     check(d2.stop() == 0, "ckptd exited %s" % d2.proc.returncode)
 

@@ -136,7 +136,7 @@ static void test_schema(void) {
 static void test_jobs(struct catalog *c) {
         uint32_t uid = 0;
 
-        EXPECT(catalog_job_count(c), 0);
+        EXPECT(catalog_job_count(c, -1), 0);
         EXPECT(catalog_job_uid(c, "alpha", &uid), -ENOENT);
         EXPECT(catalog_job_add(c, "alpha", 1000), 0);
         EXPECT(catalog_job_uid(c, "alpha", &uid), 0);
@@ -148,9 +148,9 @@ static void test_jobs(struct catalog *c) {
         EXPECT(uid, 1000);
         EXPECT(catalog_job_add(c, "beta", 1001), 0);
         EXPECT(catalog_job_add(c, "gamma", 1002), 0);
-        EXPECT(catalog_job_count(c), 3);
+        EXPECT(catalog_job_count(c, -1), 3);
         EXPECT(catalog_job_add(c, "../etc", 1000), -EINVAL);
-        EXPECT(catalog_job_count(c), 3);
+        EXPECT(catalog_job_count(c, -1), 3);
 
         EXPECT(catalog_job_error(c, "beta"), 0);
         EXPECT(catalog_job_error(c, "beta"), 0);
@@ -404,7 +404,7 @@ static void test_job_list(struct catalog *c) {
         char name[32];
 
         CHECK(l);
-        EXPECT(catalog_job_list(c, 0, l), 0);
+        EXPECT(catalog_job_list(c, 0, -1, l), 0);
         /* alpha, beta, empty, gamma */
         EXPECT(l->total, 4);
         EXPECT(l->count, 4);
@@ -413,6 +413,22 @@ static void test_job_list(struct catalog *c) {
         g = &l->entries[3];
         CHECK(strcmp(a->name.str, "alpha") == 0);
         CHECK(strcmp(b->name.str, "beta") == 0);
+        {
+                /* a non-root client sees only its own jobs */
+                _cleanup_free_ struct ckpt_rep_job_list *mine = calloc(1, sizeof(*mine));
+                CHECK(mine);
+                uint32_t owned = 0;
+                for (uint32_t i = 0; i < l->count; i++)
+                        owned += l->entries[i].uid == a->uid;
+                EXPECT(catalog_job_list(c, 0, a->uid, mine), 0);
+                EXPECT(mine->total, owned);
+                for (uint32_t i = 0; i < mine->count; i++)
+                        EXPECT(mine->entries[i].uid, a->uid);
+                EXPECT(catalog_job_count(c, a->uid), owned);
+                EXPECT(catalog_job_list(c, 0, 4242424, mine), 0);
+                EXPECT(mine->total, 0);
+                EXPECT(mine->count, 0);
+        }
         CHECK(strcmp(l->entries[2].name.str, "empty") == 0);
         CHECK(strcmp(g->name.str, "gamma") == 0);
 
@@ -445,17 +461,17 @@ static void test_job_list(struct catalog *c) {
                 snprintf(name, sizeof(name), "j%03d", i);
                 EXPECT(catalog_job_add(c, name, 5000 + (uint32_t)i), 0);
         }
-        EXPECT(catalog_job_count(c), 4 + CKPT_JOB_PAGE + 6);
-        EXPECT(catalog_job_list(c, 0, l), 0);
+        EXPECT(catalog_job_count(c, -1), 4 + CKPT_JOB_PAGE + 6);
+        EXPECT(catalog_job_list(c, 0, -1, l), 0);
         EXPECT(l->total, 4 + CKPT_JOB_PAGE + 6);
         EXPECT(l->count, CKPT_JOB_PAGE);
         CHECK(strcmp(l->entries[4].name.str, "j000") == 0);
         EXPECT(l->entries[4].uid, 5000);
-        EXPECT(catalog_job_list(c, CKPT_JOB_PAGE, l), 0);
+        EXPECT(catalog_job_list(c, CKPT_JOB_PAGE, -1, l), 0);
         EXPECT(l->count, 10);
         CHECK(strcmp(l->entries[9].name.str, "j069") == 0);
         EXPECT(l->entries[9].uid, 5069);
-        EXPECT(catalog_job_list(c, 1000, l), 0);
+        EXPECT(catalog_job_list(c, 1000, -1, l), 0);
         EXPECT(l->total, 4 + CKPT_JOB_PAGE + 6);
         EXPECT(l->count, 0);
 }
