@@ -752,14 +752,9 @@ static void scan_step(struct store *s, int job_fd, const char *job, const char *
         _cleanup_close_ int step_fd = openat(job_fd, step_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (step_fd < 0)
                 return;
-        int dfd = dup(step_fd);
-        if (dfd < 0)
+        _cleanup_closedir_ DIR *d = fs_opendir_at(step_fd, ".");
+        if (!d)
                 return;
-        _cleanup_closedir_ DIR *d = fdopendir(dfd);
-        if (!d) {
-                close(dfd);
-                return;
-        }
         uint32_t *ranks = NULL;
         size_t nranks = 0, cap = 0;
         struct dirent *de;
@@ -846,15 +841,9 @@ static void scan_step(struct store *s, int job_fd, const char *job, const char *
 }
 
 int store_scan(struct store *s, const struct store_scan_ops *ops, void *userdata) {
-        int dfd = dup(s->jobs_fd);
-        if (dfd < 0)
+        _cleanup_closedir_ DIR *jobs = fs_opendir_at(s->jobs_fd, ".");
+        if (!jobs)
                 return -errno;
-        _cleanup_closedir_ DIR *jobs = fdopendir(dfd);
-        if (!jobs) {
-                close(dfd);
-                return -errno;
-        }
-        rewinddir(jobs);
         struct dirent *je;
         while ((je = readdir(jobs))) {
                 if (!strcmp(je->d_name, ".") || !strcmp(je->d_name, ".."))
@@ -867,14 +856,9 @@ int store_scan(struct store *s, const struct store_scan_ops *ops, void *userdata
                         openat(s->jobs_fd, je->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (job_fd < 0)
                         continue;
-                int jfd = dup(job_fd);
-                if (jfd < 0)
+                _cleanup_closedir_ DIR *steps = fs_opendir_at(job_fd, ".");
+                if (!steps)
                         continue;
-                _cleanup_closedir_ DIR *steps = fdopendir(jfd);
-                if (!steps) {
-                        close(jfd);
-                        continue;
-                }
                 struct dirent *se;
                 while ((se = readdir(steps))) {
                         uint64_t step;
@@ -892,14 +876,9 @@ int store_scan(struct store *s, const struct store_scan_ops *ops, void *userdata
 }
 
 void store_trash_empty(struct store *s) {
-        int dfd = dup(s->trash_fd);
-        if (dfd < 0)
+        _cleanup_closedir_ DIR *d = fs_opendir_at(s->trash_fd, ".");
+        if (!d)
                 return;
-        _cleanup_closedir_ DIR *d = fdopendir(dfd);
-        if (!d) {
-                close(dfd);
-                return;
-        }
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))

@@ -141,3 +141,13 @@ int fs_read_at(int dirfd, const char *name, size_t max, char **out, size_t *len_
         *out = TAKE_PTR(buf);
         return 0;
 }
+
+DIR *fs_opendir_at(int dirfd, const char *name) {
+        int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return NULL;
+        DIR *d = fdopendir(fd);
+        if (!d)
+                safe_close(fd);
+        return d;
+}

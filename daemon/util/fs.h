@@ -21,5 +21,9 @@ int fs_write_atomic_at(int dirfd, const char *name, const void *data, size_t len
 /* Read a whole file (at most max bytes: -EFBIG beyond) into a malloc'd,
  * NUL-terminated buffer. */
 int fs_read_at(int dirfd, const char *name, size_t max, char **out, size_t *len_out);
+/* opendir() of dirfd/name ("." for dirfd itself), with a file description
+ * of its own so the caller's fd offset is untouched.  NULL + errno. */
+#include <dirent.h>
+DIR *fs_opendir_at(int dirfd, const char *name);
 /* Write all of buf (retrying short writes). */
 int fs_write_all(int fd, const void *buf, size_t len);
