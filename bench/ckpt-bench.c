@@ -19,7 +19,9 @@
  *   --no-commit        leave steps uncommitted (default: commit each, so
  *                      the daemon's retention keeps the disk bounded)
  *   --restore-streams N  also time a restore with N connections reading
- *                      shards in parallel (restore_parallel_mbps)
+ *                      shards in parallel (restore_parallel_mbps), each a
+ *                      contiguous run of the shard list
+ *   --restore-strided  ... or each every N-th shard instead
  *
  * Every mode that talks to the daemon first does one untimed warm-up save
  * on the same connection, so the pool slots are already mapped here and the
@@ -51,6 +53,7 @@ struct bench {
         long daemon_pid;
         bool commit;
         uint32_t restore_streams;
+        bool restore_strided;
         char *src; /* size bytes, prefaulted, non-zero pattern */
         char *dst; /* size bytes, prefaulted */
         struct ckpt_conn *conn;
@@ -272,15 +275,17 @@ static int mode_zerocopy(struct bench *b) {
         return 0;
 }
 
-/* One reader of a restore: shards index, index + n, index + 2n, ... of
- * the list, each read whole into its place in dst, on its own connection
- * (calls on one connection are serialised). */
+/* One reader of a restore, on its own connection (calls on one connection
+ * are serialised): shards first, first + step, ... below end of the list,
+ * each read whole into its place in dst.  Contiguous runs (step 1) are how
+ * a trainer would split a restore between threads; strided (step n) is
+ * there to show what the daemon's read-ahead does with it. */
 struct restore_stream {
         struct bench *bench;
         struct ckpt_conn *conn;
         const struct ckpt_shard_info *list;
         const uint64_t *offsets;
-        size_t count, index, nstreams;
+        size_t first, end, step;
         int error;
         char what[640];
 };
@@ -289,7 +294,7 @@ static void *restore_stream_run(void *arg) {
         struct restore_stream *st = arg;
         struct bench *b = st->bench;
 
-        for (size_t i = st->index; i < st->count; i += st->nstreams) {
+        for (size_t i = st->first; i < st->end; i += st->step) {
                 int64_t got = ckpt_read(st->conn, b->job, b->saved_step, 0, st->list[i].name, 0,
                                         b->dst + st->offsets[i], st->list[i].size);
                 if (got < 0 || (uint64_t)got != st->list[i].size) {
@@ -319,8 +324,16 @@ static int restore_pass(struct bench *b, const struct ckpt_shard_info *list,
                 return -EINVAL;
         memset(st, 0, sizeof(st));
         for (uint32_t i = 0; i < streams; i++) {
-                st[i] = (struct restore_stream){ .bench = b, .list = list, .offsets = offsets,
-                                                 .count = count, .index = i, .nstreams = streams };
+                st[i] = (struct restore_stream){ .bench = b, .list = list, .offsets = offsets };
+                if (b->restore_strided) {
+                        st[i].first = i;
+                        st[i].end = count;
+                        st[i].step = streams;
+                } else {
+                        st[i].first = count * i / streams;
+                        st[i].end = count * (i + 1) / streams;
+                        st[i].step = 1;
+                }
                 if (i == 0) {
                         st[i].conn = b->conn;
                         continue;
@@ -419,7 +432,8 @@ static int mode_restore(struct bench *b) {
 
 static void usage(FILE *f) {
         fprintf(f, "usage: ckpt-bench [--socket PATH] [--job NAME] [--size BYTES] [--tensors K]\n"
-                   "                  [--daemon-pid PID] [--no-commit] [--restore-streams N] "
+                   "                  [--daemon-pid PID] [--no-commit] [--restore-streams N]\n"
+                   "                  [--restore-strided] "
                    "all|memcpy|stage|zerocopy|restore\n");
 }
 
@@ -432,6 +446,7 @@ int main(int argc, char **argv) {
                 { "daemon-pid", required_argument, NULL, 'p' },
                 { "no-commit", no_argument, NULL, 'C' },
                 { "restore-streams", required_argument, NULL, 'R' },
+                { "restore-strided", no_argument, NULL, 'S' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -452,6 +467,7 @@ int main(int argc, char **argv) {
                 case 'k': b.tensors = (uint32_t)strtoul(optarg, NULL, 10); break;
                 case 'p': b.daemon_pid = strtol(optarg, NULL, 10); break;
                 case 'C': b.commit = false; break;
+                case 'S': b.restore_strided = true; break;
                 case 'R':
                         b.restore_streams = (uint32_t)strtoul(optarg, NULL, 10);
                         if (b.restore_streams < 1 || b.restore_streams > 16) {

@@ -155,11 +155,8 @@ else
         FIXED=yes
 fi
 
-# ---- fio's read file, laid out once --------------------------------------------
 FIO_COMMON=(--ioengine=io_uring --direct=1 --bs=1M --iodepth=16 --size="$SIZE_B"
             --output-format=json)
-fio --name=layout --filename="$WORK/fio/read.dat" --rw=write --end_fsync=1 \
-        "${FIO_COMMON[@]}" >/dev/null
 
 # fio's bandwidth: bytes over the job's runtime, which includes the
 # end_fsync (fio's do_io() runs it before the runtime is taken).
@@ -197,7 +194,13 @@ for run in $(seq "$RUNS"); do
         echo "fio_write_cpu_s_per_gb=$(fio_cpu_per_gb "$RESULTS/fio-write-$run.json" write)" >>"$out"
         rm -f "$WORK/fio/write.dat"
 
-        # 4: fio sequential O_DIRECT read of the laid-out file
+        # 4: fio sequential O_DIRECT read of a file laid out just before,
+        # as ckptd reads a step it has just written: on a virtual disk the
+        # host may cache either, and a file read again every run would be
+        # cached more than ckptd's fresh step
+        rm -f "$WORK/fio/read.dat"
+        fio --name=layout --filename="$WORK/fio/read.dat" --rw=write --end_fsync=1 \
+                "${FIO_COMMON[@]}" >/dev/null
         fio --name=read --filename="$WORK/fio/read.dat" --rw=read \
                 "${FIO_COMMON[@]}" >"$RESULTS/fio-read-$run.json"
         echo "fio_read_mbps=$(fio_mbps "$RESULTS/fio-read-$run.json" read)" >>"$out"
@@ -324,7 +327,8 @@ Machine: {env["NPROC"]} CPUs ({env["CPU"]}), {env["MEM_GIB"]} GiB RAM, kernel
 {env["FIO_VERSION"]}, torch {env["TORCH_VERSION"]} (Debian python3-torch). Load average
 {env["LOAD_START"]} at the start, {env["LOAD_END"]} at the end: **this machine is
 shared with other jobs and noisy**, so single numbers move by tens of percent
-between runs; the ratios, taken inside each run, move less.
+between runs; each ratio compares measurements taken seconds apart in the
+same runs.
 
 {chr(10).join(table)}
 

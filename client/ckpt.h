@@ -23,9 +23,11 @@
  * into a slot; the trainer produces its bytes there directly and calls
  * ckpt_shard_commit().  A shard larger than one slot arrives as several
  * windows: buffer, fill, commit, repeat until the whole size is committed.
- * Do not touch a window after committing it: the daemon verifies the CRC32C
- * the library computed at commit, and a window that changed after commit
- * fails the save with -EBADMSG (a "torn" shard); it is never committed.
+ * Do not touch a window after committing it: the daemon checks the CRC32C
+ * the library computed at commit before it writes anything, and a window
+ * that changed after commit fails the save (a "torn" shard): ckpt_wait()
+ * reports -EBADMSG, ckpt_commit() refuses with -EPROTO, and the step is
+ * never committed.
  *
  * Restore: ckpt_latest() finds the newest committed step; ckpt_shard_list()
  * names a rank's shards; ckpt_read() copies any byte range into the caller's
@@ -42,7 +44,8 @@
  *   -EACCES                  the job belongs to another user
  *   -ETIMEDOUT               no shared-memory slot freed up within the
  *                            daemon's pool wait timeout, or a wait timed out
- *   -EBADMSG                 torn shard: bytes changed after commit
+ *   -EBADMSG                 torn shard: bytes changed after commit (from
+ *                            ckpt_wait(); ckpt_commit() says -EPROTO)
  *   -EIO                     stored data failed its checksum
  *   -ENOSPC                  the daemon's disk is full
  *   -EPROTONOSUPPORT         daemon and library speak different protocols
@@ -140,10 +143,12 @@ CKPT_EXPORT int ckpt_shard_buffer(struct ckpt_shard *shard, void **buf, uint64_t
 CKPT_EXPORT int ckpt_shard_commit(struct ckpt_shard *shard);
 
 /*
- * Finish this rank's save: returns 0 once every shard is staged and
- * verified.  From then on the daemon owns the bytes; the trainer may exit.
- * Frees save (also on error).  -EBADMSG for a torn shard, -EPROTO when a
- * shard was begun but not completely committed.
+ * Finish this rank's save: returns 0 as soon as every shard is staged.  From
+ * then on the daemon owns the bytes; the trainer may exit.  The daemon
+ * checks each window's CRC32C afterwards, before writing it (so the check
+ * never competes with the trainer's copy); a torn window shows up in
+ * ckpt_wait() and ckpt_commit().  Frees save (also on error).  -EPROTO when
+ * a shard was begun but not completely committed.
  */
 CKPT_EXPORT int ckpt_save_finish(struct ckpt_save *save);
 

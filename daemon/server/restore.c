@@ -90,11 +90,16 @@ void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list 
 }
 
 static struct read_op *read_op_free(struct read_op *op) {
+        struct server *srv = op->srv;
+
         if (op->has_window)
-                pool_release(op->srv->pool, &op->window);
+                pool_release(srv->pool, &op->window);
         safe_close(op->xfer.fd);
         free(op->expected);
         free(op);
+        srv->read_ops--;
+        if (srv->draining && srv->on_drained && server_drained(srv))
+                srv->on_drained(srv);
         return NULL;
 }
 
@@ -258,6 +263,7 @@ static struct read_op *read_op_new(struct server *srv, const char *job, uint64_t
                 return NULL;
         }
         op->srv = srv;
+        srv->read_ops++;
         op->xfer.fd = fd;
         snprintf(op->job, sizeof(op->job), "%s", job);
         snprintf(op->shard, sizeof(op->shard), "%s", shard);
@@ -305,7 +311,7 @@ static void read_prefetch_next(struct conn *c, const struct read_op *prev) {
         bool eof;
         int error;
 
-        while (c->nprefetch < SERVER_PREFETCH_DEPTH) {
+        while (c->nprefetch < SERVER_PREFETCH_DEPTH && !srv->draining) {
                 const struct read_op *base = c->nprefetch ? c->prefetch[c->nprefetch - 1] : prev;
                 uint64_t next = base->offset + base->length;
                 const char *shard = base->shard;
@@ -351,6 +357,10 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
         bool eof;
         int error;
 
+        if (srv->draining) {
+                conn_error(c, -ESHUTDOWN, "ckptd is shutting down; retry when it is back");
+                return;
+        }
         if (check_read_access(c, req->job.str) < 0)
                 return;
         bool lease_free = false;
@@ -409,8 +419,8 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                 read_op_free(op);
                 return;
         }
-        /* memory read ahead for others is the first to give back */
-        restore_drop_prefetches(srv);
+        /* memory staged but unchecked, or read ahead, is the first to go */
+        save_relieve_memory(srv);
         r = pool_try_acquire(srv->pool, (uint32_t)c->uid, want, &op->window);
         if (r > 0) {
                 op->has_window = true;

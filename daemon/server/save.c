@@ -6,11 +6,16 @@
  *   SAVE_BEGIN           rank writer created (tmp dir)
  *   SHARD_BEGIN          shard file created and preallocated
  *   CHUNK_GET/CHUNK_PUT  a slot lent to the client, filled, handed back with
- *                        the client's CRC32C; a worker checksums the slot
- *                        (per MANIFEST block); a mismatch is a torn shard
- *                        and fails the save; a match is queued to disk
- *   SAVE_FINISH          answered once every chunk is verified ("staged"):
- *                        from here the daemon owns the bytes
+ *                        the client's CRC32C ("staged": the daemon owns it)
+ *   SAVE_FINISH          answered at once: every window is staged
+ *   (checked)            a worker checksums each window per MANIFEST block;
+ *                        a mismatch is a torn shard and fails the save (WAIT
+ *                        and COMMIT report it); a match is queued to disk
+ *
+ * Checking waits until the trainer has finished staging (or memory runs
+ * short): a checksum pass that re-reads every window while the trainer is
+ * still copying the next ones competes with it for cores and memory
+ * bandwidth, and the copy is the only part the trainer waits for.
  *   (all written)        fsync, MANIFEST, rename — the rank is "local"
  *   COMMIT               every rank local -> COMMITTED record -> retention
  *
@@ -33,6 +38,7 @@
 
 struct chunk {
         struct work work;
+        struct list link;       /* on save.deferred until checked */
         struct store_xfer xfer;
         struct save *save;
         struct shard *shard;
@@ -150,6 +156,7 @@ static void ckpt_state_update(struct server *srv, struct step_state *st) {
 
 static void save_fail(struct save *s, int error, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+static void chunk_release(struct chunk *ch);
 
 static void save_fail(struct save *s, int error, const char *fmt, ...) {
         struct server *srv = s->srv;
@@ -178,16 +185,18 @@ static void save_fail(struct save *s, int error, const char *fmt, ...) {
         }
 
         struct conn *c = s->conn;
-        if (c && c->busy) {
-                if (c->busy_type == CKPT_MSG_CHUNK_GET && c->pending &&
-                    ((struct shard *)c->pending)->save == s) {
-                        pool_wait_cancel(srv->pool, &c->waiter);
-                        conn_error(c, error, "%s", s->errmsg);
-                } else if (c->busy_type == CKPT_MSG_SAVE_FINISH && c->pending == s) {
-                        conn_error(c, error, "%s", s->errmsg);
-                }
+        if (c && c->busy && c->busy_type == CKPT_MSG_CHUNK_GET && c->pending &&
+            ((struct shard *)c->pending)->save == s) {
+                pool_wait_cancel(srv->pool, &c->waiter);
+                conn_error(c, error, "%s", s->errmsg);
         }
-        s->finish_waiting = false;
+        /* Windows staged but never checked: nothing of them is kept. */
+        list_for_each_safe(pos, tmp, &s->deferred) {
+                struct chunk *ch = list_entry(pos, struct chunk, link);
+                list_unlink(&ch->link);
+                srv->bytes_deferred -= ch->length;
+                chunk_release(ch);
+        }
         if (!was_writing)
                 save_cleanup_failed(s);
         ckpt_state_update(srv, s->step);
@@ -295,7 +304,6 @@ static void chunk_verify_done(struct work *w) {
         struct save *s = ch->save;
         struct server *srv = s->srv;
 
-        s->chunks_verifying--;
         if (s->state == SAVE_FAILED) {
                 chunk_release(ch);
                 return;
@@ -310,12 +318,6 @@ static void chunk_verify_done(struct work *w) {
                 chunk_release(ch);
                 return;
         }
-        if (s->finish_waiting && s->chunks_verifying == 0) {
-                struct conn *c = s->conn;
-                s->finish_waiting = false;
-                s->conn = NULL;
-                conn_reply_empty(c);
-        }
         ch->xfer.fd = ch->shard->fd;
         ch->xfer.slot = ch->window.slot;
         ch->xfer.slot_offset = pool_extent_offset(&ch->window);
@@ -323,6 +325,39 @@ static void chunk_verify_done(struct work *w) {
         ch->xfer.length = store_pad_tail(srv->store, pool_extent_addr(&ch->window), ch->length);
         ch->xfer.done = chunk_written;
         store_write(srv->store, &ch->xfer);
+}
+
+/* Hand every deferred chunk of s to the workers for checking. */
+static void save_check_deferred(struct save *s) {
+        struct server *srv = s->srv;
+        struct list *pos, *tmp;
+
+        list_for_each_safe(pos, tmp, &s->deferred) {
+                struct chunk *ch = list_entry(pos, struct chunk, link);
+                list_unlink(&ch->link);
+                srv->bytes_deferred -= ch->length;
+                worker_pool_submit(srv->workers, &ch->work);
+        }
+}
+
+/* More than three quarters of the pool staged but unchecked, or someone
+ * waiting: time to write out. */
+static bool save_memory_tight(struct server *srv) {
+        uint64_t pool = (uint64_t)pool_slot_count(srv->pool) * pool_slot_size(srv->pool);
+        return pool_waiters(srv->pool) > 0 || srv->bytes_deferred > pool / 4 * 3;
+}
+
+void save_relieve_memory(struct server *srv) {
+        struct list *pos, *tmp, *p2, *t2;
+
+        list_for_each_safe(pos, tmp, &srv->conns) {
+                struct conn *c = list_entry(pos, struct conn, link);
+                list_for_each_safe(p2, t2, &c->saves) {
+                        struct save *s = list_entry(p2, struct save, conn_link);
+                        save_check_deferred(s);
+                }
+        }
+        restore_drop_prefetches(srv);
 }
 
 /* ---- handlers --------------------------------------------------------------------------- */
@@ -415,6 +450,7 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 return;
         }
         list_init(&s->shards);
+        list_init(&s->deferred);
         s->srv = srv;
         s->conn = c;
         s->step = st;
@@ -586,8 +622,8 @@ void save_handle_chunk_get(struct conn *c, const struct ckpt_req_chunk_get *req)
                 conn_error(c, r, "cannot prepare a slot: %s", strerror(-r));
                 return;
         }
-        /* memory read ahead for restores is the first to give back */
-        restore_drop_prefetches(c->srv);
+        /* memory staged but unchecked, or read ahead, is the first to go */
+        save_relieve_memory(c->srv);
         r = pool_try_acquire(c->srv->pool, (uint32_t)c->uid, want, &e);
         if (r > 0) {
                 chunk_grant(c, sh, &e);
@@ -638,10 +674,14 @@ void save_handle_chunk_put(struct conn *c, const struct ckpt_req_chunk_put *req)
         ch->work.done = chunk_verify_done;
         sh->granted = false;
         sh->put_offset += req->length;
-        s->chunks_verifying++;
         s->chunks_pending++;
         c->srv->bytes_in_flight += req->length;
-        worker_pool_submit(c->srv->workers, &ch->work);
+        list_add_tail(&s->deferred, &ch->link);
+        c->srv->bytes_deferred += req->length;
+        /* Check now rather than after the finish when memory runs short:
+         * the pool must not fill with windows nobody is writing out. */
+        if (save_memory_tight(c->srv))
+                save_relieve_memory(c->srv);
         conn_reply_empty(c);
 }
 
@@ -673,13 +713,9 @@ void save_handle_finish(struct conn *c, const struct ckpt_req_save_id *req) {
         list_unlink(&s->conn_link);
         c->nsaves--;
         s->state = SAVE_FINISHED;
-        if (s->chunks_verifying == 0) {
-                s->conn = NULL;
-                conn_reply_empty(c);
-        } else {
-                s->finish_waiting = true;
-                c->pending = s;
-        }
+        s->conn = NULL;
+        conn_reply_empty(c);
+        save_check_deferred(s);
         save_maybe_finalize(s);
 }
 
@@ -701,11 +737,6 @@ void save_handle_abort(struct conn *c, const struct ckpt_req_save_id *req) {
 void save_conn_closed(struct conn *c) {
         struct list *pos, *tmp;
 
-        if (c->busy && c->busy_type == CKPT_MSG_SAVE_FINISH && c->pending) {
-                struct save *s = c->pending;
-                s->finish_waiting = false;
-                s->conn = NULL;
-        }
         list_for_each_safe(pos, tmp, &c->saves) {
                 struct save *s = list_entry(pos, struct save, conn_link);
                 list_unlink(&s->conn_link);
@@ -761,8 +792,7 @@ static int step_reached(struct server *srv, const char *job, uint64_t step, uint
                         }
                         if (s->state == SAVE_DONE)
                                 t = CKPT_TIER_LOCAL;
-                        else if (s->state == SAVE_STAGING ||
-                                 (s->state == SAVE_FINISHED && s->chunks_verifying > 0))
+                        else if (s->state == SAVE_STAGING)
                                 t = 0;
                         else
                                 t = CKPT_TIER_STAGED;

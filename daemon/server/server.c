@@ -664,7 +664,8 @@ int server_listen_path(struct server *srv, const char *path) {
 }
 
 bool server_drained(struct server *srv) {
-        if (srv->saves_active > 0)
+        /* reads too: their I/O must not outlive the ring and the pool */
+        if (srv->saves_active > 0 || srv->read_ops > 0)
                 return false;
         struct list *pos, *tmp;
         list_for_each_safe(pos, tmp, &srv->steps) {
@@ -691,6 +692,7 @@ void server_drain(struct server *srv) {
         /* Saves the trainer has not finished were never acknowledged: drop
          * them.  Finished ones keep going to disk. */
         save_abort_all(srv, -ESHUTDOWN);
+        restore_drop_prefetches(srv);
         if (srv->on_drained && server_drained(srv))
                 srv->on_drained(srv);
 }

@@ -60,7 +60,9 @@ struct server {
         uint32_t next_id;
         struct list steps;   /* struct step_state */
         uint32_t saves_active;
+        uint32_t read_ops;       /* restore reads alive (incl. read-ahead) */
         uint64_t bytes_in_flight;
+        uint64_t bytes_deferred;  /* staged, checksum not started yet */
         uint32_t shards_in_flight;
         uint64_t start_ms;
         bool draining;
@@ -156,11 +158,10 @@ struct save {
         struct rank_writer *rw;
         struct list shards;
         uint32_t nshards;
-        uint32_t chunks_verifying;
-        uint32_t chunks_pending;  /* verifying or writing */
+        struct list deferred;     /* chunks handed over, not yet checked (struct chunk) */
+        uint32_t chunks_pending;  /* deferred, verifying or writing */
         uint64_t bytes;
         struct manifest *manifest;
-        bool finish_waiting;      /* conn is waiting for SAVE_FINISH */
 };
 
 /* server.c */
@@ -200,6 +201,9 @@ void save_handle_commit(struct conn *c, const struct ckpt_req_job_step *req);
 /* The connection is going away: abort its unfinished saves, leave waits. */
 void save_conn_closed(struct conn *c);
 void save_abort_all(struct server *srv, int error);
+/* Someone waits for pool memory: start checking and writing every deferred
+ * chunk and give back read-ahead memory, so it frees up. */
+void save_relieve_memory(struct server *srv);
 /* Rebuild step knowledge at start (committed steps come from the catalog). */
 void save_retention_run(struct server *srv, const char *job);
 void step_state_free_all(struct server *srv);

@@ -166,7 +166,9 @@ static int do_save(void) {
                 /* die right away: the daemon owns the bytes now */
                 _exit(0);
         }
-        if (opt.wait_local) {
+        /* A torn window is found when the daemon checks it, after the
+         * finish: waiting for the disk is where a trainer learns of it. */
+        if (opt.wait_local || opt.torn) {
                 r = ckpt_wait(conn, opt.job, opt.step, CKPT_LOCAL, opt.timeout);
                 if (r < 0)
                         return fail(r, "wait local");

@@ -14,7 +14,7 @@ from harness import Daemon, check, log, run_test, shards_arg  # noqa: E402
 
 
 def main(tmp):
-    d = Daemon(tmp, pool="32M", slot="32M", extra=["--pool-wait-timeout", "700ms"]).start()
+    d = Daemon(tmp, name="big", pool="32M", slot="8M").start()
 
     # 200 MiB + a tail through a 32 MiB pool, both copy and zero-copy
     big = [("huge", 200 * 1024 * 1024 + 4097)]
@@ -25,12 +25,21 @@ def main(tmp):
     for r in (0, 1):
         d.rank("verify", "--job", "big", "--step", 1, "--rank", r, "--shards", shards_arg(big))
     log("a shard 6x the pool saved and restored")
+    check(d.stop() == 0, "unclean exit")
+
+    # a pool of one slot, and a short wait so the test is quick
+    d = Daemon(tmp, name="hold", pool="32M", slot="32M",
+               extra=["--pool-wait-timeout", "700ms"]).start()
 
     # one trainer takes the whole pool (one 32 MiB slot) and sits on it
     holder = d.rank_async("save", "--job", "hold", "--step", 1, "--rank", 0, "--world", 1,
                           "--shards", "w:%d" % (32 * 1024 * 1024), "--zero-copy",
                           "--hold", 3000)
-    check(holder.stdout.readline().strip() == "holding", "holder did not get its window")
+    line = holder.stdout.readline().strip()
+    if line != "holding":
+        holder.kill()
+        out, err = holder.communicate()
+        check(False, "holder did not get its window: %r %s" % (line, err))
     t0 = time.monotonic()
     p = d.rank("save", "--job", "other", "--step", 1, "--rank", 0, "--world", 1,
                "--shards", "x:4096", check_rc=False)

@@ -224,7 +224,8 @@ def socket_activation(tmp):
                what=lambda: "ckptd to log that it uses the passed socket:\n" + d.read_log()[-2000:])
     check("listening on " + d.socket not in d.read_log(),
           "ckptd bound its own socket although one was passed")
-    check(d.stop() == 0, "activated ckptd exited %s on SIGTERM" % d.proc.returncode)
+    check(d.stop() == 0, "activated ckptd exited %s on SIGTERM:\n%s"
+          % (d.proc.returncode, d.read_log()[-4000:]))
     check(os.path.exists(d.socket),
           "ckptd removed the socket file systemd owns (a restart through ckptd.socket would "
           "find no socket)")
@@ -235,7 +236,7 @@ def socket_activation(tmp):
     wait_until(lambda: os.path.exists(d.socket), 10, what="the socket again")
     d.wait_ready(30)
     d.rank("verify", "--job", "act", "--step", 3, "--rank", 0, "--shards", shards_arg(layout))
-    check(d.stop() == 0, "activated ckptd exited %s" % d.proc.returncode)
+    check(d.stop() == 0, "activated ckptd exited %s:\n%s" % (d.proc.returncode, d.read_log()[-4000:]))
 
     # a stream socket, or two sockets, are configuration errors: exit 1, said why
     for label, flags, extra, stype, needle in (
