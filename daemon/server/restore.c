@@ -318,7 +318,11 @@ static void read_prefetch_next(struct conn *c, const struct read_op *prev) {
                 if (next >= base->shard_size) {
                         /* A restore reads a rank's shards one after another,
                          * in the order ckpt_shard_list() gives (by name):
-                         * guess that one.  A wrong guess costs a dropped read. */
+                         * guess that one.  A wrong guess costs a dropped read,
+                         * and ends guessing on this connection (several
+                         * connections sharing out a rank's shards). */
+                        if (c->no_shard_guess)
+                                return;
                         if (store_shard_following(srv->store, base->job, base->step, base->rank,
                                                   base->shard, following) < 0)
                                 return;
@@ -383,6 +387,8 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                 /* else read_verify_done() answers */
                 return;
         }
+        if (c->nprefetch && strcmp(c->prefetch[0]->shard, req->shard.str))
+                c->no_shard_guess = true;
         restore_drop_prefetches_of(c);
 
         int r = catalog_rank_exists(srv->catalog, req->job.str, req->step, req->rank);

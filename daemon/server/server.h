@@ -104,6 +104,7 @@ struct conn {
         /* the next windows of a restore, read ahead, in order */
         struct read_op *prefetch[SERVER_PREFETCH_DEPTH];
         unsigned nprefetch;
+        bool no_shard_guess;  /* a guess of the next shard was wrong once */
         char errmsg[CKPT_ERRMSG_MAX + 1];
 };
 
