@@ -150,7 +150,7 @@ uint64_t store_bytes_read(const struct store *s) {
 
 static void store_pump(struct store *s);
 
-static void xfer_maybe_done(struct store *s, struct store_xfer *x) {
+static void xfer_maybe_done(struct store_xfer *x) {
         if (x->inflight > 0)
                 return;
         if (x->error) {
@@ -160,7 +160,6 @@ static void xfer_maybe_done(struct store *s, struct store_xfer *x) {
         } else if (x->completed == x->length) {
                 x->done(x, 0);
         }
-        (void)s;
 }
 
 static void piece_submit(struct store *s, struct store_xfer *x, uint64_t offset, uint64_t length);
@@ -209,7 +208,7 @@ static void piece_done(struct loop_req *req, int res) {
                         s->bytes_read += length;
         }
 
-        xfer_maybe_done(s, x);
+        xfer_maybe_done(x);
         store_pump(s);
 }
 
@@ -251,7 +250,7 @@ static void store_pump(struct store *s) {
                 struct store_xfer *x = list_first_entry(&s->queue, struct store_xfer, link);
                 if (x->error) {
                         list_unlink(&x->link);
-                        xfer_maybe_done(s, x);
+                        xfer_maybe_done(x);
                         continue;
                 }
                 uint64_t len = MIN(s->opts.io_size, x->length - x->submitted);
@@ -650,8 +649,8 @@ void store_manifest_forget(struct store *s, const char *job, uint64_t step) {
                 s->cache = manifest_free(s->cache);
 }
 
-static int store_manifest_load(struct store *s, int rank_fd, const char *job, uint64_t step,
-                               uint32_t rank, struct manifest **out) {
+static int store_manifest_load(int rank_fd, const char *job, uint64_t step, uint32_t rank,
+                               struct manifest **out) {
         _cleanup_free_ char *text = NULL;
         size_t len;
         int r = fs_read_at(rank_fd, MANIFEST_FILE, MANIFEST_READ_MAX, &text, &len);
@@ -663,7 +662,6 @@ static int store_manifest_load(struct store *s, int rank_fd, const char *job, ui
                           rank);
                 return -EIO;
         }
-        (void)s;
         return 0;
 }
 
@@ -682,7 +680,7 @@ int store_shard_open(struct store *s, const char *job, uint64_t step, uint32_t r
         if (!s->cache || strcmp(s->cache_job, job) || s->cache_step != step ||
             s->cache_rank != rank) {
                 struct manifest *m;
-                r = store_manifest_load(s, rank_fd, job, step, rank, &m);
+                r = store_manifest_load(rank_fd, job, step, rank, &m);
                 if (r < 0)
                         return r;
                 manifest_free(s->cache);
@@ -787,7 +785,7 @@ static void scan_step(struct store *s, int job_fd, const char *job, const char *
                 _cleanup_close_ int rank_fd = openat(step_fd, n, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 struct manifest *m = NULL;
                 int r = rank_fd < 0 ? -errno
-                                    : store_manifest_load(s, rank_fd, job, step, (uint32_t)rank, &m);
+                                    : store_manifest_load(rank_fd, job, step, (uint32_t)rank, &m);
                 if (r == 0 && (strcmp(m->job, job) || m->step != step || m->rank != rank))
                         r = -EIO;
                 if (r < 0) {

@@ -48,7 +48,7 @@ struct chunk {
 };
 
 static void step_notify(struct server *srv, struct step_state *st);
-static void step_state_free(struct server *srv, struct step_state *st);
+static void step_state_free(struct step_state *st);
 
 /* ---- lookup ---------------------------------------------------------------------- */
 
@@ -462,7 +462,7 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
         if (r < 0) {
                 free(s);
                 if (list_empty(&st->saves) && list_empty(&st->waiters))
-                        step_state_free(srv, st);
+                        step_state_free(st);
                 conn_error(c, r, "cannot start saving rank %u of step %" PRIu64 " of '%s': %s",
                            req->rank, req->step, job, strerror(-r));
                 return;
@@ -751,7 +751,7 @@ void save_conn_closed(struct conn *c) {
                 list_unlink(&c->step_link);
                 c->wait_step = NULL;
                 if (st && !st->committing && list_empty(&st->saves) && list_empty(&st->waiters))
-                        step_state_free(c->srv, st);
+                        step_state_free(st);
         }
 }
 
@@ -831,7 +831,7 @@ static void wait_timeout(struct loop_timer *t) {
                    st->step, st->job, ckpt_tier_name(c->wait_tier));
         if (!st->committing && !st->committed && list_empty(&st->saves) &&
             list_empty(&st->waiters))
-                step_state_free(c->srv, st);
+                step_state_free(st);
 }
 
 static void wait_join(struct conn *c, struct step_state *st, uint8_t tier, uint32_t timeout_ms) {
@@ -945,7 +945,7 @@ static void step_committed(void *userdata, int error) {
         char job[CKPT_NAME_MAX + 1];
         snprintf(job, sizeof(job), "%s", st->job);
         /* The catalog now knows; the in-memory step is no longer needed. */
-        step_state_free(srv, st);
+        step_state_free(st);
         save_retention_run(srv, job);
         if (srv->draining && srv->on_drained && server_drained(srv))
                 srv->on_drained(srv);
@@ -1030,10 +1030,9 @@ void save_handle_commit(struct conn *c, const struct ckpt_req_job_step *req) {
         step_try_commit(c, st);
 }
 
-static void step_state_free(struct server *srv, struct step_state *st) {
+static void step_state_free(struct step_state *st) {
         struct list *pos, *tmp;
 
-        (void)srv;
         list_for_each_safe(pos, tmp, &st->waiters) {
                 struct conn *c = list_entry(pos, struct conn, step_link);
                 wait_leave(c);
@@ -1053,7 +1052,7 @@ void step_state_free_all(struct server *srv) {
         struct list *pos, *tmp;
         list_for_each_safe(pos, tmp, &srv->steps) {
                 struct step_state *st = list_entry(pos, struct step_state, link);
-                step_state_free(srv, st);
+                step_state_free(st);
         }
 }
 
@@ -1132,7 +1131,7 @@ void save_retention_run(struct server *srv, const char *job) {
                          srv->opts.keep);
                 struct step_state *st = step_find(srv, job, step);
                 if (st)
-                        step_state_free(srv, st);
+                        step_state_free(st);
                 if (store_step_delete(srv->store, job, step) == 0)
                         catalog_ckpt_delete(srv->catalog, job, step);
         }
