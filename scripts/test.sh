@@ -9,10 +9,13 @@ cd "$(dirname "$0")/.."
 
 scripts/deps.sh --test
 
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
 echo "=== build (werror) and all suites ==="
 [ -d build-ci ] || meson setup build-ci -Dwerror=true >/dev/null
 ninja -C build-ci
-meson test -C build-ci --print-errorlogs --num-processes 1
+meson test -C build-ci --print-errorlogs --num-processes 1 | tee -a "$log"
 
 echo "=== ASan/UBSan: unit and integration suites ==="
 [ -d build-asan ] || meson setup build-asan -Dwerror=true -Db_sanitize=address,undefined \
@@ -20,11 +23,13 @@ echo "=== ASan/UBSan: unit and integration suites ==="
 ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         meson test -C build-asan --print-errorlogs --num-processes 1 \
-        --suite unit --suite integration --suite fuzz --timeout-multiplier 3
+        --suite unit --suite integration --suite fuzz --timeout-multiplier 3 | tee -a "$log"
 
 echo "=== fuzz: short bounded libFuzzer runs ==="
 [ -d build-fuzz ] || CC=clang meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined \
         -Db_lundef=false >/dev/null
 ninja -C build-fuzz
 tests/fuzz/run-fuzz.sh build-fuzz "${FUZZ_SECONDS:-20}"
+sum() { awk -v k="$1" '$1 == k { n += $2 } END { print n + 0 }' "$log"; }
 echo "=== all suites passed ==="
+echo "$(sum Ok:) passed, $(sum Fail:) failed, $(sum Skipped:) skipped"
