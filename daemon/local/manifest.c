@@ -396,10 +396,15 @@ static int shards_grow(struct manifest *m) {
  * file would collide with the manifest's. */
 int manifest_add_shard(struct manifest *m, const char *name, uint64_t size, uint32_t crc32c,
                        const uint32_t *block_crcs) {
+        if (m && name && manifest_find(m, name))
+                return -EEXIST;
+        return manifest_add_unique_shard(m, name, size, crc32c, block_crcs);
+}
+
+int manifest_add_unique_shard(struct manifest *m, const char *name, uint64_t size,
+                              uint32_t crc32c, const uint32_t *block_crcs) {
         if (!m || !name || !shard_name_ok(name, sizeof(m->shards[0].name)))
                 return -EINVAL;
-        if (manifest_find(m, name))
-                return -EEXIST;
         if (m->nshards >= MANIFEST_SHARDS_MAX)
                 return -E2BIG;
         if (!block_size_ok(m->block_size) || size > CKPT_SHARD_SIZE_MAX)

@@ -58,6 +58,11 @@ struct manifest *manifest_free(struct manifest *m);
 int manifest_add_shard(struct manifest *m, const char *name, uint64_t size, uint32_t crc32c,
                        const uint32_t *block_crcs);
 
+/* The same, for a caller that guarantees name is not in m yet: skips the
+ * linear duplicate search (O(n^2) over a rank with thousands of shards). */
+int manifest_add_unique_shard(struct manifest *m, const char *name, uint64_t size,
+                              uint32_t crc32c, const uint32_t *block_crcs);
+
 /* Find a shard by name, or NULL. */
 const struct manifest_shard *manifest_find(const struct manifest *m, const char *name);
 

@@ -64,15 +64,28 @@ static struct save *conn_save(struct conn *c, uint32_t id) {
 
 static struct shard *conn_shard(struct conn *c, uint32_t id) {
         struct list *pos, *tmp, *p2, *t2;
+
+        /* A trainer fills one shard window after window: remember it, or
+         * every request would walk all shards of all open saves. */
+        if (c->last_shard && c->last_shard->id == id)
+                return c->last_shard;
         list_for_each_safe(pos, tmp, &c->saves) {
                 struct save *s = list_entry(pos, struct save, conn_link);
                 list_for_each_safe(p2, t2, &s->shards) {
                         struct shard *sh = list_entry(p2, struct shard, link);
                         if (sh->id == id)
-                                return sh;
+                                return c->last_shard = sh;
                 }
         }
         return NULL;
+}
+
+/* The save no longer belongs to the connection (finished, aborted, gone). */
+static void conn_drop_save(struct conn *c, struct save *s) {
+        list_unlink(&s->conn_link);
+        c->nsaves--;
+        if (c->last_shard && c->last_shard->save == s)
+                c->last_shard = NULL;
 }
 
 static struct step_state *step_find(struct server *srv, const char *job, uint64_t step) {
@@ -100,6 +113,52 @@ static struct step_state *step_new(struct server *srv, const char *job, uint64_t
         return st;
 }
 
+/* ---- shard name index ---------------------------------------------------------------- */
+
+static uint32_t name_hash(const char *n) {
+        uint32_t h = 2166136261u;
+        for (; *n; n++)
+                h = (h ^ (uint8_t)*n) * 16777619u;
+        return h;
+}
+
+static struct shard *save_shard_by_name(const struct save *s, const char *name) {
+        if (!s->index_cap)
+                return NULL;
+        for (uint32_t i = name_hash(name) & (s->index_cap - 1);; i = (i + 1) & (s->index_cap - 1)) {
+                struct shard *sh = s->name_index[i];
+                if (!sh || !strcmp(sh->name, name))
+                        return sh;
+        }
+}
+
+/* Add sh to the index, growing it to keep the load under one half. */
+static int save_index_shard(struct save *s, struct shard *sh) {
+        if ((s->nshards + 1) * 2 > s->index_cap) {
+                uint32_t cap = s->index_cap ? s->index_cap * 2 : 16;
+                struct shard **idx = calloc(cap, sizeof(*idx));
+                if (!idx)
+                        return -ENOMEM;
+                for (uint32_t i = 0; i < s->index_cap; i++) {
+                        struct shard *old = s->name_index[i];
+                        if (!old)
+                                continue;
+                        uint32_t j = name_hash(old->name) & (cap - 1);
+                        while (idx[j])
+                                j = (j + 1) & (cap - 1);
+                        idx[j] = old;
+                }
+                free(s->name_index);
+                s->name_index = idx;
+                s->index_cap = cap;
+        }
+        uint32_t j = name_hash(sh->name) & (s->index_cap - 1);
+        while (s->name_index[j])
+                j = (j + 1) & (s->index_cap - 1);
+        s->name_index[j] = sh;
+        return 0;
+}
+
 /* ---- save lifecycle ------------------------------------------------------------------- */
 
 static void save_free(struct save *s) {
@@ -113,6 +172,7 @@ static void save_free(struct save *s) {
         list_unlink(&s->conn_link);
         list_unlink(&s->step_link);
         manifest_free(s->manifest);
+        free(s->name_index);
         free(s);
 }
 
@@ -243,7 +303,8 @@ static void save_maybe_finalize(struct save *s) {
                                            sh->size - i * MANIFEST_BLOCK_SIZE);
                         crc = i == 0 ? sh->block_crcs[0] : crc32c_combine(crc, sh->block_crcs[i], len);
                 }
-                r = manifest_add_shard(s->manifest, sh->name, sh->size, crc, sh->block_crcs);
+                /* names are unique already (the index), skip the O(n) check */
+                r = manifest_add_unique_shard(s->manifest, sh->name, sh->size, crc, sh->block_crcs);
         }
         if (r < 0) {
                 save_fail(s, r, "cannot build MANIFEST: %s", strerror(-r));
@@ -500,14 +561,9 @@ void save_handle_shard_begin(struct conn *c, const struct ckpt_req_shard_begin *
                            "differently", MANIFEST_FILE);
                 return;
         }
-        struct list *pos, *tmp;
-        list_for_each_safe(pos, tmp, &s->shards) {
-                struct shard *sh = list_entry(pos, struct shard, link);
-                if (!strcmp(sh->name, req->shard.str)) {
-                        conn_error(c, -EEXIST, "shard '%s' was already begun in this save",
-                                   req->shard.str);
-                        return;
-                }
+        if (save_shard_by_name(s, req->shard.str)) {
+                conn_error(c, -EEXIST, "shard '%s' was already begun in this save", req->shard.str);
+                return;
         }
         struct shard *sh = calloc(1, sizeof(*sh));
         if (!sh) {
@@ -540,6 +596,14 @@ void save_handle_shard_begin(struct conn *c, const struct ckpt_req_shard_begin *
                 else
                         conn_error(c, r, "cannot create shard '%s': %s", req->shard.str,
                                    strerror(-r));
+                return;
+        }
+        if (save_index_shard(s, sh) < 0) {
+                /* the file exists in the tmp dir; the save fails as a whole */
+                free(sh->block_crcs);
+                free(sh);
+                save_fail(s, -ENOMEM, "out of memory indexing shard names");
+                conn_error(c, -ENOMEM, "out of memory");
                 return;
         }
         list_add_tail(&s->shards, &sh->link);
@@ -694,8 +758,7 @@ void save_handle_finish(struct conn *c, const struct ckpt_req_save_id *req) {
                 return;
         }
         if (s->state == SAVE_FAILED) {
-                list_unlink(&s->conn_link);
-                c->nsaves--;
+                conn_drop_save(c, s);
                 s->conn = NULL;
                 conn_error(c, s->error, "%s", s->errmsg);
                 return;
@@ -710,8 +773,7 @@ void save_handle_finish(struct conn *c, const struct ckpt_req_save_id *req) {
                         return;
                 }
         }
-        list_unlink(&s->conn_link);
-        c->nsaves--;
+        conn_drop_save(c, s);
         s->state = SAVE_FINISHED;
         s->conn = NULL;
         conn_reply_empty(c);
@@ -727,8 +789,7 @@ void save_handle_abort(struct conn *c, const struct ckpt_req_save_id *req) {
                            req->save_id);
                 return;
         }
-        list_unlink(&s->conn_link);
-        c->nsaves--;
+        conn_drop_save(c, s);
         save_fail(s, -ECANCELED, "save of rank %u aborted by the trainer", s->rank);
         s->conn = NULL;
         conn_reply_empty(c);
@@ -739,8 +800,7 @@ void save_conn_closed(struct conn *c) {
 
         list_for_each_safe(pos, tmp, &c->saves) {
                 struct save *s = list_entry(pos, struct save, conn_link);
-                list_unlink(&s->conn_link);
-                c->nsaves--;
+                conn_drop_save(c, s);
                 s->conn = NULL;
                 save_fail(s, -ECONNRESET,
                           "trainer (pid %d) disconnected before finishing its save of rank %u",

@@ -99,6 +99,7 @@ struct conn {
 
         uint32_t *slot_gen_sent;    /* per slot id: generation + 1 already sent */
         struct list saves;          /* saves this client has not finished */
+        struct shard *last_shard;   /* the shard CHUNK_GET/PUT named last */
         uint32_t nsaves;
         struct pool_extent reads[SERVER_READS_PER_CONN]; /* lent by READ (.slot NULL: free) */
         /* the next windows of a restore, read ahead, in order */
@@ -159,6 +160,10 @@ struct save {
         struct rank_writer *rw;
         struct list shards;
         uint32_t nshards;
+        /* open-addressing index of shard names, so SHARD_BEGIN's duplicate
+         * check stays O(1) for ranks with thousands of shards */
+        struct shard **name_index;
+        uint32_t index_cap;
         struct list deferred;     /* chunks handed over, not yet checked (struct chunk) */
         uint32_t chunks_pending;  /* deferred, verifying or writing */
         uint64_t bytes;
