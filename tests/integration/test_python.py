@@ -1,0 +1,63 @@
+# SPDX-License-Identifier: MIT
+"""The Python bindings (client/python/ckptd) against a real ckptd: a
+4-rank save from bytes, bytearray and memoryview objects, commit, latest,
+shard list, whole and ranged reads compared byte for byte, and the errors
+a user sees (bad name, another job's step, torn-free commit of a missing
+rank) as CkptError with the right errno and the daemon's message."""
+import errno
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.environ.get("CKPT_SOURCE_ROOT", "."), "client", "python"))
+from harness import Daemon, check, run_test  # noqa: E402
+
+
+def payload(rank, n):
+    return bytes((i * 7 + rank * 13) % 251 for i in range(n))
+
+
+def main(tmp):
+    d = Daemon(tmp, pool="64M", slot="8M").start()
+    os.environ["CKPT_SOCKET"] = d.socket
+    import ckptd  # noqa: E402
+
+    shapes = {"weights": 9 * 1024 * 1024 + 3, "bias": 4097, "empty": 0}
+    with ckptd.Client() as c:
+        for rank in range(4):
+            with c.save("py-job", 10, rank, 4) as s:
+                s.write("weights", payload(rank, shapes["weights"]))           # bytes
+                s.write("bias", bytearray(payload(rank, shapes["bias"])))       # bytearray
+                s.write("empty", memoryview(b""))                               # memoryview
+        c.commit("py-job", 10)
+        check(c.latest("py-job") == (10, 4), "latest is %s" % (c.latest("py-job"),))
+        for rank in range(4):
+            names = [(n, sz) for n, sz, _ in c.shards("py-job", 10, rank)]
+            check(names == sorted((n, s) for n, s in shapes.items()), "shards %s" % names)
+            for name, size in shapes.items():
+                check(c.read("py-job", 10, rank, name) == payload(rank, size),
+                      "rank %d %s differs" % (rank, name))
+        got = c.read("py-job", 10, 2, "weights", offset=1048570, length=20)
+        check(got == payload(2, shapes["weights"])[1048570:1048590], "ranged read differs")
+
+        try:
+            c.save("a/b", 1, 0, 1)
+            check(False, "a name with '/' was accepted")
+        except ckptd.CkptError as e:
+            check(e.errno == errno.EINVAL and "invalid name" in str(e), "bad name: %s" % e)
+        try:
+            c.read("py-job", 99, 0, "weights")
+            check(False, "read of a missing step succeeded")
+        except ckptd.CkptError as e:
+            check(e.errno == errno.ENOENT, "missing step: %s" % e)
+        with c.save("py-job", 11, 0, 2) as s:
+            s.write("weights", b"x")
+        try:
+            c.commit("py-job", 11, timeout_ms=5000)
+            check(False, "commit with a rank missing succeeded")
+        except ckptd.CkptError as e:
+            check(e.errno == errno.EPROTO and "1 of 2 ranks" in str(e), "commit: %s" % e)
+    check(d.stop() == 0, "unclean exit")
+
+
+run_test(main)
