@@ -1,17 +1,28 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # Install what ckptd needs to build and test, from Debian's packages only.
-# Usage: scripts/deps.sh [--test]   (--test adds what the test suites use)
+# Usage: scripts/deps.sh [--test] [--remote]
+#   --test    adds what the test suites use
+#   --remote  adds Ceph's radosgw, the real S3 server the object-store tests
+#             start (tests/s3/radosgw.sh)
 set -euo pipefail
 
 pkgs=(gcc meson ninja-build pkg-config liburing-dev libcurl4-openssl-dev libssl-dev
       libsqlite3-dev libsystemd-dev python3)
-if [ "${1:-}" = "--test" ]; then
-        # systemd: systemd-analyze and systemd-socket-activate for the unit
-        # tests; clang + libclang-rt: libFuzzer; e2fsprogs/util-linux: the
-        # loop-mounted ext4 of the disk-full test.
-        pkgs+=(systemd clang libclang-rt-14-dev e2fsprogs util-linux procps sqlite3)
-fi
+for arg in "$@"; do
+        case $arg in
+        --test)
+                # systemd: systemd-analyze and systemd-socket-activate for the
+                # unit tests; clang + libclang-rt: libFuzzer; e2fsprogs and
+                # util-linux: the loop-mounted ext4 of the disk-full test.
+                pkgs+=(systemd clang libclang-rt-14-dev e2fsprogs util-linux procps sqlite3) ;;
+        --remote)
+                pkgs+=(radosgw ceph-mon ceph-osd) ;;
+        *)
+                echo "usage: $0 [--test] [--remote]" >&2
+                exit 2 ;;
+        esac
+done
 
 missing=()
 for p in "${pkgs[@]}"; do

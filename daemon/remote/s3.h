@@ -13,13 +13,13 @@
  * SigV4 (remote/sigv4.h explains why not libcurl's).
  *
  * Model (the house style of loop_req): the caller owns a struct s3_request,
- * sets req->done (and optionally req->bucket), and starts one operation on
- * it with an s3_*() call below.  From a successful start until done() runs
- * the request belongs to the client and must not be touched or freed;
- * done(req, error) runs exactly once, on the loop thread, never from inside
- * the start call, with req->result filled in.  Afterwards the caller may
- * reuse or free the request.  A start call that returns < 0 did nothing and
- * done() will not run.  Strings passed to a start call (key, upload id,
+ * zeroed before its first use, sets req->done (and optionally req->bucket),
+ * and starts one operation on it with an s3_*() call below.  From a
+ * successful start until done() runs the request belongs to the client and
+ * must not be touched or freed; done(req, error) runs exactly once, on the
+ * loop thread, never from inside the start call, with req->result filled
+ * in.  Afterwards the caller may reuse or free the request.  A start call
+ * that returns < 0 did nothing and done() will not run.  Strings passed to a start call (key, upload id,
  * prefix, token) are copied; a body's fd or memory, and a list's output
  * arrays, are borrowed until done() runs.
  *
@@ -171,11 +171,21 @@ struct s3_object {
         char etag[S3_ETAG_MAX + 1];
 };
 
-/* Output of ListObjectsV2: the caller's array (max-keys = capacity). */
+/* A common prefix of a listing with a delimiter: the "directory"
+ * "jobs/a/steps/00000000000000000042/" standing for every key below it. */
+struct s3_prefix {
+        char prefix[S3_KEY_MAX + 1];
+};
+
+/* Output of ListObjectsV2: the caller's arrays.  max-keys = capacity, and
+ * S3 counts keys and common prefixes together against it. */
 struct s3_object_list {
-        struct s3_object *objects;
+        struct s3_object *objects;    /* capacity entries */
+        struct s3_prefix *prefixes;   /* capacity entries when listing with a
+                                       * delimiter, else NULL */
         size_t capacity;
-        size_t count;
+        size_t count;                 /* objects filled */
+        size_t prefix_count;          /* prefixes filled */
         bool truncated;
         char next_token[S3_TOKEN_MAX + 1]; /* continuation token of the next page */
 };
@@ -199,6 +209,8 @@ struct s3_object_list {
  *   -ETIMEDOUT, -ECONNREFUSED, -ECONNRESET, -EHOSTUNREACH — retryable;
  *   -EPROTO      the store's answer made no sense (malformed XML, missing
  *                ETag) — permanent;
+ *   -EPERM       the server's TLS certificate failed verification —
+ *                permanent;
  *   -ECANCELED   s3_request_cancel() or s3_client_free();
  *   -errno       reading the body's fd failed (or it ended early: -EIO) —
  *                permanent;
@@ -243,6 +255,7 @@ struct s3_stats {
         uint64_t failed[S3_OP_COUNT];   /* done() with an error */
         uint64_t bytes_sent;            /* request bodies (retries included) */
         uint64_t bytes_received;        /* GET bodies written to buffers */
+        uint64_t bytes_hashed;          /* fd bodies hashed (MD5) on the worker pool */
         unsigned active;                /* requests on the wire now */
         unsigned queued;                /* waiting for a slot, a hash or a backoff */
         unsigned max_active;            /* the most ever on the wire at once */
@@ -257,7 +270,10 @@ int s3_client_new(struct s3_client **out, struct loop *loop, struct worker_pool 
 
 /* Every request not yet done gets done(req, -ECANCELED) (start calls from
  * those callbacks fail with -ESHUTDOWN), then the client is freed and its
- * secrets wiped.  Accepts NULL; returns NULL. */
+ * secrets wiped.  Call it from the loop thread, never from a done()
+ * callback.  Hash work still on the worker pool is left to free itself,
+ * so the pool may be freed before or after the client.  Accepts NULL;
+ * returns NULL. */
 struct s3_client *s3_client_free(struct s3_client *c);
 
 void s3_client_stats(const struct s3_client *c, struct s3_stats *out);
@@ -332,12 +348,16 @@ int s3_abort_multipart_upload(struct s3_client *c, struct s3_request *req, const
 int s3_list_parts(struct s3_client *c, struct s3_request *req, const char *key,
                   const char *upload_id, unsigned marker, struct s3_part_list *out);
 
-/* ListObjectsV2: one page of up to out->capacity (1..S3_LIST_MAX) keys
- * starting with prefix (NULL: all), continuing after `token` (NULL or "":
- * from the start; else a next_token of the previous page).  Keys come back
- * decoded (XML entities).  out is borrowed until done(). */
+/* ListObjectsV2: one page of up to out->capacity (1..S3_LIST_MAX) entries
+ * in key order, keys starting with prefix (NULL: all), continuing after
+ * `token` (NULL or "": from the start; else a next_token of the previous
+ * page).  With a delimiter (NULL: none; then out->prefixes is needed),
+ * keys that contain it after the prefix are rolled up into
+ * out->prefixes: prefix "jobs/a/steps/" and delimiter "/" list the steps.
+ * Keys and prefixes come back decoded (XML entities).  out is borrowed
+ * until done(). */
 int s3_list_objects(struct s3_client *c, struct s3_request *req, const char *prefix,
-                    const char *token, struct s3_object_list *out);
+                    const char *delimiter, const char *token, struct s3_object_list *out);
 
 /* ---- pieces exposed for tests ---- */
 
@@ -353,7 +373,8 @@ int s3_classify(long status, const char *code, bool *permanent);
  * message into result, returns -EREMOTEIO), and for success
  * InitiateMultipartUploadResult (result->upload_id),
  * CompleteMultipartUploadResult (result->etag), ListPartsResult (list is a
- * struct s3_part_list *) and ListBucketResult (a struct s3_object_list *).
+ * struct s3_part_list *) and ListBucketResult (a struct s3_object_list *;
+ * CommonPrefixes are kept when it has a prefixes array).
  * Returns 0, -EREMOTEIO for an <Error> document, -EPROTO for anything
  * malformed, unexpected, missing a required field or over a bound. */
 int s3_parse_response(enum s3_op op, const char *xml, size_t len, struct s3_result *result,
