@@ -21,6 +21,7 @@
 
 #include "remote/credentials.h"
 #include "util/cleanup.h"
+#include "util/errbuf.h"
 
 #define ACCESS_KEY_ID_MAX 128
 #define SECRET_MAX 1024
@@ -28,17 +29,6 @@
 #define REGION_MAX 63
 #define DEFAULT_PROFILE "default"
 
-static int fail(int r, char *err, size_t errsize, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
-static int fail(int r, char *err, size_t errsize, const char *fmt, ...) {
-        if (err && errsize) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(err, errsize, fmt, ap);
-                va_end(ap);
-        }
-        return r;
-}
 
 static void wipe_free(char *s) {
         if (s) {
@@ -95,14 +85,14 @@ static const char *env_get(const struct credentials_config *cfg, const char *nam
 static int check_access_key_id(const char *v, const char *where, char *err, size_t errsize) {
         size_t n = v ? strlen(v) : 0;
         if (n == 0)
-                return fail(-EINVAL, err, errsize, "%s: the access key id is empty", where);
+                return errbuf_fail(-EINVAL, err, errsize, "%s: the access key id is empty", where);
         if (n > ACCESS_KEY_ID_MAX)
-                return fail(-EINVAL, err, errsize, "%s: the access key id is longer than %d characters",
+                return errbuf_fail(-EINVAL, err, errsize, "%s: the access key id is longer than %d characters",
                             where, ACCESS_KEY_ID_MAX);
         for (const char *c = v; *c; c++)
                 /* '/' and ',' would corrupt the Credential= field it is sent in. */
                 if (*c < 0x21 || *c > 0x7e || *c == '/' || *c == ',')
-                        return fail(-EINVAL, err, errsize,
+                        return errbuf_fail(-EINVAL, err, errsize,
                                     "%s: the access key id contains a space, '/', ',' or a "
                                     "non-printable character",
                                     where);
@@ -112,14 +102,14 @@ static int check_access_key_id(const char *v, const char *where, char *err, size
 static int check_secret(const char *v, const char *where, char *err, size_t errsize) {
         size_t n = v ? strlen(v) : 0;
         if (n == 0)
-                return fail(-EINVAL, err, errsize, "%s: the secret access key is empty", where);
+                return errbuf_fail(-EINVAL, err, errsize, "%s: the secret access key is empty", where);
         if (n > SECRET_MAX)
-                return fail(-EINVAL, err, errsize, "%s: the secret access key is too long", where);
+                return errbuf_fail(-EINVAL, err, errsize, "%s: the secret access key is too long", where);
         for (const char *c = v; *c; c++)
                 /* Typically a trailing newline pasted into a config value:
                  * it would sign with a different key and fail far away. */
                 if ((unsigned char)*c < 0x20 || *c == 0x7f)
-                        return fail(-EINVAL, err, errsize,
+                        return errbuf_fail(-EINVAL, err, errsize,
                                     "%s: the secret access key contains a control character", where);
         return 0;
 }
@@ -127,10 +117,10 @@ static int check_secret(const char *v, const char *where, char *err, size_t errs
 static int check_token(const char *v, const char *where, char *err, size_t errsize) {
         size_t n = strlen(v);
         if (n > SESSION_TOKEN_MAX)
-                return fail(-EINVAL, err, errsize, "%s: the session token is too long", where);
+                return errbuf_fail(-EINVAL, err, errsize, "%s: the session token is too long", where);
         for (const char *c = v; *c; c++)
                 if (*c < 0x21 || *c > 0x7e)
-                        return fail(-EINVAL, err, errsize,
+                        return errbuf_fail(-EINVAL, err, errsize,
                                     "%s: the session token contains a space or a non-printable "
                                     "character",
                                     where);
@@ -140,10 +130,10 @@ static int check_token(const char *v, const char *where, char *err, size_t errsi
 static int check_region(const char *v, const char *where, char *err, size_t errsize) {
         size_t n = strlen(v);
         if (n > REGION_MAX)
-                return fail(-EINVAL, err, errsize, "%s: the region is too long", where);
+                return errbuf_fail(-EINVAL, err, errsize, "%s: the region is too long", where);
         for (const char *c = v; *c; c++)
                 if (!isalnum((unsigned char)*c) && *c != '-' && *c != '_')
-                        return fail(-EINVAL, err, errsize,
+                        return errbuf_fail(-EINVAL, err, errsize,
                                     "%s: the region '%s' may only contain letters, digits, '-' "
                                     "and '_'",
                                     where, v);
@@ -196,7 +186,7 @@ static int parse_credentials_file(struct profile_values *pv, const char *buf, si
                 lineno++;
 
                 if (memchr(s, 0, (size_t)(e - s)))
-                        return fail(-EINVAL, err, errsize, "%s:%u: NUL byte in the line", path,
+                        return errbuf_fail(-EINVAL, err, errsize, "%s:%u: NUL byte in the line", path,
                                     lineno);
                 trim(&s, &e);
                 if (s == e || *s == '#' || *s == ';')
@@ -204,7 +194,7 @@ static int parse_credentials_file(struct profile_values *pv, const char *buf, si
                 if (*s == '[') {
                         const char *ns = s + 1, *ne = e - 1;
                         if (e - s < 2 || *ne != ']')
-                                return fail(-EINVAL, err, errsize,
+                                return errbuf_fail(-EINVAL, err, errsize,
                                             "%s:%u: a section header must look like [name]", path,
                                             lineno);
                         trim(&ns, &ne);
@@ -217,11 +207,11 @@ static int parse_credentials_file(struct profile_values *pv, const char *buf, si
 
                 const char *eq = memchr(s, '=', (size_t)(e - s));
                 if (!eq || eq == s)
-                        return fail(-EINVAL, err, errsize,
+                        return errbuf_fail(-EINVAL, err, errsize,
                                     "%s:%u: expected \"key = value\" or \"[profile]\"", path,
                                     lineno);
                 if (!in_section)
-                        return fail(-EINVAL, err, errsize,
+                        return errbuf_fail(-EINVAL, err, errsize,
                                     "%s:%u: \"key = value\" before any [profile] section", path,
                                     lineno);
                 if (!in_profile)
@@ -242,7 +232,7 @@ static int parse_credentials_file(struct profile_values *pv, const char *buf, si
                 if (!slot)
                         continue; /* other tools' settings are not our business */
                 if (*slot)
-                        return fail(-EINVAL, err, errsize, "%s:%u: %.*s given twice in [%s]", path,
+                        return errbuf_fail(-EINVAL, err, errsize, "%s:%u: %.*s given twice in [%s]", path,
                                     lineno, (int)(ke - ks), ks, profile);
                 *slot = strndup(vs, (size_t)(ve - vs));
                 if (!*slot)
@@ -259,24 +249,24 @@ static int open_private_file(const char *path, int *fd_out, off_t *size_out, cha
 
         fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
-                return fail(-errno, err, errsize, "cannot open credentials file %s: %m", path);
+                return errbuf_fail(-errno, err, errsize, "cannot open credentials file %s: %m", path);
         /* fstat the descriptor we will read: no window for a swap. */
         if (fstat(fd, &st) < 0)
-                return fail(-errno, err, errsize, "cannot stat credentials file %s: %m", path);
+                return errbuf_fail(-errno, err, errsize, "cannot stat credentials file %s: %m", path);
         if (!S_ISREG(st.st_mode))
-                return fail(-EINVAL, err, errsize, "credentials file %s is not a regular file", path);
+                return errbuf_fail(-EINVAL, err, errsize, "credentials file %s is not a regular file", path);
         if (st.st_uid != geteuid() && st.st_uid != 0)
-                return fail(-EPERM, err, errsize,
+                return errbuf_fail(-EPERM, err, errsize,
                             "credentials file %s is owned by uid %u, not by the daemon's uid %u "
                             "or root; refusing to use it",
                             path, (unsigned)st.st_uid, (unsigned)geteuid());
         if (st.st_mode & 077)
-                return fail(-EPERM, err, errsize,
+                return errbuf_fail(-EPERM, err, errsize,
                             "credentials file %s has mode %04o, so other users can read or "
                             "change it; refusing to use it (run: chmod 600 %s)",
                             path, (unsigned)(st.st_mode & 07777), path);
         if (st.st_size > CREDENTIALS_FILE_MAX)
-                return fail(-EFBIG, err, errsize, "credentials file %s is larger than %d bytes",
+                return errbuf_fail(-EFBIG, err, errsize, "credentials file %s is larger than %d bytes",
                             path, CREDENTIALS_FILE_MAX);
         *size_out = st.st_size;
         *fd_out = TAKE_FD(fd);
@@ -303,14 +293,14 @@ static int read_credentials_file(struct profile_values *pv, const char *path,
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0) {
-                        r = fail(-errno, err, errsize, "cannot read credentials file %s: %m", path);
+                        r = errbuf_fail(-errno, err, errsize, "cannot read credentials file %s: %m", path);
                         break;
                 }
                 if (n == 0)
                         break;
                 len += (size_t)n;
                 if (len > CREDENTIALS_FILE_MAX) {
-                        r = fail(-EFBIG, err, errsize, "credentials file %s is larger than %d bytes",
+                        r = errbuf_fail(-EFBIG, err, errsize, "credentials file %s is larger than %d bytes",
                                  path, CREDENTIALS_FILE_MAX);
                         break;
                 }
@@ -346,7 +336,7 @@ static int load_from_file(struct credentials *c, char **file_region,
         if (!path) {
                 home = env_get(cfg, "HOME");
                 if (!home)
-                        return fail(-ENOENT, err, errsize,
+                        return errbuf_fail(-ENOENT, err, errsize,
                                     "no object-store credentials: none configured, "
                                     "AWS_ACCESS_KEY_ID is not set, and there is no credentials "
                                     "file (no credentials file configured and HOME is not set)");
@@ -363,20 +353,20 @@ static int load_from_file(struct credentials *c, char **file_region,
                 profile = DEFAULT_PROFILE;
 
         if (!explicit_path && access(path, F_OK) < 0 && errno == ENOENT)
-                return fail(-ENOENT, err, errsize,
+                return errbuf_fail(-ENOENT, err, errsize,
                             "no object-store credentials: none configured, AWS_ACCESS_KEY_ID "
                             "is not set, and %s does not exist",
                             path);
 
         r = read_credentials_file(&pv, path, profile, err, errsize);
         if (r >= 0 && !pv.found)
-                r = fail(-ENOENT, err, errsize, "credentials file %s has no [%s] profile", path,
+                r = errbuf_fail(-ENOENT, err, errsize, "credentials file %s has no [%s] profile", path,
                          profile);
         if (r >= 0 && !pv.access_key_id)
-                r = fail(-EINVAL, err, errsize, "credentials file %s: [%s] has no aws_access_key_id",
+                r = errbuf_fail(-EINVAL, err, errsize, "credentials file %s: [%s] has no aws_access_key_id",
                          path, profile);
         if (r >= 0 && !pv.secret_access_key)
-                r = fail(-EINVAL, err, errsize,
+                r = errbuf_fail(-EINVAL, err, errsize,
                          "credentials file %s: [%s] has no aws_secret_access_key", path, profile);
         if (r >= 0 && asprintf(&c->origin, "file %s [%s]", path, profile) < 0) {
                 c->origin = NULL;
@@ -418,7 +408,7 @@ int credentials_load(struct credentials **out, const struct credentials_config *
         sk = nonempty(cfg->secret_access_key);
         if (ak || sk || nonempty(cfg->session_token)) {
                 if (!ak || !sk)
-                        return fail(-EINVAL, err, errsize,
+                        return errbuf_fail(-EINVAL, err, errsize,
                                     "configuration: %s is set but %s is not; give both (or "
                                     "neither, to use the environment or a credentials file)",
                                     ak ? "access_key_id" : sk ? "secret_access_key" : "session_token",
@@ -434,7 +424,7 @@ int credentials_load(struct credentials **out, const struct credentials_config *
                 const char *esk = env_get(cfg, "AWS_SECRET_ACCESS_KEY");
                 if (!nonempty(cfg->profile) && (eak || esk)) {
                         if (!eak || !esk)
-                                return fail(-EINVAL, err, errsize,
+                                return errbuf_fail(-EINVAL, err, errsize,
                                             "environment: %s is set but %s is not",
                                             eak ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
                                             eak ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");

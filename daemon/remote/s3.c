@@ -42,6 +42,7 @@
 
 #include "remote/s3.h"
 #include "util/cleanup.h"
+#include "util/errbuf.h"
 #include "util/log.h"
 
 #define DEFAULT_REGION "us-east-1"
@@ -1713,17 +1714,6 @@ struct s3_client *s3_client_free(struct s3_client *c) {
 
 DEFINE_CLEANUP(struct s3_client *, s3_client_free)
 
-static int config_fail(int r, char *err, size_t errsize, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
-static int config_fail(int r, char *err, size_t errsize, const char *fmt, ...) {
-        if (err && errsize) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(err, errsize, fmt, ap);
-                va_end(ap);
-        }
-        return r;
-}
 
 static int strdup_opt(char **out, const char *s) {
         if (!s)
@@ -1752,29 +1742,29 @@ int s3_client_new(struct s3_client **out, struct loop *loop, struct worker_pool 
         if (err && errsize)
                 err[0] = 0;
         if (!out || !loop || !workers || !cfg)
-                return config_fail(-EINVAL, err, errsize, "s3: missing loop, workers or config");
+                return errbuf_fail(-EINVAL, err, errsize, "s3: missing loop, workers or config");
         if (!cfg->endpoint)
-                return config_fail(-EINVAL, err, errsize, "s3: no endpoint configured");
+                return errbuf_fail(-EINVAL, err, errsize, "s3: no endpoint configured");
         const struct credentials *cred = cfg->credentials;
         if (!cred || !cred->access_key_id || !cred->secret_access_key)
-                return config_fail(-EINVAL, err, errsize, "s3: no credentials");
+                return errbuf_fail(-EINVAL, err, errsize, "s3: no credentials");
         if (cfg->bucket && sigv4_bucket_validate(cfg->bucket) < 0)
-                return config_fail(-EINVAL, err, errsize,
+                return errbuf_fail(-EINVAL, err, errsize,
                                    "s3: invalid bucket name \"%s\" (3-63 of a-z 0-9 . -)",
                                    cfg->bucket);
         if ((unsigned)cfg->addressing > S3_ADDRESSING_VIRTUAL)
-                return config_fail(-EINVAL, err, errsize, "s3: invalid addressing style");
+                return errbuf_fail(-EINVAL, err, errsize, "s3: invalid addressing style");
         region = cfg->region ? cfg->region : cred->region ? cred->region : DEFAULT_REGION;
         if (!region_valid(region))
-                return config_fail(-EINVAL, err, errsize, "s3: invalid region \"%s\"", region);
+                return errbuf_fail(-EINVAL, err, errsize, "s3: invalid region \"%s\"", region);
 
         c = calloc(1, sizeof(*c));
         if (!c)
-                return config_fail(-ENOMEM, err, errsize, "s3: out of memory");
+                return errbuf_fail(-ENOMEM, err, errsize, "s3: out of memory");
         r = curl_global_ref();
         if (r < 0) {
                 free(TAKE_PTR(c));
-                return config_fail(r, err, errsize, "s3: libcurl initialisation failed");
+                return errbuf_fail(r, err, errsize, "s3: libcurl initialisation failed");
         }
         c->loop = loop;
         c->workers = workers;
@@ -1787,12 +1777,12 @@ int s3_client_new(struct s3_client **out, struct loop *loop, struct worker_pool 
 
         r = sigv4_endpoint_parse(&c->ep, cfg->endpoint, perr, sizeof(perr));
         if (r < 0)
-                return config_fail(r, err, errsize, "s3: endpoint: %s", perr);
+                return errbuf_fail(r, err, errsize, "s3: endpoint: %s", perr);
         c->endpoint_is_localhost = strncmp(c->ep.host, "localhost", 9) == 0 &&
                                    (c->ep.host[9] == 0 || c->ep.host[9] == ':');
         c->addressing = cfg->addressing;
         if (c->addressing == S3_ADDRESSING_VIRTUAL && c->ep.host_is_ip)
-                return config_fail(-EINVAL, err, errsize,
+                return errbuf_fail(-EINVAL, err, errsize,
                                    "s3: virtual-hosted addressing needs a DNS name, not an IP "
                                    "address: use path style");
 
@@ -1801,7 +1791,7 @@ int s3_client_new(struct s3_client **out, struct loop *loop, struct worker_pool 
             strdup_opt(&c->secret_access_key, cred->secret_access_key) < 0 ||
             strdup_opt(&c->session_token, cred->session_token) < 0 ||
             strdup_opt(&c->ca_file, cfg->ca_file) < 0)
-                return config_fail(-ENOMEM, err, errsize, "s3: out of memory");
+                return errbuf_fail(-ENOMEM, err, errsize, "s3: out of memory");
 
         c->max_concurrent = cfg->max_concurrent ? cfg->max_concurrent : DEFAULT_MAX_CONCURRENT;
         c->max_send_bytes_per_sec = cfg->max_send_bytes_per_sec;
@@ -1830,7 +1820,7 @@ int s3_client_new(struct s3_client **out, struct loop *loop, struct worker_pool 
         c->share = curl_share_init();
         c->multi = curl_multi_init();
         if (!c->share || !c->multi)
-                return config_fail(-ENOMEM, err, errsize, "s3: libcurl: out of memory");
+                return errbuf_fail(-ENOMEM, err, errsize, "s3: libcurl: out of memory");
         /* one thread: TLS sessions and DNS answers shared without locks */
         if (curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION) != CURLSHE_OK ||
             curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK ||
@@ -1840,7 +1830,7 @@ int s3_client_new(struct s3_client **out, struct loop *loop, struct worker_pool 
             curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c) != CURLM_OK ||
             curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, (long)c->max_concurrent * 2) !=
                     CURLM_OK)
-                return config_fail(-EIO, err, errsize, "s3: libcurl refused an option");
+                return errbuf_fail(-EIO, err, errsize, "s3: libcurl refused an option");
 
         log_info("s3: endpoint %s://%s, bucket %s, region %s, %s addressing, access key ...%s",
                  c->ep.tls ? "https" : "http", c->ep.host, c->bucket ? c->bucket : "(none)",
