@@ -31,6 +31,7 @@
 #include <sqlite3.h>
 
 #include "catalog/catalog.h"
+#include "remote/s3.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -78,10 +79,58 @@ static const char *const migrations[] = {
         "  PRIMARY KEY (job, step, rank, name),"
         "  FOREIGN KEY (job, step, rank) REFERENCES ranks(job, step, rank) ON DELETE CASCADE"
         ");",
+        /* 1 -> 2: the object-store tier.  Per shard object: its key, upload
+         * state, multipart upload id and completed parts, so a flush resumes
+         * after a crash; per checkpoint: how far its flush got; retention
+         * pins.  All of it cascades from the checkpoint row. */
+        "CREATE TABLE remote_objects ("
+        "  job TEXT NOT NULL,"
+        "  step INTEGER NOT NULL,"
+        "  rank INTEGER NOT NULL,"
+        "  shard TEXT NOT NULL,"
+        "  key TEXT NOT NULL,"
+        "  size INTEGER NOT NULL,"
+        "  state INTEGER NOT NULL,"
+        "  upload_id TEXT,"
+        "  part_size INTEGER,"
+        "  etag TEXT,"
+        "  error TEXT,"
+        "  attempts INTEGER NOT NULL DEFAULT 0,"
+        "  updated_at INTEGER NOT NULL,"
+        "  PRIMARY KEY (job, step, rank, shard),"
+        "  FOREIGN KEY (job, step, rank, shard) REFERENCES shards(job, step, rank, name)"
+        "    ON DELETE CASCADE"
+        ");"
+        "CREATE TABLE remote_parts ("
+        "  job TEXT NOT NULL,"
+        "  step INTEGER NOT NULL,"
+        "  rank INTEGER NOT NULL,"
+        "  shard TEXT NOT NULL,"
+        "  part_number INTEGER NOT NULL,"
+        "  etag TEXT NOT NULL,"
+        "  size INTEGER NOT NULL,"
+        "  PRIMARY KEY (job, step, rank, shard, part_number),"
+        "  FOREIGN KEY (job, step, rank, shard)"
+        "    REFERENCES remote_objects(job, step, rank, shard) ON DELETE CASCADE"
+        ");"
+        "ALTER TABLE checkpoints ADD COLUMN remote_state INTEGER NOT NULL DEFAULT 0;"
+        "ALTER TABLE checkpoints ADD COLUMN remote_error TEXT;"
+        "CREATE TABLE pins ("
+        "  job TEXT NOT NULL,"
+        "  step INTEGER NOT NULL,"
+        "  PRIMARY KEY (job, step),"
+        "  FOREIGN KEY (job, step) REFERENCES checkpoints(job, step) ON DELETE CASCADE"
+        ");",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == CATALOG_SCHEMA_VERSION,
                "one migration script per schema version");
+
+/* What the catalog stores must fit what the S3 client hands over and back. */
+_Static_assert(CATALOG_KEY_MAX == S3_KEY_MAX, "object key bound");
+_Static_assert(CATALOG_UPLOAD_ID_MAX == S3_UPLOAD_ID_MAX, "upload id bound");
+_Static_assert(CATALOG_ETAG_MAX == S3_ETAG_MAX, "etag bound");
+_Static_assert(sizeof(((struct s3_part *)0)->etag) == CATALOG_ETAG_MAX + 1, "part etag size");
 
 /* The primary keys double as the indexes foreign keys and listings need:
  * (job, step) serves "checkpoints of a job, newest first" and the ranks
@@ -115,7 +164,21 @@ enum stmt_id {
         STMT_SHARD_GET,
         STMT_SHARD_COUNT,
         STMT_SHARD_PAGE,
-        STMT_INTEGRITY,
+        STMT_OBJ_SET,
+        STMT_OBJ_GET,
+        STMT_OBJ_EXISTS,
+        STMT_PART_ADD,
+        STMT_PART_COUNT,
+        STMT_PART_LIST,
+        STMT_PART_CLEAR,
+        STMT_CKPT_REMOTE_SET,
+        STMT_CKPT_REMOTE_GET,
+        STMT_PIN_ADD,
+        STMT_PIN_DEL,
+        STMT_PIN_GET,
+        STMT_REMOTE_PENDING,
+        STMT_REMOTE_PENDING_ONE,
+        STMT_INTEGRITY, /* last: catalog_free takes it as "open got this far" */
         STMT_MAX_,
 };
 
@@ -178,6 +241,45 @@ static const char *const stmt_sql[STMT_MAX_] = {
         [STMT_SHARD_PAGE] = "SELECT name, size, crc32c FROM shards"
                             " WHERE job = ?1 AND step = ?2 AND rank = ?3"
                             " ORDER BY name LIMIT ?4 OFFSET ?5",
+        /* attempts: ?12 is 1 for a FAILED write, 0 otherwise, added to what
+         * the row already had. */
+        [STMT_OBJ_SET] =
+                "INSERT INTO remote_objects (job, step, rank, shard, key, size, state, upload_id,"
+                " part_size, etag, error, attempts, updated_at)"
+                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
+                " ON CONFLICT (job, step, rank, shard) DO UPDATE SET key = excluded.key,"
+                " size = excluded.size, state = excluded.state, upload_id = excluded.upload_id,"
+                " part_size = excluded.part_size, etag = excluded.etag, error = excluded.error,"
+                " attempts = attempts + excluded.attempts, updated_at = excluded.updated_at",
+        [STMT_OBJ_GET] = "SELECT key, size, state, upload_id, part_size, etag, error, attempts,"
+                         " updated_at FROM remote_objects"
+                         " WHERE job = ?1 AND step = ?2 AND rank = ?3 AND shard = ?4",
+        [STMT_OBJ_EXISTS] = "SELECT 1 FROM remote_objects"
+                            " WHERE job = ?1 AND step = ?2 AND rank = ?3 AND shard = ?4",
+        [STMT_PART_ADD] = "INSERT INTO remote_parts (job, step, rank, shard, part_number, etag, size)"
+                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                          " ON CONFLICT (job, step, rank, shard, part_number)"
+                          " DO UPDATE SET etag = excluded.etag, size = excluded.size",
+        [STMT_PART_COUNT] = "SELECT COUNT(*) FROM remote_parts"
+                            " WHERE job = ?1 AND step = ?2 AND rank = ?3 AND shard = ?4",
+        [STMT_PART_LIST] = "SELECT part_number, etag, size FROM remote_parts"
+                           " WHERE job = ?1 AND step = ?2 AND rank = ?3 AND shard = ?4"
+                           " ORDER BY part_number LIMIT ?5",
+        [STMT_PART_CLEAR] = "DELETE FROM remote_parts"
+                            " WHERE job = ?1 AND step = ?2 AND rank = ?3 AND shard = ?4",
+        [STMT_CKPT_REMOTE_SET] = "UPDATE checkpoints SET remote_state = ?3, remote_error = ?4"
+                                 " WHERE job = ?1 AND step = ?2",
+        [STMT_CKPT_REMOTE_GET] = "SELECT remote_state, remote_error FROM checkpoints"
+                                 " WHERE job = ?1 AND step = ?2",
+        [STMT_PIN_ADD] = "INSERT INTO pins (job, step) VALUES (?1, ?2)"
+                         " ON CONFLICT (job, step) DO NOTHING",
+        [STMT_PIN_DEL] = "DELETE FROM pins WHERE job = ?1 AND step = ?2",
+        [STMT_PIN_GET] = "SELECT 1 FROM pins WHERE job = ?1 AND step = ?2",
+        [STMT_REMOTE_PENDING] = "SELECT job, step FROM checkpoints"
+                                " WHERE state = ?1 AND remote_state < ?2 ORDER BY job, step",
+        [STMT_REMOTE_PENDING_ONE] = "SELECT remote_state FROM checkpoints"
+                                    " WHERE job = ?1 AND step = ?2 AND state = ?3"
+                                    " AND remote_state < ?4",
         [STMT_INTEGRITY] = "PRAGMA integrity_check",
 };
 
@@ -759,65 +861,85 @@ struct foreach_row {
         uint64_t step;
 };
 
+struct foreach_rows {
+        struct foreach_row *rows;
+        size_t nrows, rows_cap;
+        char **jobs;
+        size_t njobs, jobs_cap;
+};
+
+static void foreach_rows_done(struct foreach_rows *f) {
+        for (size_t i = 0; i < f->njobs; i++)
+                free(f->jobs[i]);
+        free(f->jobs);
+        free(f->rows);
+        *f = (struct foreach_rows){ 0 };
+}
+
+/* Step s (bound by the caller, who also resets it) to its end, copying
+ * (job, step) from columns 0 and 1.  Rows must come grouped by job. */
+static int foreach_rows_collect(struct catalog *c, sqlite3_stmt *s, struct foreach_rows *f,
+                                const char *what) {
+        int rc;
+
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+                const char *name = (const char *)sqlite3_column_text(s, 0);
+
+                if (!name)
+                        continue;
+                if (f->njobs == 0 || strcmp(f->jobs[f->njobs - 1], name) != 0) {
+                        if (f->njobs == f->jobs_cap) {
+                                size_t cap = f->jobs_cap ? f->jobs_cap * 2 : 8;
+                                char **n = reallocarray(f->jobs, cap, sizeof(*f->jobs));
+                                if (!n)
+                                        return -ENOMEM;
+                                f->jobs = n;
+                                f->jobs_cap = cap;
+                        }
+                        f->jobs[f->njobs] = strdup(name);
+                        if (!f->jobs[f->njobs])
+                                return -ENOMEM;
+                        f->njobs++;
+                }
+                if (f->nrows == f->rows_cap) {
+                        size_t cap = f->rows_cap ? f->rows_cap * 2 : 64;
+                        struct foreach_row *n = reallocarray(f->rows, cap, sizeof(*f->rows));
+                        if (!n)
+                                return -ENOMEM;
+                        f->rows = n;
+                        f->rows_cap = cap;
+                }
+                f->rows[f->nrows++] = (struct foreach_row){
+                        .job = f->njobs - 1,
+                        .step = col_u64(s, 1),
+                };
+        }
+        if (rc != SQLITE_DONE)
+                return sql_error(c->db, "%s", what);
+        return 0;
+}
+
 int catalog_ckpt_foreach(struct catalog *c, const char *job, catalog_ckpt_cb cb, void *userdata) {
-        _cleanup_free_ struct foreach_row *rows = NULL;
-        char **jobs = NULL;
-        size_t nrows = 0, rows_cap = 0, njobs = 0, jobs_cap = 0;
+        struct foreach_rows f = { 0 };
+        char what[CKPT_NAME_MAX + 64];
         int r = 0, rc;
 
+        snprintf(what, sizeof(what), "iterate checkpoints of job %s", job ? job : "(all)");
         {
                 _cleanup_stmt_ sqlite3_stmt *s = c->stmt[job ? STMT_CKPT_OF_JOB : STMT_CKPT_ALL];
 
                 if (job && bind_text(s, 1, job)) {
-                        r = sql_error(c->db, "iterate checkpoints of job %s", job);
+                        r = sql_error(c->db, "%s", what);
                         goto out;
                 }
-                while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-                        const char *name = (const char *)sqlite3_column_text(s, 0);
-
-                        if (!name)
-                                continue;
-                        if (njobs == 0 || strcmp(jobs[njobs - 1], name) != 0) {
-                                if (njobs == jobs_cap) {
-                                        size_t cap = jobs_cap ? jobs_cap * 2 : 8;
-                                        char **n = reallocarray(jobs, cap, sizeof(*jobs));
-                                        if (!n) {
-                                                r = -ENOMEM;
-                                                goto out;
-                                        }
-                                        jobs = n;
-                                        jobs_cap = cap;
-                                }
-                                jobs[njobs] = strdup(name);
-                                if (!jobs[njobs]) {
-                                        r = -ENOMEM;
-                                        goto out;
-                                }
-                                njobs++;
-                        }
-                        if (nrows == rows_cap) {
-                                size_t cap = rows_cap ? rows_cap * 2 : 64;
-                                struct foreach_row *n = reallocarray(rows, cap, sizeof(*rows));
-                                if (!n) {
-                                        r = -ENOMEM;
-                                        goto out;
-                                }
-                                rows = n;
-                                rows_cap = cap;
-                        }
-                        rows[nrows++] = (struct foreach_row){
-                                .job = njobs - 1,
-                                .step = col_u64(s, 1),
-                        };
-                }
-                if (rc != SQLITE_DONE) {
-                        r = sql_error(c->db, "iterate checkpoints of job %s", job ? job : "(all)");
+                r = foreach_rows_collect(c, s, &f, what);
+                if (r < 0)
                         goto out;
-                }
         }
 
-        for (size_t i = 0; i < nrows; i++) {
-                const char *name = jobs[rows[i].job];
+        for (size_t i = 0; i < f.nrows; i++) {
+                const char *name = f.jobs[f.rows[i].job];
+                uint64_t step = f.rows[i].step;
                 uint8_t state;
 
                 /* An earlier callback may have deleted or changed this row:
@@ -825,30 +947,26 @@ int catalog_ckpt_foreach(struct catalog *c, const char *job, catalog_ckpt_cb cb,
                 {
                         _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_CKPT_STATE];
 
-                        if (bind_text(s, 1, name) || bind_i64(s, 2, (int64_t)rows[i].step)) {
-                                r = sql_error(c->db, "state of job %s step %" PRIu64, name,
-                                              rows[i].step);
+                        if (bind_text(s, 1, name) || bind_i64(s, 2, (int64_t)step)) {
+                                r = sql_error(c->db, "state of job %s step %" PRIu64, name, step);
                                 goto out;
                         }
                         rc = sqlite3_step(s);
                         if (rc == SQLITE_DONE)
                                 continue;
                         if (rc != SQLITE_ROW) {
-                                r = sql_error(c->db, "state of job %s step %" PRIu64, name,
-                                              rows[i].step);
+                                r = sql_error(c->db, "state of job %s step %" PRIu64, name, step);
                                 goto out;
                         }
                         state = (uint8_t)sqlite3_column_int(s, 0);
                 }
-                r = cb(userdata, name, rows[i].step, state);
+                r = cb(userdata, name, step, state);
                 if (r != 0)
                         goto out;
         }
 
 out:
-        for (size_t i = 0; i < njobs; i++)
-                free(jobs[i]);
-        free(jobs);
+        foreach_rows_done(&f);
         return r;
 }
 
@@ -996,4 +1114,335 @@ int catalog_shard_list(struct catalog *c, const char *job, uint64_t step, uint32
                                  job, step, rank);
         }
         return 0;
+}
+
+/* ---- the object-store tier --------------------------------------------- */
+
+/* Bind NULL for a NULL string: "no upload id" and "no error" are NULL in
+ * the table, not "". */
+static int bind_text_or_null(sqlite3_stmt *s, int i, const char *v) {
+        return v ? bind_text(s, i, v) : sqlite3_bind_null(s, i);
+}
+
+static void text_copy(char *buf, size_t size, sqlite3_stmt *s, int col) {
+        const unsigned char *t = sqlite3_column_text(s, col);
+
+        snprintf(buf, size, "%s", t ? (const char *)t : "");
+}
+
+/* Bind (job, step, rank, shard) as ?1..?4. */
+static int bind_shard(sqlite3_stmt *s, const char *job, uint64_t step, uint32_t rank,
+                      const char *shard) {
+        return bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) || bind_i64(s, 3, rank) ||
+               bind_text(s, 4, shard);
+}
+
+static bool too_long(const char *v, size_t max) {
+        return v && strnlen(v, max + 1) > max;
+}
+
+int catalog_remote_object_set(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                              const char *shard, const char *key, uint64_t size, uint8_t state,
+                              const char *upload_id, uint64_t part_size, const char *etag,
+                              const char *error) {
+        int r;
+
+        if (state > CATALOG_OBJECT_FAILED || !key || !*key || too_long(key, CATALOG_KEY_MAX) ||
+            too_long(upload_id, CATALOG_UPLOAD_ID_MAX) || too_long(etag, CATALOG_ETAG_MAX) ||
+            size > INT64_MAX || part_size > INT64_MAX)
+                return -EINVAL;
+        r = check_step(job, step);
+        if (r < 0)
+                return r;
+        r = tx_ensure(c);
+        if (r < 0)
+                return r;
+        /* Checked rather than left to the foreign key, so that a missing
+         * shard is -ENOENT and not a logged sqlite failure. */
+        r = catalog_shard_get(c, job, step, rank, shard, NULL, NULL);
+        if (r < 0)
+                return r;
+
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_OBJ_SET];
+        if (bind_shard(s, job, step, rank, shard) || bind_text(s, 5, key) ||
+            bind_i64(s, 6, (int64_t)size) || bind_i64(s, 7, state) ||
+            bind_text_or_null(s, 8, upload_id) ||
+            (upload_id ? bind_i64(s, 9, (int64_t)part_size) : sqlite3_bind_null(s, 9)) ||
+            bind_text_or_null(s, 10, etag) || bind_text_or_null(s, 11, error) ||
+            bind_i64(s, 12, state == CATALOG_OBJECT_FAILED) || bind_i64(s, 13, time(NULL)) ||
+            sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "record remote state of shard %s of job %s step %" PRIu64
+                                 " rank %" PRIu32, shard, job, step, rank);
+        return 0;
+}
+
+int catalog_remote_object_get(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                              const char *shard, struct catalog_remote_object *out) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_OBJ_GET];
+        int rc;
+
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return -ENOENT;
+        if (bind_shard(s, job, step, rank, shard))
+                return sql_error(c->db, "remote state of shard %s of job %s step %" PRIu64, shard,
+                                 job, step);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_error(c->db, "remote state of shard %s of job %s step %" PRIu64
+                                 " rank %" PRIu32, shard, job, step, rank);
+        text_copy(out->key, sizeof(out->key), s, 0);
+        out->size = col_u64(s, 1);
+        out->state = (uint8_t)sqlite3_column_int(s, 2);
+        text_copy(out->upload_id, sizeof(out->upload_id), s, 3);
+        out->part_size = col_u64(s, 4);
+        text_copy(out->etag, sizeof(out->etag), s, 5);
+        text_copy(out->error, sizeof(out->error), s, 6);
+        out->attempts = col_u32(s, 7);
+        out->updated_at = sqlite3_column_int64(s, 8);
+        return 0;
+}
+
+static int remote_object_exists(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                                const char *shard) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_OBJ_EXISTS];
+        int rc;
+
+        if (bind_shard(s, job, step, rank, shard))
+                return sql_error(c->db, "look up remote shard %s of job %s step %" PRIu64, shard,
+                                 job, step);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW)
+                return 0;
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        return sql_error(c->db, "look up remote shard %s of job %s step %" PRIu64 " rank %" PRIu32,
+                         shard, job, step, rank);
+}
+
+int catalog_remote_part_add(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                            const char *shard, unsigned part_number, const char *etag,
+                            uint64_t size) {
+        int r;
+
+        if (part_number < 1 || part_number > S3_PART_NUMBER_MAX || !etag || !*etag ||
+            too_long(etag, CATALOG_ETAG_MAX) || size > INT64_MAX)
+                return -EINVAL;
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return -ENOENT;
+        r = tx_ensure(c);
+        if (r < 0)
+                return r;
+        r = remote_object_exists(c, job, step, rank, shard);
+        if (r < 0)
+                return r;
+
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_PART_ADD];
+        if (bind_shard(s, job, step, rank, shard) || bind_i64(s, 5, part_number) ||
+            bind_text(s, 6, etag) || bind_i64(s, 7, (int64_t)size) ||
+            sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "record part %u of shard %s of job %s step %" PRIu64
+                                 " rank %" PRIu32, part_number, shard, job, step, rank);
+        return 0;
+}
+
+int catalog_remote_parts(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                         const char *shard, struct s3_part *out, size_t cap, size_t *count) {
+        size_t total, n = 0;
+        int rc = SQLITE_DONE;
+
+        *count = 0;
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return 0;
+        {
+                _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_PART_COUNT];
+                if (bind_shard(s, job, step, rank, shard) || sqlite3_step(s) != SQLITE_ROW)
+                        return sql_error(c->db, "count parts of shard %s of job %s step %" PRIu64
+                                         " rank %" PRIu32, shard, job, step, rank);
+                total = (size_t)col_u64(s, 0);
+        }
+
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_PART_LIST];
+        if (bind_shard(s, job, step, rank, shard) ||
+            bind_i64(s, 5, cap > INT64_MAX ? INT64_MAX : (int64_t)cap))
+                return sql_error(c->db, "list parts of shard %s of job %s step %" PRIu64
+                                 " rank %" PRIu32, shard, job, step, rank);
+        while (n < cap && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+                struct s3_part *p = &out[n++];
+
+                p->number = (unsigned)col_u32(s, 0);
+                text_copy(p->etag, sizeof(p->etag), s, 1);
+                p->size = col_u64(s, 2);
+        }
+        if (n < cap && rc != SQLITE_DONE)
+                return sql_error(c->db, "list parts of shard %s of job %s step %" PRIu64
+                                 " rank %" PRIu32, shard, job, step, rank);
+        *count = total;
+        return total > cap ? -ENOBUFS : 0;
+}
+
+int catalog_remote_parts_clear(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                               const char *shard) {
+        int r;
+
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return 0;
+        r = tx_ensure(c);
+        if (r < 0)
+                return r;
+
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_PART_CLEAR];
+        if (bind_shard(s, job, step, rank, shard) || sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "clear parts of shard %s of job %s step %" PRIu64
+                                 " rank %" PRIu32, shard, job, step, rank);
+        return 0;
+}
+
+int catalog_ckpt_remote_set(struct catalog *c, const char *job, uint64_t step,
+                            uint8_t remote_state, const char *error) {
+        int r;
+
+        if (remote_state > CATALOG_REMOTE_FAILED)
+                return -EINVAL;
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return -ENOENT;
+        r = tx_ensure(c);
+        if (r < 0)
+                return r;
+
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_CKPT_REMOTE_SET];
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) ||
+            bind_i64(s, 3, remote_state) || bind_text_or_null(s, 4, error) ||
+            sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "record remote state of job %s step %" PRIu64, job, step);
+        return sqlite3_changes(c->db) > 0 ? 0 : -ENOENT;
+}
+
+int catalog_ckpt_remote_get(struct catalog *c, const char *job, uint64_t step,
+                            uint8_t *remote_state, char *error, size_t error_size) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_CKPT_REMOTE_GET];
+        int rc;
+
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return -ENOENT;
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step))
+                return sql_error(c->db, "remote state of job %s step %" PRIu64, job, step);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_error(c->db, "remote state of job %s step %" PRIu64, job, step);
+        if (remote_state)
+                *remote_state = (uint8_t)sqlite3_column_int(s, 0);
+        if (error && error_size > 0)
+                text_copy(error, error_size, s, 1);
+        return 0;
+}
+
+/* 0 if the checkpoint row exists, -ENOENT if not. */
+static int ckpt_exists(struct catalog *c, const char *job, uint64_t step) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_CKPT_STATE];
+        int rc;
+
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step))
+                return sql_error(c->db, "look up job %s step %" PRIu64, job, step);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW)
+                return 0;
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        return sql_error(c->db, "look up job %s step %" PRIu64, job, step);
+}
+
+int catalog_pin(struct catalog *c, const char *job, uint64_t step, bool pinned) {
+        int r;
+
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return pinned ? -ENOENT : 0;
+        r = tx_ensure(c);
+        if (r < 0)
+                return r;
+        if (pinned) {
+                r = ckpt_exists(c, job, step);
+                if (r < 0)
+                        return r;
+        }
+
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[pinned ? STMT_PIN_ADD : STMT_PIN_DEL];
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) ||
+            sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "%s job %s step %" PRIu64, pinned ? "pin" : "unpin", job,
+                                 step);
+        return 0;
+}
+
+int catalog_pinned(struct catalog *c, const char *job, uint64_t step) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_PIN_GET];
+        int rc;
+
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return 0;
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step))
+                return sql_error(c->db, "pin of job %s step %" PRIu64, job, step);
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW)
+                return 1;
+        if (rc == SQLITE_DONE)
+                return 0;
+        return sql_error(c->db, "pin of job %s step %" PRIu64, job, step);
+}
+
+int catalog_remote_pending_foreach(struct catalog *c, catalog_remote_cb cb, void *userdata) {
+        static const char what[] = "iterate checkpoints pending upload";
+        struct foreach_rows f = { 0 };
+        int r = 0, rc;
+
+        {
+                _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_REMOTE_PENDING];
+
+                if (bind_i64(s, 1, CKPT_STATE_COMMITTED) || bind_i64(s, 2, CATALOG_REMOTE_DONE)) {
+                        r = sql_error(c->db, "%s", what);
+                        goto out;
+                }
+                r = foreach_rows_collect(c, s, &f, what);
+                if (r < 0)
+                        goto out;
+        }
+
+        for (size_t i = 0; i < f.nrows; i++) {
+                const char *name = f.jobs[f.rows[i].job];
+                uint64_t step = f.rows[i].step;
+                uint8_t remote_state;
+
+                /* An earlier callback may have deleted this row or moved it
+                 * out of the pending set: report what is there now. */
+                {
+                        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_REMOTE_PENDING_ONE];
+
+                        if (bind_text(s, 1, name) || bind_i64(s, 2, (int64_t)step) ||
+                            bind_i64(s, 3, CKPT_STATE_COMMITTED) ||
+                            bind_i64(s, 4, CATALOG_REMOTE_DONE)) {
+                                r = sql_error(c->db, "remote state of job %s step %" PRIu64, name,
+                                              step);
+                                goto out;
+                        }
+                        rc = sqlite3_step(s);
+                        if (rc == SQLITE_DONE)
+                                continue;
+                        if (rc != SQLITE_ROW) {
+                                r = sql_error(c->db, "remote state of job %s step %" PRIu64, name,
+                                              step);
+                                goto out;
+                        }
+                        remote_state = (uint8_t)sqlite3_column_int(s, 0);
+                }
+                r = cb(userdata, name, step, remote_state);
+                if (r != 0)
+                        goto out;
+        }
+
+out:
+        foreach_rows_done(&f);
+        return r;
 }

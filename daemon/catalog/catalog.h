@@ -18,6 +18,8 @@
  */
 #pragma once
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "local/manifest.h"
@@ -25,7 +27,7 @@
 
 struct catalog;
 
-#define CATALOG_SCHEMA_VERSION 1
+#define CATALOG_SCHEMA_VERSION 2
 
 /* Open or create the database at path, run migrations.  -EIO on failure
  * (including a database whose user_version is newer than this build:
@@ -80,3 +82,100 @@ uint32_t catalog_job_count(struct catalog *c, int64_t uid); /* uid -1: all */
 typedef int (*catalog_ckpt_cb)(void *userdata, const char *job, uint64_t step,
                                uint8_t state);
 int catalog_ckpt_foreach(struct catalog *c, const char *job, catalog_ckpt_cb cb, void *userdata);
+
+/* ---- the object-store tier (schema 2, docs/catalog.md) ------------------
+ *
+ * What has been flushed to the store, per shard object and per checkpoint,
+ * so that a flush interrupted by a crash resumes instead of starting over.
+ * The bounds equal the S3 client's (S3_KEY_MAX, S3_UPLOAD_ID_MAX,
+ * S3_ETAG_MAX; catalog.c asserts it) without this header pulling in the
+ * whole remote layer. */
+#define CATALOG_KEY_MAX 1024
+#define CATALOG_UPLOAD_ID_MAX 1024
+#define CATALOG_ETAG_MAX 128
+#define CATALOG_ERROR_MAX 255 /* longer messages are stored, read back truncated */
+
+/* remote_objects.state */
+enum catalog_object_state {
+        CATALOG_OBJECT_PENDING = 0,
+        CATALOG_OBJECT_UPLOADING = 1,
+        CATALOG_OBJECT_DONE = 2,
+        CATALOG_OBJECT_FAILED = 3,
+};
+
+/* checkpoints.remote_state */
+enum catalog_remote_state {
+        CATALOG_REMOTE_NONE = 0,
+        CATALOG_REMOTE_FLUSHING = 1,
+        CATALOG_REMOTE_MANIFEST = 2, /* this node's manifest is uploaded */
+        CATALOG_REMOTE_DONE = 3,     /* the global COMMIT object is present */
+        CATALOG_REMOTE_FAILED = 4,
+};
+
+/* NULL columns read back as "". */
+struct catalog_remote_object {
+        char key[CATALOG_KEY_MAX + 1];
+        uint64_t size;
+        uint8_t state;                               /* enum catalog_object_state */
+        char upload_id[CATALOG_UPLOAD_ID_MAX + 1];   /* "": a single PUT */
+        uint64_t part_size;
+        char etag[CATALOG_ETAG_MAX + 1];
+        char error[CATALOG_ERROR_MAX + 1];
+        uint32_t attempts;                           /* times set to FAILED */
+        int64_t updated_at;                          /* unix seconds */
+};
+
+struct s3_part; /* remote/s3.h */
+
+/* Create or replace the remote record of a shard (upsert).  upload_id, etag
+ * and error may be NULL.  attempts survives the upsert and grows by one each
+ * time state is CATALOG_OBJECT_FAILED.  part_size is stored only with an
+ * upload id (NULL, read back 0, for a single PUT).  -ENOENT: no such shard;
+ * -EINVAL: a
+ * state out of range or a key/upload_id/etag over its bound (or an empty
+ * key).  A new upload id does not drop the parts of the old one: call
+ * catalog_remote_parts_clear. */
+int catalog_remote_object_set(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                              const char *shard, const char *key, uint64_t size, uint8_t state,
+                              const char *upload_id, uint64_t part_size, const char *etag,
+                              const char *error);
+int catalog_remote_object_get(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                              const char *shard,
+                              struct catalog_remote_object *out); /* -ENOENT */
+
+/* Record a completed part of the shard's multipart upload (upsert by part
+ * number).  -ENOENT: no remote record for the shard; -EINVAL: part number
+ * outside 1..10000, or an empty or over-long etag. */
+int catalog_remote_part_add(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                            const char *shard, unsigned part_number, const char *etag,
+                            uint64_t size);
+/* The recorded parts, by part number, into out[0..cap).  *count is the
+ * number of parts recorded; if that exceeds cap, out holds the first cap
+ * and the return is -ENOBUFS.  A shard with no record has no parts. */
+int catalog_remote_parts(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                         const char *shard, struct s3_part *out, size_t cap, size_t *count);
+int catalog_remote_parts_clear(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                               const char *shard);
+
+/* A checkpoint's remote state (enum catalog_remote_state); error may be
+ * NULL.  -ENOENT: no such checkpoint; -EINVAL: state out of range.  get
+ * copies the error ("" if none) into error[0..error_size) when error is not
+ * NULL. */
+int catalog_ckpt_remote_set(struct catalog *c, const char *job, uint64_t step,
+                            uint8_t remote_state, const char *error);
+int catalog_ckpt_remote_get(struct catalog *c, const char *job, uint64_t step,
+                            uint8_t *remote_state, char *error, size_t error_size);
+
+/* Retention pins.  Pinning an unknown checkpoint is -ENOENT; unpinning one
+ * that is not pinned succeeds.  A pin goes with its checkpoint row. */
+int catalog_pin(struct catalog *c, const char *job, uint64_t step, bool pinned);
+int catalog_pinned(struct catalog *c, const char *job, uint64_t step); /* 1 or 0 */
+
+/* Iterate committed checkpoints whose remote_state is below
+ * CATALOG_REMOTE_DONE (failed ones are not retried by this), by job then
+ * oldest step first.  Same rules as catalog_ckpt_foreach: the callback may
+ * call into the catalog; a row that an earlier callback deleted or moved
+ * out of the pending set is skipped. */
+typedef int (*catalog_remote_cb)(void *userdata, const char *job, uint64_t step,
+                                 uint8_t remote_state);
+int catalog_remote_pending_foreach(struct catalog *c, catalog_remote_cb cb, void *userdata);

@@ -5,7 +5,10 @@
  * the page boundaries the wire protocol uses, cascading deletes, iteration
  * that mutates the catalog from its callback, the batch transaction (not
  * visible to another connection until flushed, durable once flushed or
- * freed), and refusal of a database from a newer build.  A second sqlite
+ * freed), and refusal of a database from a newer build.  Schema 2: a
+ * database written by schema 1 migrates keeping its rows; the remote-object,
+ * part, checkpoint remote-state and pin calls round-trip, cascade from the
+ * checkpoint row and iterate the pending set.  A second sqlite
  * connection looks at the file directly, so the test checks what is on
  * disk, not just what the module says about itself.
  */
@@ -15,12 +18,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sqlite3.h>
 
 #include "catalog/catalog.h"
 #include "local/manifest.h"
+#include "remote/s3.h"
 #include "util/cleanup.h"
 
 static char dir[] = "/tmp/test-catalog-XXXXXX";
@@ -49,17 +54,21 @@ static char db_path[64];
 
 /* ---- a second, independent connection to the same file ----------------- */
 
-static sqlite3 *raw_open(void) {
+static sqlite3 *raw_open_at(const char *path, int flags) {
         sqlite3 *db = NULL;
 
-        if (sqlite3_open_v2(db_path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK)
-                FAIL("raw open %s: %s", db_path, db ? sqlite3_errmsg(db) : "?");
+        if (sqlite3_open_v2(path, &db, flags, NULL) != SQLITE_OK)
+                FAIL("raw open %s: %s", path, db ? sqlite3_errmsg(db) : "?");
         sqlite3_busy_timeout(db, 5000);
         return db;
 }
 
-static long long raw_int(const char *sql) {
-        sqlite3 *db = raw_open();
+static sqlite3 *raw_open(void) {
+        return raw_open_at(db_path, SQLITE_OPEN_READWRITE);
+}
+
+static long long raw_int_at(const char *path, const char *sql) {
+        sqlite3 *db = raw_open_at(path, SQLITE_OPEN_READWRITE);
         sqlite3_stmt *s = NULL;
         long long v;
 
@@ -71,6 +80,10 @@ static long long raw_int(const char *sql) {
         sqlite3_finalize(s);
         sqlite3_close(db);
         return v;
+}
+
+static long long raw_int(const char *sql) {
+        return raw_int_at(db_path, sql);
 }
 
 static void raw_text(const char *sql, char *buf, size_t size) {
@@ -123,7 +136,7 @@ static void test_schema(void) {
         char mode[32];
 
         EXPECT(raw_int("PRAGMA user_version"), CATALOG_SCHEMA_VERSION);
-        EXPECT(raw_int("PRAGMA user_version"), 1);
+        EXPECT(raw_int("PRAGMA user_version"), 2);
         EXPECT(raw_int("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                        "('jobs', 'checkpoints', 'ranks', 'shards')"),
                4);
@@ -615,7 +628,7 @@ static void test_durability(struct catalog **cp) {
         EXPECT(catalog_shard_get(c, "alpha", 20, 0, "w", &size, &crc), 0);
         EXPECT(size, 5);
         EXPECT(crc, 0xfffffffe);
-        EXPECT(raw_int("PRAGMA user_version"), 1);
+        EXPECT(raw_int("PRAGMA user_version"), 2);
 
         /* catalog_free flushes what is still batched. */
         EXPECT(catalog_ckpt_upsert(c, "delta", 1, 1, CKPT_STATE_LOCAL, 0), 0);
@@ -659,15 +672,500 @@ static void test_refuse(void) {
         EXPECT(catalog_open(&c, path), -EIO);
 }
 
-static void cleanup_dir(void) {
+static void unlink_db(const char *db) {
         static const char *const suffixes[] = { "", "-wal", "-shm" };
         char path[128];
 
         for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
-                snprintf(path, sizeof(path), "%s%s", db_path, suffixes[i]);
+                snprintf(path, sizeof(path), "%s%s", db, suffixes[i]);
                 unlink(path);
         }
+}
+
+static void cleanup_dir(void) {
+        unlink_db(db_path);
         rmdir(dir);
+}
+
+/* ---- schema 2: the object-store tier ------------------------------------ */
+
+static void side_path(char *buf, size_t size, const char *name) {
+        snprintf(buf, size, "%s/%s", dir, name);
+}
+
+/* A database written by a schema-1 build: migration 2 is applied at open
+ * and every old row is still there, with the new columns at their
+ * defaults.  The DDL is migration 1 verbatim. */
+static void test_migrate_v1(void) {
+        static const char v1[] =
+                "CREATE TABLE jobs ("
+                "  name TEXT PRIMARY KEY,"
+                "  uid INTEGER NOT NULL,"
+                "  created_at INTEGER NOT NULL,"
+                "  errors INTEGER NOT NULL DEFAULT 0"
+                ");"
+                "CREATE TABLE checkpoints ("
+                "  job TEXT NOT NULL REFERENCES jobs(name) ON DELETE CASCADE,"
+                "  step INTEGER NOT NULL,"
+                "  world_size INTEGER NOT NULL,"
+                "  state INTEGER NOT NULL,"
+                "  created_at INTEGER NOT NULL,"
+                "  committed_at INTEGER NOT NULL DEFAULT 0,"
+                "  PRIMARY KEY (job, step)"
+                ");"
+                "CREATE TABLE ranks ("
+                "  job TEXT NOT NULL,"
+                "  step INTEGER NOT NULL,"
+                "  rank INTEGER NOT NULL,"
+                "  bytes INTEGER NOT NULL,"
+                "  shards INTEGER NOT NULL,"
+                "  PRIMARY KEY (job, step, rank),"
+                "  FOREIGN KEY (job, step) REFERENCES checkpoints(job, step) ON DELETE CASCADE"
+                ");"
+                "CREATE TABLE shards ("
+                "  job TEXT NOT NULL,"
+                "  step INTEGER NOT NULL,"
+                "  rank INTEGER NOT NULL,"
+                "  name TEXT NOT NULL,"
+                "  size INTEGER NOT NULL,"
+                "  crc32c INTEGER NOT NULL,"
+                "  tier_local INTEGER NOT NULL DEFAULT 1,"
+                "  PRIMARY KEY (job, step, rank, name),"
+                "  FOREIGN KEY (job, step, rank) REFERENCES ranks(job, step, rank) ON DELETE CASCADE"
+                ");"
+                "INSERT INTO jobs VALUES ('old', 1234, 100, 2);"
+                "INSERT INTO checkpoints VALUES ('old', 7, 4, 3, 101, 102);"
+                "INSERT INTO ranks VALUES ('old', 7, 3, 99, 1);"
+                "INSERT INTO shards VALUES ('old', 7, 3, 'w', 99, 4000000000, 1);"
+                "PRAGMA user_version = 1;";
+        struct catalog *c = NULL;
+        struct catalog_remote_object o;
+        struct ckpt_ckpt_entry e;
+        char path[128], err[16];
+        uint8_t rs = 99;
+        uint64_t size;
+        uint32_t uid, crc;
+        sqlite3 *db;
+        char *msg = NULL;
+
+        side_path(path, sizeof(path), "v1.db");
+        db = raw_open_at(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+        if (sqlite3_exec(db, v1, NULL, NULL, &msg) != SQLITE_OK)
+                FAIL("create v1 database: %s", msg);
+        sqlite3_close(db);
+        EXPECT(raw_int_at(path, "PRAGMA user_version"), 1);
+
+        EXPECT(catalog_open(&c, path), 0);
+        EXPECT(raw_int_at(path, "PRAGMA user_version"), 2);
+        EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND "
+                                "name IN ('remote_objects', 'remote_parts', 'pins')"),
+               3);
+
+        EXPECT(catalog_job_uid(c, "old", &uid), 0);
+        EXPECT(uid, 1234);
+        EXPECT(catalog_ckpt_get(c, "old", 7, &e), 0);
+        EXPECT(e.world_size, 4);
+        EXPECT(e.state, CKPT_STATE_COMMITTED);
+        EXPECT(e.committed_at, 102);
+        EXPECT(e.ranks_local, 1);
+        EXPECT(e.bytes, 99);
+        EXPECT(catalog_shard_get(c, "old", 7, 3, "w", &size, &crc), 0);
+        EXPECT(size, 99);
+        EXPECT(crc, 4000000000u);
+
+        /* The new columns of old rows hold their defaults. */
+        snprintf(err, sizeof(err), "junk");
+        EXPECT(catalog_ckpt_remote_get(c, "old", 7, &rs, err, sizeof(err)), 0);
+        EXPECT(rs, CATALOG_REMOTE_NONE);
+        CHECK(err[0] == '\0');
+        EXPECT(catalog_pinned(c, "old", 7), 0);
+        EXPECT(catalog_remote_object_get(c, "old", 7, 3, "w", &o), -ENOENT);
+
+        /* And the old rows take the new ones. */
+        EXPECT(catalog_remote_object_set(c, "old", 7, 3, "w", "p/jobs/old/w", 99,
+                                         CATALOG_OBJECT_DONE, NULL, 0, "\"e\"", NULL),
+               0);
+        EXPECT(catalog_remote_object_get(c, "old", 7, 3, "w", &o), 0);
+        EXPECT(o.state, CATALOG_OBJECT_DONE);
+        EXPECT(catalog_check(c), 0);
+        c = catalog_free(c);
+
+        /* Reopening a migrated file applies nothing twice. */
+        EXPECT(catalog_open(&c, path), 0);
+        EXPECT(raw_int_at(path, "PRAGMA user_version"), 2);
+        EXPECT(catalog_remote_object_get(c, "old", 7, 3, "w", &o), 0);
+        c = catalog_free(c);
+        unlink_db(path);
+}
+
+static void test_refuse_v3(void) {
+        struct catalog *c = NULL;
+        char path[128];
+        sqlite3 *db;
+
+        side_path(path, sizeof(path), "v3.db");
+        db = raw_open_at(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+        if (sqlite3_exec(db, "CREATE TABLE future (x); PRAGMA user_version = 3;", NULL, NULL,
+                         NULL) != SQLITE_OK)
+                FAIL("create v3 database: %s", sqlite3_errmsg(db));
+        sqlite3_close(db);
+
+        EXPECT(catalog_open(&c, path), -EIO);
+        CHECK(c == NULL);
+        EXPECT(raw_int_at(path, "PRAGMA user_version"), 3);
+        EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'remote_objects'"),
+               0);
+        unlink_db(path);
+}
+
+/* One rank of job/step with shards "a" and "b". */
+static void remote_rank(struct catalog *c, const char *job, uint64_t step, uint8_t state) {
+        _cleanup_(manifest_freep) struct manifest *m = NULL;
+
+        EXPECT(catalog_job_add(c, job, 1000), 0);
+        EXPECT(catalog_ckpt_upsert(c, job, step, 2, state, state == CKPT_STATE_COMMITTED ? 9 : 0),
+               0);
+        EXPECT(manifest_new(&m, job, step, 0, 2, 1000), 0);
+        add_shard(m, "a", 100, 1);
+        add_shard(m, "b", 200, 2);
+        EXPECT(catalog_rank_add(c, m), 0);
+}
+
+static void test_remote_objects(struct catalog *c, const char *path) {
+        static char big_key[CATALOG_KEY_MAX + 2];
+        struct catalog_remote_object o;
+        int64_t before = time(NULL);
+
+        remote_rank(c, "r", 1, CKPT_STATE_COMMITTED);
+
+        /* Pending, single PUT: NULLs stay NULL in the table. */
+        EXPECT(catalog_remote_object_set(c, "r", 1, 0, "a", "pre/jobs/r/steps/1/ranks/0/a", 100,
+                                         CATALOG_OBJECT_PENDING, NULL, 0, NULL, NULL),
+               0);
+        memset(&o, 0x55, sizeof(o));
+        EXPECT(catalog_remote_object_get(c, "r", 1, 0, "a", &o), 0);
+        CHECK(strcmp(o.key, "pre/jobs/r/steps/1/ranks/0/a") == 0);
+        EXPECT(o.size, 100);
+        EXPECT(o.state, CATALOG_OBJECT_PENDING);
+        CHECK(o.upload_id[0] == '\0');
+        EXPECT(o.part_size, 0);
+        CHECK(o.etag[0] == '\0');
+        CHECK(o.error[0] == '\0');
+        EXPECT(o.attempts, 0);
+        CHECK(o.updated_at >= before && o.updated_at <= time(NULL));
+        EXPECT(catalog_flush(c), 0);
+        EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM remote_objects WHERE shard = 'a' AND "
+                                "upload_id IS NULL AND etag IS NULL AND error IS NULL AND "
+                                "part_size IS NULL"),
+               1);
+
+        /* Upsert: multipart uploading, then failed twice, then done. */
+        EXPECT(catalog_remote_object_set(c, "r", 1, 0, "a", "pre/a2", 1ull << 40,
+                                         CATALOG_OBJECT_UPLOADING, "upload-1", 8 << 20, NULL,
+                                         NULL),
+               0);
+        EXPECT(catalog_remote_object_get(c, "r", 1, 0, "a", &o), 0);
+        CHECK(strcmp(o.key, "pre/a2") == 0);
+        EXPECT(o.size, 1ull << 40);
+        EXPECT(o.state, CATALOG_OBJECT_UPLOADING);
+        CHECK(strcmp(o.upload_id, "upload-1") == 0);
+        EXPECT(o.part_size, 8 << 20);
+        EXPECT(o.attempts, 0);
+        EXPECT(catalog_remote_object_set(c, "r", 1, 0, "a", "pre/a2", 1ull << 40,
+                                         CATALOG_OBJECT_FAILED, "upload-1", 8 << 20, NULL,
+                                         "503 SlowDown"),
+               0);
+        EXPECT(catalog_remote_object_set(c, "r", 1, 0, "a", "pre/a2", 1ull << 40,
+                                         CATALOG_OBJECT_FAILED, "upload-1", 8 << 20, NULL,
+                                         "timeout"),
+               0);
+        EXPECT(catalog_remote_object_get(c, "r", 1, 0, "a", &o), 0);
+        EXPECT(o.state, CATALOG_OBJECT_FAILED);
+        EXPECT(o.attempts, 2);
+        CHECK(strcmp(o.error, "timeout") == 0);
+        EXPECT(catalog_remote_object_set(c, "r", 1, 0, "a", "pre/a2", 1ull << 40,
+                                         CATALOG_OBJECT_DONE, "upload-1", 8 << 20,
+                                         "\"0123abcd-2\"", NULL),
+               0);
+        EXPECT(catalog_remote_object_get(c, "r", 1, 0, "a", &o), 0);
+        EXPECT(o.state, CATALOG_OBJECT_DONE);
+        EXPECT(o.attempts, 2); /* kept across upserts */
+        CHECK(strcmp(o.etag, "\"0123abcd-2\"") == 0);
+        CHECK(o.error[0] == '\0'); /* cleared by a NULL error */
+
+        /* A long error is kept in the table and read back truncated. */
+        {
+                char longerr[600];
+
+                memset(longerr, 'x', sizeof(longerr) - 1);
+                longerr[sizeof(longerr) - 1] = '\0';
+                EXPECT(catalog_remote_object_set(c, "r", 1, 0, "b", "pre/b", 200,
+                                                 CATALOG_OBJECT_FAILED, NULL, 0, NULL, longerr),
+                       0);
+                EXPECT(catalog_remote_object_get(c, "r", 1, 0, "b", &o), 0);
+                EXPECT(strlen(o.error), CATALOG_ERROR_MAX);
+                EXPECT(o.attempts, 1);
+                EXPECT(catalog_flush(c), 0);
+                EXPECT(raw_int_at(path, "SELECT length(error) FROM remote_objects "
+                                        "WHERE shard = 'b'"),
+                       599);
+        }
+
+        /* A key of exactly the bound is stored whole; one byte more is not. */
+        memset(big_key, 'k', CATALOG_KEY_MAX);
+        big_key[CATALOG_KEY_MAX] = '\0';
+        EXPECT(catalog_remote_object_set(c, "r", 1, 0, "b", big_key, 200, CATALOG_OBJECT_PENDING,
+                                         NULL, 0, NULL, NULL),
+               0);
+        EXPECT(catalog_remote_object_get(c, "r", 1, 0, "b", &o), 0);
+        EXPECT(strlen(o.key), CATALOG_KEY_MAX);
+        big_key[CATALOG_KEY_MAX] = 'k';
+        big_key[CATALOG_KEY_MAX + 1] = '\0';
+        EXPECT(catalog_remote_object_set(c, "r", 1, 0, "b", big_key, 200, CATALOG_OBJECT_PENDING,
+                                         NULL, 0, NULL, NULL),
+               -EINVAL);
+
+        /* Bad arguments and missing rows. */
+        EXPECT(catalog_remote_object_set(c, "r", 1, 0, "b", "k", 1, 4, NULL, 0, NULL, NULL),
+               -EINVAL);
+        EXPECT(catalog_remote_object_set(c, "r", 1, 0, "b", "", 1, 0, NULL, 0, NULL, NULL),
+               -EINVAL);
+        EXPECT(catalog_remote_object_set(c, "r", 1, 0, "nope", "k", 1, 0, NULL, 0, NULL, NULL),
+               -ENOENT);
+        EXPECT(catalog_remote_object_set(c, "r", 1, 1, "a", "k", 1, 0, NULL, 0, NULL, NULL),
+               -ENOENT);
+        EXPECT(catalog_remote_object_set(c, "zz", 1, 0, "a", "k", 1, 0, NULL, 0, NULL, NULL),
+               -ENOENT);
+        EXPECT(catalog_remote_object_get(c, "r", 1, 0, "nope", &o), -ENOENT);
+        EXPECT(catalog_remote_object_get(c, "r", 2, 0, "a", &o), -ENOENT);
+}
+
+static void test_remote_parts(struct catalog *c, const char *path) {
+        struct s3_part parts[4];
+        size_t n = 99;
+        char etag[S3_ETAG_MAX + 2];
+
+        /* Added out of order, read back by number; re-adding replaces. */
+        EXPECT(catalog_remote_part_add(c, "r", 1, 0, "a", 3, "\"e3\"", 10), 0);
+        EXPECT(catalog_remote_part_add(c, "r", 1, 0, "a", 1, "\"e1-old\"", 1), 0);
+        EXPECT(catalog_remote_part_add(c, "r", 1, 0, "a", 10000, "\"e10000\"", 7), 0);
+        EXPECT(catalog_remote_part_add(c, "r", 1, 0, "a", 1, "\"e1\"", 8 << 20), 0);
+        EXPECT(catalog_remote_parts(c, "r", 1, 0, "a", parts, ARRAY_SIZE(parts), &n), 0);
+        EXPECT(n, 3);
+        EXPECT(parts[0].number, 1);
+        CHECK(strcmp(parts[0].etag, "\"e1\"") == 0);
+        EXPECT(parts[0].size, 8 << 20);
+        EXPECT(parts[1].number, 3);
+        CHECK(strcmp(parts[1].etag, "\"e3\"") == 0);
+        EXPECT(parts[1].size, 10);
+        EXPECT(parts[2].number, 10000);
+        EXPECT(parts[2].size, 7);
+
+        /* Too small an array: the first cap parts and the true count. */
+        memset(parts, 0, sizeof(parts));
+        EXPECT(catalog_remote_parts(c, "r", 1, 0, "a", parts, 2, &n), -ENOBUFS);
+        EXPECT(n, 3);
+        EXPECT(parts[0].number, 1);
+        EXPECT(parts[1].number, 3);
+        EXPECT(parts[2].number, 0); /* untouched */
+
+        /* Bounds. */
+        EXPECT(catalog_remote_part_add(c, "r", 1, 0, "a", 0, "\"e\"", 1), -EINVAL);
+        EXPECT(catalog_remote_part_add(c, "r", 1, 0, "a", 10001, "\"e\"", 1), -EINVAL);
+        EXPECT(catalog_remote_part_add(c, "r", 1, 0, "a", 2, "", 1), -EINVAL);
+        memset(etag, 'e', sizeof(etag) - 1);
+        etag[sizeof(etag) - 1] = '\0';
+        EXPECT(catalog_remote_part_add(c, "r", 1, 0, "a", 2, etag, 1), -EINVAL);
+        etag[S3_ETAG_MAX] = '\0';
+        EXPECT(catalog_remote_part_add(c, "r", 1, 0, "a", 2, etag, 1), 0);
+        EXPECT(catalog_remote_parts(c, "r", 1, 0, "a", parts, ARRAY_SIZE(parts), &n), 0);
+        EXPECT(n, 4);
+        EXPECT(parts[1].number, 2);
+        EXPECT(strlen(parts[1].etag), S3_ETAG_MAX);
+
+        /* A part needs the object's record first. */
+        remote_rank(c, "r", 2, CKPT_STATE_COMMITTED);
+        EXPECT(catalog_remote_part_add(c, "r", 2, 0, "a", 1, "\"e\"", 1), -ENOENT);
+        EXPECT(catalog_remote_parts(c, "r", 2, 0, "a", parts, ARRAY_SIZE(parts), &n), 0);
+        EXPECT(n, 0);
+
+        /* A new upload id: the old parts are cleared, only for this shard. */
+        EXPECT(catalog_remote_object_set(c, "r", 1, 0, "b", "pre/b", 200,
+                                         CATALOG_OBJECT_UPLOADING, "up-b", 5 << 20, NULL, NULL),
+               0);
+        EXPECT(catalog_remote_part_add(c, "r", 1, 0, "b", 1, "\"b1\"", 5), 0);
+        EXPECT(catalog_remote_parts_clear(c, "r", 1, 0, "a"), 0);
+        EXPECT(catalog_remote_parts(c, "r", 1, 0, "a", parts, ARRAY_SIZE(parts), &n), 0);
+        EXPECT(n, 0);
+        EXPECT(catalog_remote_parts(c, "r", 1, 0, "b", parts, ARRAY_SIZE(parts), &n), 0);
+        EXPECT(n, 1);
+        EXPECT(catalog_remote_parts_clear(c, "r", 1, 0, "a"), 0); /* idempotent */
+        EXPECT(catalog_remote_part_add(c, "r", 1, 0, "a", 1, "\"new\"", 3), 0);
+
+        /* Cascades: deleting the checkpoint removes its remote objects and
+         * their parts, and nothing of other steps. */
+        EXPECT(catalog_remote_object_set(c, "r", 2, 0, "a", "pre/r2a", 100, CATALOG_OBJECT_UPLOADING,
+                                         "up-2", 5 << 20, NULL, NULL),
+               0);
+        EXPECT(catalog_remote_part_add(c, "r", 2, 0, "a", 1, "\"x\"", 1), 0);
+        EXPECT(catalog_flush(c), 0);
+        EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM remote_objects WHERE step = 1"), 2);
+        EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM remote_parts WHERE step = 1"), 2);
+        EXPECT(catalog_ckpt_delete(c, "r", 1), 0);
+        EXPECT(catalog_flush(c), 0);
+        EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM remote_objects WHERE step = 1"), 0);
+        EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM remote_parts WHERE step = 1"), 0);
+        EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM remote_objects WHERE step = 2"), 1);
+        EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM remote_parts WHERE step = 2"), 1);
+        EXPECT(catalog_remote_parts(c, "r", 1, 0, "a", parts, ARRAY_SIZE(parts), &n), 0);
+        EXPECT(n, 0);
+        {
+                struct catalog_remote_object o;
+                EXPECT(catalog_remote_object_get(c, "r", 1, 0, "a", &o), -ENOENT);
+        }
+}
+
+static void test_ckpt_remote_and_pins(struct catalog *c, const char *path) {
+        char err[8];
+        uint8_t rs = 99;
+
+        EXPECT(catalog_ckpt_remote_get(c, "r", 2, &rs, NULL, 0), 0);
+        EXPECT(rs, CATALOG_REMOTE_NONE);
+        EXPECT(catalog_ckpt_remote_set(c, "r", 2, CATALOG_REMOTE_FAILED, "bucket gone away"), 0);
+        EXPECT(catalog_ckpt_remote_get(c, "r", 2, &rs, err, sizeof(err)), 0);
+        EXPECT(rs, CATALOG_REMOTE_FAILED);
+        CHECK(strcmp(err, "bucket ") == 0); /* truncated to the caller's buffer */
+        EXPECT(catalog_ckpt_remote_set(c, "r", 2, CATALOG_REMOTE_MANIFEST, NULL), 0);
+        EXPECT(catalog_ckpt_remote_get(c, "r", 2, &rs, err, sizeof(err)), 0);
+        EXPECT(rs, CATALOG_REMOTE_MANIFEST);
+        CHECK(err[0] == '\0');
+        EXPECT(catalog_flush(c), 0);
+        EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM checkpoints WHERE job = 'r' AND step = 2 "
+                                "AND remote_state = 2 AND remote_error IS NULL"),
+               1);
+        EXPECT(catalog_ckpt_remote_set(c, "r", 2, 5, NULL), -EINVAL);
+        EXPECT(catalog_ckpt_remote_set(c, "r", 99, CATALOG_REMOTE_DONE, NULL), -ENOENT);
+        EXPECT(catalog_ckpt_remote_get(c, "r", 99, &rs, NULL, 0), -ENOENT);
+        EXPECT(catalog_ckpt_remote_get(c, "zz", 2, &rs, NULL, 0), -ENOENT);
+
+        /* Pins. */
+        EXPECT(catalog_pinned(c, "r", 2), 0);
+        EXPECT(catalog_pin(c, "r", 2, true), 0);
+        EXPECT(catalog_pin(c, "r", 2, true), 0); /* idempotent */
+        EXPECT(catalog_pinned(c, "r", 2), 1);
+        EXPECT(catalog_pin(c, "r", 2, false), 0);
+        EXPECT(catalog_pinned(c, "r", 2), 0);
+        EXPECT(catalog_pin(c, "r", 2, false), 0);
+        EXPECT(catalog_pin(c, "r", 99, true), -ENOENT);
+        EXPECT(catalog_pin(c, "r", 99, false), 0);
+        EXPECT(catalog_pinned(c, "r", 99), 0);
+        /* A pin goes with its checkpoint. */
+        remote_rank(c, "r", 3, CKPT_STATE_LOCAL);
+        EXPECT(catalog_pin(c, "r", 3, true), 0);
+        EXPECT(catalog_pin(c, "r", 2, true), 0);
+        EXPECT(catalog_flush(c), 0);
+        EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM pins"), 2);
+        EXPECT(catalog_ckpt_delete(c, "r", 3), 0);
+        EXPECT(catalog_pinned(c, "r", 3), 0);
+        EXPECT(catalog_pinned(c, "r", 2), 1);
+        EXPECT(catalog_flush(c), 0);
+        EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM pins"), 1);
+}
+
+struct pending_state {
+        struct catalog *c;
+        unsigned calls;
+        char seen[8][32];
+        bool mutate;
+        unsigned stop_at;
+};
+
+static int pending_cb(void *userdata, const char *job, uint64_t step, uint8_t remote_state) {
+        struct pending_state *st = userdata;
+        int r;
+
+        if (st->calls < ARRAY_SIZE(st->seen))
+                snprintf(st->seen[st->calls], sizeof(st->seen[0]), "%s/%" PRIu64 "=%u", job, step,
+                         remote_state);
+        st->calls++;
+        if (st->mutate && st->calls == 1) {
+                /* Move one later row out of the pending set, delete another:
+                 * neither may be reported. */
+                r = catalog_ckpt_remote_set(st->c, "p", 12, CATALOG_REMOTE_DONE, NULL);
+                if (r < 0)
+                        return r;
+                r = catalog_ckpt_delete(st->c, "p", 13);
+                if (r < 0)
+                        return r;
+        }
+        if (st->stop_at && st->calls == st->stop_at)
+                return 7;
+        return 0;
+}
+
+static void test_remote_pending(struct catalog *c) {
+        static const char *const want[] = { "o/1=0", "p/11=0", "p/12=1", "p/13=2", "r/2=2" };
+        struct pending_state st = { .c = c };
+
+        /* r/2 (committed, MANIFEST) is already there.  p: one step per
+         * remote state, plus an uncommitted one; o sorts first. */
+        remote_rank(c, "p", 11, CKPT_STATE_COMMITTED);
+        remote_rank(c, "p", 12, CKPT_STATE_COMMITTED);
+        remote_rank(c, "p", 13, CKPT_STATE_COMMITTED);
+        remote_rank(c, "p", 14, CKPT_STATE_COMMITTED);
+        remote_rank(c, "p", 15, CKPT_STATE_COMMITTED);
+        remote_rank(c, "p", 16, CKPT_STATE_LOCAL);
+        remote_rank(c, "o", 1, CKPT_STATE_COMMITTED);
+        EXPECT(catalog_ckpt_remote_set(c, "p", 12, CATALOG_REMOTE_FLUSHING, NULL), 0);
+        EXPECT(catalog_ckpt_remote_set(c, "p", 13, CATALOG_REMOTE_MANIFEST, NULL), 0);
+        EXPECT(catalog_ckpt_remote_set(c, "p", 14, CATALOG_REMOTE_DONE, NULL), 0);
+        EXPECT(catalog_ckpt_remote_set(c, "p", 15, CATALOG_REMOTE_FAILED, "x"), 0);
+
+        EXPECT(catalog_remote_pending_foreach(c, pending_cb, &st), 0);
+        EXPECT(st.calls, ARRAY_SIZE(want));
+        for (size_t i = 0; i < ARRAY_SIZE(want); i++)
+                if (strcmp(st.seen[i], want[i]) != 0)
+                        FAIL("pending[%zu] = %s, expected %s", i, st.seen[i], want[i]);
+
+        st = (struct pending_state){ .c = c, .stop_at = 2 };
+        EXPECT(catalog_remote_pending_foreach(c, pending_cb, &st), 7);
+        EXPECT(st.calls, 2);
+
+        st = (struct pending_state){ .c = c, .mutate = true };
+        EXPECT(catalog_remote_pending_foreach(c, pending_cb, &st), 0);
+        EXPECT(st.calls, 3);
+        CHECK(strcmp(st.seen[0], "o/1=0") == 0);
+        CHECK(strcmp(st.seen[1], "p/11=0") == 0);
+        CHECK(strcmp(st.seen[2], "r/2=2") == 0);
+}
+
+static void test_remote(void) {
+        struct catalog *c = NULL;
+        char path[128];
+
+        side_path(path, sizeof(path), "remote.db");
+        EXPECT(catalog_open(&c, path), 0);
+        test_remote_objects(c, path);
+        test_remote_parts(c, path);
+        test_ckpt_remote_and_pins(c, path);
+        test_remote_pending(c);
+        EXPECT(catalog_check(c), 0);
+
+        /* Everything survives a reopen. */
+        c = catalog_free(c);
+        EXPECT(catalog_open(&c, path), 0);
+        EXPECT(catalog_pinned(c, "r", 2), 1);
+        {
+                struct catalog_remote_object o;
+                uint8_t rs;
+
+                EXPECT(catalog_remote_object_get(c, "r", 2, 0, "a", &o), 0);
+                CHECK(strcmp(o.upload_id, "up-2") == 0);
+                EXPECT(catalog_ckpt_remote_get(c, "p", 12, &rs, NULL, 0), 0);
+                EXPECT(rs, CATALOG_REMOTE_DONE);
+        }
+        c = catalog_free(c);
+        unlink_db(path);
 }
 
 int main(void) {
@@ -687,7 +1185,7 @@ int main(void) {
         /* Opening an existing, current database migrates nothing and keeps
          * the (empty) contents. */
         c = reopen(c);
-        EXPECT(raw_int("PRAGMA user_version"), 1);
+        EXPECT(raw_int("PRAGMA user_version"), 2);
 
         test_jobs(c);
         test_checkpoints(c);
@@ -704,6 +1202,9 @@ int main(void) {
         CHECK(catalog_free(NULL) == NULL);
 
         test_refuse();
+        test_migrate_v1();
+        test_refuse_v3();
+        test_remote();
 
         cleanup_dir();
         printf("test-catalog: ok\n");
