@@ -17,19 +17,7 @@
 #include "crc32c.h"
 #include "crc32c-internal.h"
 
-static unsigned failures;
-
-#define CHECK(cond, ...)                                                        \
-        do {                                                                    \
-                if (!(cond)) {                                                  \
-                        if (failures++ < 30) {                                  \
-                                fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__,   \
-                                        __LINE__, #cond);                       \
-                                fprintf(stderr, __VA_ARGS__);                   \
-                                fputc('\n', stderr);                            \
-                        }                                                       \
-                }                                                               \
-        } while (0)
+#include "check.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 

@@ -22,19 +22,7 @@
 
 #include "remote/credentials.h"
 
-static unsigned failures;
-
-#define CHECK(cond, ...)                                                        \
-        do {                                                                    \
-                if (!(cond)) {                                                  \
-                        if (failures++ < 60) {                                  \
-                                fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__,   \
-                                        __LINE__, #cond);                       \
-                                fprintf(stderr, __VA_ARGS__);                   \
-                                fputc('\n', stderr);                            \
-                        }                                                       \
-                }                                                               \
-        } while (0)
+#include "check.h"
 
 /* Every secret-looking value used below contains this, so one search
  * proves a message leaked none of them. */

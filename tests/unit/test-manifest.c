@@ -20,19 +20,7 @@
 #include "crc32c.h"
 #include "local/manifest.h"
 
-static unsigned failures;
-
-#define CHECK(cond, ...)                                                        \
-        do {                                                                    \
-                if (!(cond)) {                                                  \
-                        if (failures++ < 40) {                                  \
-                                fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__,   \
-                                        __LINE__, #cond);                       \
-                                fprintf(stderr, __VA_ARGS__);                   \
-                                fputc('\n', stderr);                            \
-                        }                                                       \
-                }                                                               \
-        } while (0)
+#include "check.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 

@@ -35,19 +35,7 @@
 
 #include "remote/sigv4.h"
 
-static unsigned failures;
-
-#define CHECK(cond, ...)                                                        \
-        do {                                                                    \
-                if (!(cond)) {                                                  \
-                        if (failures++ < 60) {                                  \
-                                fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__,   \
-                                        __LINE__, #cond);                       \
-                                fprintf(stderr, __VA_ARGS__);                   \
-                                fputc('\n', stderr);                            \
-                        }                                                       \
-                }                                                               \
-        } while (0)
+#include "check.h"
 
 /* Print s with newlines visible, for diffs of canonical strings. */
 static void show(const char *label, const char *s) {
