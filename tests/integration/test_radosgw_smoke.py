@@ -29,22 +29,11 @@ SCRIPT = os.path.join(S3DIR, "radosgw.sh")
 sys.path.insert(0, S3DIR)
 import s3check  # noqa: E402
 
-SKIP = 77
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import SKIP, TestFailure, check, log  # noqa: E402
+
 MiB = 1 << 20
 BUCKET = "ckptd-smoke"
-
-
-class TestFailure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise TestFailure(msg)
-
-
-def log(msg):
-    print(msg, flush=True)
 
 
 def expect_error(fn, status, code, what):

@@ -42,7 +42,9 @@ import tempfile
 import threading
 import time
 
-SKIP = 77
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import SKIP, TestFailure, check, log  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.environ.get("CKPT_SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
 RADOSGW_SH = os.path.join(SOURCE_ROOT, "tests", "s3", "radosgw.sh")
@@ -54,19 +56,6 @@ RESET_EVERY = 7
 BODY_RESETS = 2
 RESPONSE_RESETS = 2
 STALL_AT = 12
-
-
-class TestFailure(Exception):
-    pass
-
-
-def check(cond, msg):
-    if not cond:
-        raise TestFailure(msg)
-
-
-def log(msg):
-    print(msg, flush=True)
 
 
 def reset(sock):
