@@ -85,6 +85,8 @@ enum ckpt_wait_tier {
         CKPT_STAGED = 1,    /* every shard is in daemon-owned memory */
         CKPT_LOCAL = 2,     /* on this node's disk, fsynced */
         CKPT_COMMITTED = 3, /* local and committed by ckpt_commit() */
+        CKPT_REMOTE = 4,    /* in the object store: every node flushed its
+                             * ranks and the step's COMMIT object exists */
 };
 
 /*

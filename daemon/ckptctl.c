@@ -5,6 +5,7 @@
  *   ckptctl [--socket PATH] [--json] status
  *   ckptctl [--socket PATH] [--json] list [JOB]
  *   ckptctl [--socket PATH] [--json] show JOB STEP
+ *   ckptctl [--socket PATH] [--json] restore JOB [STEP] [--node N | --rank R | --all]
  *
  * Tables for people, --json for scripts.  Exit status: 0 ok, 1 the daemon
  * reported an error, 2 usage, 3 no daemon is running at the socket.
@@ -221,6 +222,23 @@ static int cmd_status(void) {
                        ",\"errors\":%" PRIu64 ",\"last_error\":",
                        s->clients, s->bytes_written, s->bytes_read, s->errors);
                 json_str(s->last_error);
+                fprintf(out, ",\"node_index\":%u,\"node_count\":%u", s->node_index, s->node_count);
+                if (s->remote_enabled) {
+                        fprintf(out, ",\"remote\":{\"target\":");
+                        json_str(s->remote_target);
+                        fprintf(out, ",\"steps_pending\":%u,\"steps_failed\":%u,\"uploads_active\":%u"
+                                ",\"requests_active\":%u,\"bytes_uploaded\":%" PRIu64
+                                ",\"bytes_downloaded\":%" PRIu64 ",\"requests\":%" PRIu64
+                                ",\"retries\":%" PRIu64 ",\"failures\":%" PRIu64 ",\"error\":",
+                                s->remote_steps_pending, s->remote_steps_failed,
+                                s->remote_uploads_active, s->remote_requests_active,
+                                s->remote_bytes_uploaded, s->remote_bytes_downloaded,
+                                s->remote_requests, s->remote_retries, s->remote_failures);
+                        json_str(s->remote_error);
+                        fprintf(out, "}");
+                } else {
+                        fprintf(out, ",\"remote\":null");
+                }
                 fprintf(out, ",\"jobs\":[");
                 for (uint32_t i = 0; i < njobs; i++) {
                         if (i)
@@ -242,6 +260,21 @@ static int cmd_status(void) {
                        human_bytes(s->bytes_written, b2), human_bytes(s->bytes_read, b3));
                 fprintf(out, "errors:    %" PRIu64 "%s%s\n", s->errors, s->last_error[0] ? ", last: " : "",
                        s->last_error);
+                if (s->node_count > 1)
+                        fprintf(out, "node:      %u of %u\n", s->node_index, s->node_count);
+                if (s->remote_enabled) {
+                        fprintf(out, "remote:    %s\n", s->remote_target);
+                        fprintf(out, "           %u steps pending, %u failed, %u uploads active, %s up, "
+                                "%s down, %" PRIu64 " requests (%" PRIu64 " retried, %" PRIu64
+                                " failed)\n", s->remote_steps_pending, s->remote_steps_failed,
+                                s->remote_uploads_active, human_bytes(s->remote_bytes_uploaded, b1),
+                                human_bytes(s->remote_bytes_downloaded, b2), s->remote_requests,
+                                s->remote_retries, s->remote_failures);
+                        if (s->remote_error[0])
+                                fprintf(out, "           error: %s\n", s->remote_error);
+                } else {
+                        fprintf(out, "remote:    none configured\n");
+                }
                 fprintf(out, "\n");
                 print_job_table(jobs, njobs);
         }
@@ -293,18 +326,21 @@ static int cmd_list(const char *job) {
                         fprintf(out, "%s{\"step\":%" PRIu64 ",\"state\":", i ? "," : "", c[i].step);
                         json_str(ckpt_state_name(c[i].state));
                         fprintf(out, ",\"world_size\":%u,\"ranks_local\":%u,\"shards\":%u,\"bytes\":%" PRIu64
-                               ",\"committed_at\":%" PRId64 "}",
+                               ",\"committed_at\":%" PRId64 ",\"remote\":",
                                c[i].world_size, c[i].ranks_local, c[i].shards, c[i].bytes,
                                c[i].committed_at);
+                        json_str(ckpt_remote_state_name(c[i].remote_state));
+                        fprintf(out, "}");
                 }
                 fprintf(out, "]\n");
         } else {
-                fprintf(out, "%-20s %-10s %6s %6s %7s %12s  %s\n", "STEP", "STATE", "WORLD", "RANKS",
-                       "SHARDS", "BYTES", "COMMITTED AT");
+                fprintf(out, "%-20s %-10s %6s %6s %7s %12s  %-20s  %s\n", "STEP", "STATE", "WORLD",
+                       "RANKS", "SHARDS", "BYTES", "COMMITTED AT", "REMOTE");
                 for (uint32_t i = 0; i < n; i++)
-                        fprintf(out, "%-20" PRIu64 " %-10s %6u %6u %7u %12s  %s\n", c[i].step,
+                        fprintf(out, "%-20" PRIu64 " %-10s %6u %6u %7u %12s  %-20s  %s\n", c[i].step,
                                ckpt_state_name(c[i].state), c[i].world_size, c[i].ranks_local,
-                               c[i].shards, human_bytes(c[i].bytes, b), fmt_time(c[i].committed_at, t));
+                               c[i].shards, human_bytes(c[i].bytes, b), fmt_time(c[i].committed_at, t),
+                               ckpt_remote_state_name(c[i].remote_state));
                 if (n == 0)
                         fprintf(out, "(no checkpoints)\n");
         }
@@ -341,13 +377,16 @@ static int cmd_show(const char *job, const char *step_str) {
                 fprintf(out, ",\"step\":%" PRIu64 ",\"state\":", step);
                 json_str(ckpt_state_name(c->state));
                 fprintf(out, ",\"world_size\":%u,\"bytes\":%" PRIu64 ",\"committed_at\":%" PRId64
-                       ",\"ranks\":[",
+                       ",\"remote\":",
                        c->world_size, c->bytes, c->committed_at);
+                json_str(ckpt_remote_state_name(c->remote_state));
+                fprintf(out, ",\"ranks\":[");
         } else {
                 fprintf(out, "job %s step %" PRIu64 ": %s, world size %u, %u ranks here, %u shards, %s, "
-                       "committed %s\n",
+                       "committed %s, object store: %s\n",
                        job, step, ckpt_state_name(c->state), c->world_size, c->ranks_local,
-                       c->shards, human_bytes(c->bytes, b), fmt_time(c->committed_at, t));
+                       c->shards, human_bytes(c->bytes, b), fmt_time(c->committed_at, t),
+                       ckpt_remote_state_name(c->remote_state));
         }
         struct ckpt_reply *rep = malloc(sizeof(*rep));
         bool first_rank = true;
@@ -404,12 +443,102 @@ static int cmd_show(const char *job, const char *step_str) {
         return 0;
 }
 
+static int parse_u64(const char *what, const char *str, uint64_t max, uint64_t *value) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(str, &end, 10);
+        if (errno || *end || !*str || str[0] == '-' || v > max) {
+                fprintf(stderr, "ckptctl: %s must be an integer from 0 to %" PRIu64 ", not '%s'\n",
+                        what, max, str);
+                return -EINVAL;
+        }
+        *value = v;
+        return 0;
+}
+
+/* restore JOB [STEP] [--node N | --rank R | --all]: pull a committed step
+ * from the object store into this node's local tier. */
+static int cmd_restore(int nargs, char **args) {
+        const char *job = NULL;
+        uint64_t step = CKPT_STEP_LATEST, v;
+        uint8_t which = 0;
+        uint32_t index = 0;
+
+        for (int i = 0; i < nargs; i++) {
+                if (!strcmp(args[i], "--all")) {
+                        if (which)
+                                goto usage;
+                        which = CKPT_FETCH_ALL;
+                } else if (!strcmp(args[i], "--node") || !strcmp(args[i], "--rank")) {
+                        if (which || i + 1 >= nargs)
+                                goto usage;
+                        which = args[i][2] == 'n' ? CKPT_FETCH_NODE : CKPT_FETCH_RANK;
+                        if (parse_u64(args[i] + 2, args[i + 1], UINT32_MAX - 1, &v) < 0)
+                                return EXIT_USAGE;
+                        index = (uint32_t)v;
+                        i++;
+                } else if (!job) {
+                        job = args[i];
+                } else if (step == CKPT_STEP_LATEST) {
+                        if (parse_u64("STEP", args[i], CKPT_STEP_MAX, &step) < 0)
+                                return EXIT_USAGE;
+                } else {
+                        goto usage;
+                }
+        }
+        if (!job)
+                goto usage;
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_FETCH };
+        struct ckpt_reply rep;
+        if (ckpt_name_set(&req.fetch.job, job) < 0) {
+                fprintf(stderr, "ckptctl: '%s' is not a valid job name\n", job);
+                return EXIT_USAGE;
+        }
+        if (!which) {
+                /* this node's share, as the job was laid out when it saved */
+                struct ckpt_request sreq = { .hdr.type = CKPT_MSG_STATUS };
+                struct ckpt_reply *srep = malloc(sizeof(*srep));
+                int r = srep ? wire_call(&wire, &sreq, srep, NULL) : -ENOMEM;
+                if (r < 0) {
+                        free(srep);
+                        return report(r, "status");
+                }
+                which = CKPT_FETCH_NODE;
+                index = srep->status.node_index;
+                free(srep);
+        }
+        req.fetch.step = step;
+        req.fetch.which = which;
+        req.fetch.index = which == CKPT_FETCH_ALL ? 0 : index;
+        int r = wire_call(&wire, &req, &rep, NULL);
+        if (r < 0)
+                return report(r, "restore");
+        char b[32];
+        if (json)
+                fprintf(out, "{\"job\":\"%s\",\"step\":%" PRIu64 ",\"world_size\":%u,\"ranks\":%u,"
+                        "\"shards\":%u,\"bytes\":%" PRIu64 "}\n", req.fetch.job.str, rep.fetch.step,
+                        rep.fetch.world_size, rep.fetch.ranks, rep.fetch.shards, rep.fetch.bytes);
+        else
+                fprintf(out, "job %s step %" PRIu64 " (world size %u): %u ranks, %u shards, %s "
+                        "restored from the object store into the local tier\n", job, rep.fetch.step,
+                        rep.fetch.world_size, rep.fetch.ranks, rep.fetch.shards,
+                        human_bytes(rep.fetch.bytes, b));
+        return 0;
+usage:
+        fprintf(stderr, "ckptctl: usage: restore JOB [STEP] [--node N | --rank R | --all]\n");
+        return EXIT_USAGE;
+}
+
 static void usage(FILE *f) {
         fprintf(f, "Usage: ckptctl [--socket PATH] [--json] COMMAND\n\n"
                    "Commands:\n"
                    "  status           daemon state, pool, in-flight saves, per-job summary\n"
                    "  list [JOB]       jobs, or the checkpoints of JOB (newest first)\n"
-                   "  show JOB STEP    one checkpoint: ranks and shards\n\n"
+                   "  show JOB STEP    one checkpoint: ranks and shards\n"
+                   "  restore JOB [STEP] [--node N | --rank R | --all]\n"
+                   "                   copy a committed step (default: the newest) from the\n"
+                   "                   object store to local disk: the ranks node N held\n"
+                   "                   (default: this node's index), one rank, or all\n\n"
                    "Options:\n"
                    "  --socket PATH    daemon socket (default: $CKPT_SOCKET, the per-user socket,\n"
                    "                   or /run/ckptd/ckptd.sock)\n"
@@ -456,7 +585,7 @@ int main(int argc, char **argv) {
         int nargs = argc - optind - 1;
         char **args = argv + optind + 1;
         if (!((!strcmp(cmd, "status") && nargs == 0) || (!strcmp(cmd, "list") && nargs <= 1) ||
-              (!strcmp(cmd, "show") && nargs == 2))) {
+              (!strcmp(cmd, "show") && nargs == 2) || (!strcmp(cmd, "restore") && nargs >= 1))) {
                 fprintf(stderr, "ckptctl: unknown command or wrong arguments: %s\n", cmd);
                 usage(stderr);
                 return EXIT_USAGE;
@@ -487,6 +616,8 @@ int main(int argc, char **argv) {
                 r = cmd_status();
         else if (!strcmp(cmd, "list"))
                 r = cmd_list(nargs ? args[0] : NULL);
+        else if (!strcmp(cmd, "restore"))
+                r = cmd_restore(nargs, args);
         else
                 r = cmd_show(args[0], args[1]);
         wire_close(&wire);

@@ -16,6 +16,10 @@
  *
  * Not thread-safe: main() owns the struct; SIGHUP handling builds a fresh
  * one and copies the reloadable keys over with config_reload().
+ *
+ * The [remote] checks (endpoint, bucket) call the same validators the S3
+ * client uses (remote/sigv4.h), so that a config that passes here is one
+ * the client accepts at start; config only adds the reasons a user needs.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -25,11 +29,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "remote/s3.h"
+#include "remote/sigv4.h"
 #include "util/cleanup.h"
+#include "util/errbuf.h"
 #include "util/log.h"
 
 #define KiB (UINT64_C(1) << 10)
@@ -45,8 +53,20 @@
  * in the kernel's io_uring rsrc code), and the pool registers one per slot. */
 #define SLOT_COUNT_MAX 1024
 
+/* S3 limits a multipart upload's parts to 5 MiB..5 GiB (the last part may
+ * be smaller), and at most 10000 of them. */
+#define PART_SIZE_MIN (5 * MiB)
+#define PART_SIZE_MAX (5 * GiB)
+
+/* Far above any job's node count; the bound catches a mistyped count
+ * (a digit too many) before the coordinator waits for manifests of nodes
+ * that do not exist. */
+#define NODE_COUNT_MAX 65536
+
+#define PREFIX_MAX 512
+
 enum key_type {
-        TYPE_PATH,     /* char *, absolute, not empty */
+        TYPE_PATH,     /* char *, absolute; not empty unless key.empty_ok */
         TYPE_STRING,   /* char *, empty means NULL (the built-in choice) */
         TYPE_SIZE,     /* uint64_t bytes, K/M/G/T suffixes */
         TYPE_DURATION, /* uint64_t milliseconds, ms/s/m/h suffixes */
@@ -54,7 +74,14 @@ enum key_type {
         TYPE_BOOL,     /* bool */
         TYPE_MODE,     /* uint32_t, octal permission bits */
         TYPE_LOGLEVEL, /* int, LOG_ERR..LOG_DEBUG */
+        TYPE_CHOICE,   /* int, index into key.choices */
 };
+
+struct key;
+
+/* A string key's own rule beyond its type: 0, or -EINVAL with the reason
+ * (naming the key) in why.  Called for non-empty values only. */
+typedef int (*string_check_fn)(const struct key *k, const char *s, char *why, size_t n);
 
 struct key {
         const char *section;
@@ -62,11 +89,32 @@ struct key {
         enum key_type type;
         size_t offset;   /* into struct config */
         bool reloadable; /* SIGHUP may change it */
+        bool empty_ok;   /* TYPE_PATH: empty means NULL (the built-in choice) */
+        /* Never printed or logged, refused as a flag, only read from a file
+         * that group and others cannot access, wiped when freed. */
+        bool secret;
         uint64_t min, max;
         uint64_t multiple; /* 0: any value in range */
         const char *def;   /* in file syntax; NULL for computed paths */
+        /* Environment variable whose value, when it is valid for this key,
+         * replaces def (Slurm tells a job step its node's place). */
+        const char *env;
+        const char *const *choices; /* TYPE_CHOICE: names, NULL-terminated */
+        string_check_fn check;
+        const char *metavar; /* for --help; NULL: the type's */
         const char *help;
 };
+
+static int check_endpoint(const struct key *k, const char *s, char *why, size_t n);
+static int check_region(const struct key *k, const char *s, char *why, size_t n);
+static int check_bucket(const struct key *k, const char *s, char *why, size_t n);
+static int check_prefix(const struct key *k, const char *s, char *why, size_t n);
+
+/* In the order of enum s3_addressing: the value is stored as its index. */
+static const char *const addressing_names[] = { "auto", "path", "virtual", NULL };
+_Static_assert(S3_ADDRESSING_AUTO == 0 && S3_ADDRESSING_PATH == 1 &&
+                       S3_ADDRESSING_VIRTUAL == 2,
+               "addressing_names[] must follow enum s3_addressing");
 
 /* offsetof() that refuses to compile when the field's C type is not the one
  * the key's type stores through — the table writes via untyped pointers. */
@@ -125,10 +173,82 @@ static const struct key keys[] = {
         { .section = "local", .name = "register_buffers", .type = TYPE_BOOL,
           .offset = FIELD(register_buffers, bool), .max = 1, .def = "yes",
           .help = "register the pool with io_uring as fixed buffers" },
+
+        { .section = "remote", .name = "endpoint", .type = TYPE_STRING,
+          .offset = FIELD(remote_endpoint, char *), .def = "", .check = check_endpoint,
+          .metavar = "URL",
+          .help = "object store, https://host[:port] or http://host[:port] (empty: no "
+                  "object-store tier)" },
+        { .section = "remote", .name = "region", .type = TYPE_STRING,
+          .offset = FIELD(remote_region, char *), .def = "", .check = check_region,
+          .help = "signing region (empty: $AWS_REGION, $AWS_DEFAULT_REGION, the "
+                  "credentials file, else us-east-1)" },
+        { .section = "remote", .name = "bucket", .type = TYPE_STRING,
+          .offset = FIELD(remote_bucket, char *), .def = "", .check = check_bucket,
+          .help = "bucket that holds the checkpoints (required with endpoint)" },
+        { .section = "remote", .name = "prefix", .type = TYPE_STRING,
+          .offset = FIELD(remote_prefix, char *), .def = "", .check = check_prefix,
+          .metavar = "PREFIX",
+          .help = "key prefix in the bucket, such as ckpt/cluster-a (empty: keys start "
+                  "at jobs/)" },
+        { .section = "remote", .name = "addressing", .type = TYPE_CHOICE,
+          .offset = FIELD(remote_addressing, int), .choices = addressing_names,
+          .max = ARRAY_SIZE(addressing_names) - 2, .def = "auto",
+          .metavar = "STYLE",
+          .help = "auto, path or virtual: the bucket in the URL path or in the host name "
+                  "(auto: path style for an IP or localhost endpoint)" },
+        { .section = "remote", .name = "credentials_file", .type = TYPE_PATH,
+          .offset = FIELD(remote_credentials_file, char *), .empty_ok = true, .def = "",
+          .help = "AWS-style credentials file, mode 0600 (empty: "
+                  "$AWS_SHARED_CREDENTIALS_FILE, else ~/.aws/credentials)" },
+        { .section = "remote", .name = "profile", .type = TYPE_STRING,
+          .offset = FIELD(remote_profile, char *), .def = "",
+          .help = "section of the credentials file (empty: $AWS_PROFILE, else default)" },
+        { .section = "remote", .name = "access_key_id", .type = TYPE_STRING,
+          .offset = FIELD(remote_access_key_id, char *), .def = "", .metavar = "KEY",
+          .help = "access key, set together with secret_access_key (empty: the "
+                  "environment or the credentials file)" },
+        { .section = "remote", .name = "secret_access_key", .type = TYPE_STRING,
+          .offset = FIELD(remote_secret_access_key, char *), .secret = true, .def = "",
+          .help = "secret key; only in a config file of mode 0600 or stricter, never as "
+                  "an option" },
+        { .section = "remote", .name = "ca_file", .type = TYPE_PATH,
+          .offset = FIELD(remote_ca_file, char *), .empty_ok = true, .def = "",
+          .help = "CA certificates (PEM) that verify the store's TLS certificate (empty: "
+                  "the system's)" },
+        { .section = "remote", .name = "part_size", .type = TYPE_SIZE,
+          .offset = FIELD(remote_part_size, uint64_t), .min = PART_SIZE_MIN,
+          .max = PART_SIZE_MAX, .def = "64M",
+          .help = "multipart upload part size; larger shards are uploaded in parts" },
+        { .section = "remote", .name = "concurrency", .type = TYPE_U32,
+          .offset = FIELD(remote_concurrency, uint32_t), .min = 1, .max = 256, .def = "8",
+          .help = "object-store requests in flight" },
+        { .section = "remote", .name = "bandwidth", .type = TYPE_SIZE,
+          .offset = FIELD(remote_bandwidth, uint64_t), .reloadable = true, .def = "0",
+          .help = "upload cap in bytes per second (0: none)" },
+        { .section = "remote", .name = "keep", .type = TYPE_U32,
+          .offset = FIELD(remote_keep, uint32_t), .reloadable = true,
+          .min = 1, .max = 1000000, .def = "3",
+          .help = "committed checkpoints kept per job in the object store, besides "
+                  "pinned ones" },
+        { .section = "remote", .name = "retry_attempts", .type = TYPE_U32,
+          .offset = FIELD(remote_retry_attempts, uint32_t), .min = 1, .max = 100,
+          .def = "5",
+          .help = "attempts per object-store request, the first included (1: no retries)" },
+
+        { .section = "cluster", .name = "node_index", .type = TYPE_U32,
+          .offset = FIELD(cluster_node_index, uint32_t), .max = NODE_COUNT_MAX - 1,
+          .def = "0", .env = "SLURM_NODEID",
+          .help = "this node's index in the job, below node_count (default: "
+                  "$SLURM_NODEID, else 0)" },
+        { .section = "cluster", .name = "node_count", .type = TYPE_U32,
+          .offset = FIELD(cluster_node_count, uint32_t), .min = 1, .max = NODE_COUNT_MAX,
+          .def = "1", .env = "SLURM_NNODES",
+          .help = "nodes in the job (default: $SLURM_NNODES, else 1)" },
 };
 
 /* Sections accepted in the file, in the order help lists them. */
-static const char *const sections[] = { "daemon", "pool", "local" };
+static const char *const sections[] = { "daemon", "pool", "local", "remote", "cluster" };
 
 static void *field_ptr(struct config *c, const struct key *k) {
         return (char *)c + k->offset;
@@ -156,6 +276,7 @@ static uint64_t key_get_u64(const struct config *c, const struct key *k) {
         case TYPE_BOOL:
                 return *(const bool *)p;
         case TYPE_LOGLEVEL:
+        case TYPE_CHOICE:
                 return (uint64_t)*(const int *)p;
         case TYPE_PATH:
         case TYPE_STRING:
@@ -180,6 +301,7 @@ static void key_set_u64(struct config *c, const struct key *k, uint64_t v) {
                 *(bool *)p = v != 0;
                 break;
         case TYPE_LOGLEVEL:
+        case TYPE_CHOICE:
                 *(int *)p = (int)v;
                 break;
         case TYPE_PATH:
@@ -188,10 +310,14 @@ static void key_set_u64(struct config *c, const struct key *k, uint64_t v) {
         }
 }
 
-/* Takes ownership of s (may be NULL). */
+/* Takes ownership of s (may be NULL).  A secret is wiped before its
+ * memory goes back to the allocator, where a later dump or a bug reading
+ * freed memory could find it. */
 static void key_set_str(struct config *c, const struct key *k, char *s) {
         char **p = field_ptr(c, k);
 
+        if (k->secret && *p)
+                explicit_bzero(*p, strlen(*p));
         free(*p);
         *p = s;
 }
@@ -364,6 +490,12 @@ static void format_number(const struct key *k, uint64_t v, char *buf, size_t n) 
         case TYPE_LOGLEVEL:
                 snprintf(buf, n, "%s", level_name((int)v));
                 break;
+        case TYPE_CHOICE:
+                if (v <= k->max)
+                        snprintf(buf, n, "%s", k->choices[v]);
+                else
+                        snprintf(buf, n, "%llu", (unsigned long long)v);
+                break;
         case TYPE_U32:
         case TYPE_PATH:
         case TYPE_STRING:
@@ -372,8 +504,11 @@ static void format_number(const struct key *k, uint64_t v, char *buf, size_t n) 
         }
 }
 
+/* Key k's value in file syntax; a secret shows only whether it is set. */
 static void format_value(const struct config *c, const struct key *k, char *buf, size_t n) {
-        if (key_is_string(k)) {
+        if (k->secret)
+                snprintf(buf, n, "%s", key_get_str(c, k) ? "(set, not shown)" : "(unset)");
+        else if (key_is_string(k)) {
                 const char *s = key_get_str(c, k);
                 snprintf(buf, n, "%s", s ? s : "");
         } else
@@ -418,8 +553,27 @@ static const char *type_hint(enum key_type t) {
                 return "an absolute path";
         case TYPE_STRING:
                 return "a string";
+        case TYPE_CHOICE:
+                break; /* key_hint() lists the key's own choices */
         }
         return "";
+}
+
+/* type_hint(), or for a choice "auto, path or virtual" in buf. */
+static const char *key_hint(const struct key *k, char *buf, size_t n) {
+        size_t used = 0;
+
+        if (k->type != TYPE_CHOICE)
+                return type_hint(k->type);
+        buf[0] = '\0';
+        for (size_t i = 0; k->choices[i] && used < n; i++) {
+                const char *sep = i == 0 ? "" : k->choices[i + 1] ? ", " : " or ";
+                int w = snprintf(buf + used, n - used, "%s%s", sep, k->choices[i]);
+                if (w < 0)
+                        break;
+                used += (size_t)w;
+        }
+        return buf;
 }
 
 static const char *type_word(enum key_type t) {
@@ -440,6 +594,8 @@ static const char *type_word(enum key_type t) {
                 return "path";
         case TYPE_STRING:
                 return "string";
+        case TYPE_CHOICE:
+                return "value";
         }
         return "";
 }
@@ -465,28 +621,160 @@ static int check_number(const struct key *k, uint64_t v, char *why, size_t n) {
         return 0;
 }
 
+/* ---- [remote] value rules -------------------------------------------- */
+
+/* scheme://host[:port] and nothing more: the bucket and prefix are set
+ * apart, and a user:password@ would put a secret where URLs get logged
+ * (so a value with '@' is never repeated in the message).  The scheme is
+ * required here although the S3 client would take a bare host as https:
+ * a config file should say which one it means. */
+static int check_endpoint(const struct key *k, const char *s, char *why, size_t n) {
+        struct sigv4_endpoint ep;
+        char err[256];
+
+        if (strncasecmp(s, "https://", 8) != 0 && strncasecmp(s, "http://", 7) != 0) {
+                if (strchr(s, '@'))
+                        return errbuf_fail(-EINVAL, why, n,
+                                           "[%s] %s must start with https:// (or http:// for a "
+                                           "store on a trusted network)", k->section, k->name);
+                return errbuf_fail(-EINVAL, why, n,
+                                   "[%s] %s '%s' must start with https:// (or http:// for a "
+                                   "store on a trusted network)", k->section, k->name, s);
+        }
+        if (sigv4_endpoint_parse(&ep, s, err, sizeof(err)) < 0)
+                return errbuf_fail(-EINVAL, why, n, "[%s] %s", k->section, err);
+        return 0;
+}
+
+/* The region is part of every request's signing scope
+ * (date/region/s3/aws4_request): a '/' or a blank in it would make every
+ * request fail with a signature mismatch instead of a clear error now. */
+static int check_region(const struct key *k, const char *s, char *why, size_t n) {
+        static const char allowed[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                      "0123456789-_.";
+        size_t len = strlen(s);
+
+        if (len > 64 || strspn(s, allowed) != len)
+                return errbuf_fail(-EINVAL, why, n,
+                                   "[%s] %s '%s' must be at most 64 letters, digits, '-', '_' "
+                                   "or '.' (such as us-east-1, or default for radosgw)",
+                                   k->section, k->name, s);
+        return 0;
+}
+
+static bool shaped_like_ipv4(const char *s) {
+        int dots = 0;
+
+        for (; *s; s++) {
+                if (*s == '.')
+                        dots++;
+                else if (*s < '0' || *s > '9')
+                        return false;
+        }
+        return dots == 3;
+}
+
+/* S3's bucket naming rules, one reason at a time; sigv4_bucket_validate()
+ * is the S3 client's own test and has the last word. */
+static int check_bucket(const struct key *k, const char *s, char *why, size_t n) {
+        size_t len = strlen(s);
+
+        if (len < 3 || len > SIGV4_BUCKET_MAX)
+                return errbuf_fail(-EINVAL, why, n,
+                                   "[%s] %s '%s' is %zu characters long; S3 allows 3 to %d",
+                                   k->section, k->name, s, len, SIGV4_BUCKET_MAX);
+        if (strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789.-") != len)
+                return errbuf_fail(-EINVAL, why, n,
+                                   "[%s] %s '%s' may contain only lowercase letters, digits, "
+                                   "'.' and '-'", k->section, k->name, s);
+        if (!isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[len - 1]))
+                return errbuf_fail(-EINVAL, why, n,
+                                   "[%s] %s '%s' must begin and end with a letter or digit",
+                                   k->section, k->name, s);
+        if (strstr(s, ".."))
+                return errbuf_fail(-EINVAL, why, n, "[%s] %s '%s' must not contain '..'",
+                                   k->section, k->name, s);
+        if (shaped_like_ipv4(s))
+                return errbuf_fail(-EINVAL, why, n,
+                                   "[%s] %s '%s' must not be formatted as an IP address",
+                                   k->section, k->name, s);
+        if (sigv4_bucket_validate(s) < 0)
+                return errbuf_fail(-EINVAL, why, n, "[%s] %s '%s' is not a valid S3 bucket name",
+                                   k->section, k->name, s);
+        return 0;
+}
+
+/* Object keys are PREFIX/jobs/...: the prefix must join with one '/', and
+ * HTTP clients and proxies remove "." and ".." segments from a URL, so the
+ * key requested would not be the key signed.  The character set is the
+ * part of S3's "safe" set that needs no thought in a shell or a URL. */
+static int check_prefix(const struct key *k, const char *s, char *why, size_t n) {
+        static const char allowed[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                      "0123456789._=:@+-/";
+        size_t len = strlen(s);
+
+        if (len > PREFIX_MAX)
+                return errbuf_fail(-EINVAL, why, n, "[%s] %s is %zu bytes long; at most %d",
+                                   k->section, k->name, len, PREFIX_MAX);
+        if (strspn(s, allowed) != len)
+                return errbuf_fail(-EINVAL, why, n,
+                                   "[%s] %s '%s' may contain only letters, digits and "
+                                   ". _ = : @ + - /", k->section, k->name, s);
+        if (s[0] == '/' || s[len - 1] == '/')
+                return errbuf_fail(-EINVAL, why, n,
+                                   "[%s] %s '%s' must not begin or end with '/'", k->section,
+                                   k->name, s);
+        if (strstr(s, "//"))
+                return errbuf_fail(-EINVAL, why, n, "[%s] %s '%s' must not contain '//'",
+                                   k->section, k->name, s);
+        for (const char *seg = s; seg;) {
+                const char *slash = strchr(seg, '/');
+                size_t seglen = slash ? (size_t)(slash - seg) : strlen(seg);
+
+                if ((seglen == 1 && seg[0] == '.') ||
+                    (seglen == 2 && seg[0] == '.' && seg[1] == '.'))
+                        return errbuf_fail(-EINVAL, why, n,
+                                           "[%s] %s '%s' must not have a '.' or '..' segment",
+                                           k->section, k->name, s);
+                seg = slash ? slash + 1 : NULL;
+        }
+        return 0;
+}
+
+/* The rules of a non-empty string value beyond "it is a string": an
+ * absolute path for TYPE_PATH, and the key's own check.  0 or -EINVAL with
+ * the reason in why. */
+static int check_string(const struct key *k, const char *s, char *why, size_t n) {
+        if (k->type == TYPE_PATH && s[0] != '/') {
+                snprintf(why, n, "[%s] %s must be an absolute path, not '%s'", k->section,
+                         k->name, s);
+                return -EINVAL;
+        }
+        return k->check ? k->check(k, s, why, n) : 0;
+}
+
 /* Parse s as key k's value into *v (a string is strdup()ed: the caller owns
  * it).  0, or -EINVAL / -ERANGE / -ENOMEM with the reason in why. */
 static int parse_value(const struct key *k, const char *s, union value *v, char *why,
                        size_t n) {
+        char hint[128];
         bool b = false;
         int r;
 
-        if (!*s && k->type != TYPE_STRING) {
+        if (!*s && k->type != TYPE_STRING && !k->empty_ok) {
                 snprintf(why, n, "missing value for [%s] %s (expected %s)", k->section,
-                         k->name, type_hint(k->type));
+                         k->name, key_hint(k, hint, sizeof(hint)));
                 return -EINVAL;
         }
 
         switch (k->type) {
         case TYPE_PATH:
-                if (s[0] != '/') {
-                        snprintf(why, n, "[%s] %s must be an absolute path, not '%s'",
-                                 k->section, k->name, s);
-                        return -EINVAL;
-                }
-                __attribute__((fallthrough));
         case TYPE_STRING:
+                if (*s) {
+                        r = check_string(k, s, why, n);
+                        if (r < 0)
+                                return r;
+                }
                 v->str = NULL;
                 if (*s) {
                         v->str = strdup(s);
@@ -523,6 +811,15 @@ static int parse_value(const struct key *k, const char *s, union value *v, char 
                         r = 0;
                 }
                 break;
+        case TYPE_CHOICE:
+                r = -EINVAL;
+                for (size_t i = 0; k->choices[i]; i++)
+                        if (strcasecmp(s, k->choices[i]) == 0) {
+                                v->u64 = i;
+                                r = 0;
+                                break;
+                        }
+                break;
         default:
                 r = -EINVAL;
         }
@@ -534,7 +831,7 @@ static int parse_value(const struct key *k, const char *s, union value *v, char 
         }
         if (r < 0) {
                 snprintf(why, n, "invalid %s '%s' for [%s] %s (expected %s)", type_word(k->type),
-                         s, k->section, k->name, type_hint(k->type));
+                         s, k->section, k->name, key_hint(k, hint, sizeof(hint)));
                 return -EINVAL;
         }
         return check_number(k, v->u64, why, n);
@@ -681,8 +978,23 @@ int config_init(struct config *c) {
         c->socket_path = TAKE_PTR(sock);
 
         for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
+                const char *e;
+
                 if (!keys[i].def)
                         continue;
+                /* An environment value that is not valid for the key (not a
+                 * number, out of range) is ignored like an unset one: it is
+                 * a default, and the file or a flag can still say better. */
+                e = keys[i].env ? getenv(keys[i].env) : NULL;
+                if (e && *e) {
+                        r = set_from_string(c, &keys[i], e, why, sizeof(why));
+                        if (r == 0)
+                                continue;
+                        if (r == -ENOMEM) {
+                                config_clear(c);
+                                return r;
+                        }
+                }
                 r = set_from_string(c, &keys[i], keys[i].def, why, sizeof(why));
                 if (r < 0) {
                         /* A default that fails its own key's checks is a bug
@@ -751,6 +1063,40 @@ static bool section_known(const char *name) {
                 if (strcmp(sections[i], name) == 0)
                         return true;
         return false;
+}
+
+/* "[daemon], [pool], ..." with last_sep before the last one, for messages
+ * that list the sections. */
+static void section_list(const char *last_sep, char *buf, size_t n) {
+        size_t used = 0;
+
+        buf[0] = '\0';
+        for (size_t i = 0; i < ARRAY_SIZE(sections) && used < n; i++) {
+                const char *sep = i == 0 ? "" : i + 1 == ARRAY_SIZE(sections) ? last_sep : ", ";
+                int w = snprintf(buf + used, n - used, "%s[%s]", sep, sections[i]);
+                if (w < 0)
+                        break;
+                used += (size_t)w;
+        }
+}
+
+/* A file that sets a secret must be private to its owner: 0, or -EPERM
+ * with the reason in why.  Checked on the open descriptor, so the file
+ * judged is the file read. */
+static int check_secret_file(FILE *f, const struct key *k, char *why, size_t n) {
+        struct stat st;
+
+        if (fstat(fileno(f), &st) < 0)
+                return errbuf_fail(-errno, why, n, "cannot check the permissions of the file "
+                                   "holding [%s] %s: %s", k->section, k->name, strerror(errno));
+        if ((st.st_mode & 077) == 0)
+                return 0;
+        return errbuf_fail(-EPERM, why, n,
+                           "[%s] %s is set in a file that group or others may access (mode "
+                           "%04o): make it private (chmod 600, owned by the daemon's user), or "
+                           "give the secret in the environment (AWS_SECRET_ACCESS_KEY) or a "
+                           "credentials file ([%s] credentials_file)", k->section, k->name,
+                           (unsigned)(st.st_mode & 07777), k->section);
 }
 
 static const struct key *find_key(const char *section, const char *name) {
@@ -822,8 +1168,9 @@ int config_load_file(struct config *c, const char *path, FILE *err) {
                         *end = '\0';
                         name = strip(s + 1);
                         if (!section_known(name)) {
-                                FAIL("unknown section [%s] (known: [daemon], [pool], [local])",
-                                     name);
+                                char known[128];
+                                section_list(", ", known, sizeof(known));
+                                FAIL("unknown section [%s] (known: %s)", name, known);
                                 skip_section = true;
                                 continue;
                         }
@@ -834,7 +1181,12 @@ int config_load_file(struct config *c, const char *path, FILE *err) {
 
                 eq = strchr(s, '=');
                 if (!eq) {
-                        FAIL("expected 'key = value' or '[section]', got '%s'", s);
+                        /* "secret_access_key: ..." must not end up in a log. */
+                        if (strcasestr(s, "secret"))
+                                FAIL("expected 'key = value' or '[section]' (the line is not "
+                                     "shown: it may hold a secret)");
+                        else
+                                FAIL("expected 'key = value' or '[section]', got '%s'", s);
                         continue;
                 }
                 *eq = '\0';
@@ -847,8 +1199,9 @@ int config_load_file(struct config *c, const char *path, FILE *err) {
                         continue;
                 }
                 if (!section[0]) {
-                        FAIL("key '%s' outside of a section (put it under [daemon], [pool] "
-                             "or [local])", name);
+                        char known[128];
+                        section_list(" or ", known, sizeof(known));
+                        FAIL("key '%s' outside of a section (put it under %s)", name, known);
                         continue;
                 }
                 k = find_key(section, name);
@@ -863,6 +1216,16 @@ int config_load_file(struct config *c, const char *path, FILE *err) {
                 }
                 first_line[k - keys] = lineno;
 
+                if (k->secret && *value) {
+                        r = check_secret_file(f, k, why, sizeof(why));
+                        if (r < 0) {
+                                fprintf(err, "%s:%u: %s\n", path, lineno, why);
+                                /* The refusal is the answer that matters. */
+                                failed = r;
+                                continue;
+                        }
+                }
+
                 r = set_from_string(&tmp, k, value, why, sizeof(why));
                 if (r == -ENOMEM) {
                         fprintf(err, "%s:%u: out of memory\n", path, lineno);
@@ -873,6 +1236,8 @@ int config_load_file(struct config *c, const char *path, FILE *err) {
                         FAIL("%s", why);
         }
 #undef FAIL
+        if (line)
+                explicit_bzero(line, cap); /* it may have held the secret */
 
         if (!failed && ferror(f)) {
                 r = errno > 0 ? -errno : -EIO;
@@ -1001,6 +1366,17 @@ int config_parse_args(struct config *c, int argc, char **argv, FILE *err) {
                         r = -EINVAL;
                         goto fail;
                 }
+                if (k && k->secret) {
+                        /* Refused whatever the value: it is already in argv,
+                         * and saying so is all that can be done now. */
+                        fprintf(err, "--%.*s: refused on the command line, which other users "
+                                     "can read (ps): set [%s] %s in the config file (mode "
+                                     "0600), AWS_SECRET_ACCESS_KEY in the daemon's environment, "
+                                     "or use a credentials file ([%s] credentials_file)\n",
+                                (int)len, name, k->section, k->name, k->section);
+                        r = -EINVAL;
+                        goto fail;
+                }
                 value = eq ? eq + 1 : next_value(argc, argv, &i);
                 if (!value) {
                         fprintf(err, "option '--%.*s' needs a value\n", (int)len, name);
@@ -1042,8 +1418,17 @@ int config_validate(const struct config *c, FILE *err) {
          * parsed. */
         for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
                 const struct key *k = &keys[i];
-                if (key_is_string(k))
+                if (key_is_string(k)) {
+                        const char *s = key_get_str(c, k);
+                        /* state_dir and socket have their own messages below */
+                        if (!s || !*s || (!k->check && !k->empty_ok))
+                                continue;
+                        if (check_string(k, s, why, sizeof(why)) < 0) {
+                                fprintf(err, "%s\n", why);
+                                r = -EINVAL;
+                        }
                         continue;
+                }
                 if (check_number(k, key_get_u64(c, k), why, sizeof(why)) < 0) {
                         fprintf(err, "%s\n", why);
                         r = -EINVAL;
@@ -1088,7 +1473,33 @@ int config_validate(const struct config *c, FILE *err) {
                         a);
                 r = -EINVAL;
         }
+
+        if (config_remote_enabled(c) && !(c->remote_bucket && *c->remote_bucket)) {
+                fprintf(err, "[remote] bucket is required when [remote] endpoint is set\n");
+                r = -EINVAL;
+        }
+        /* Half a key pair would make the credentials lookup fall through
+         * to another source silently; the secret is never named by value. */
+        if ((c->remote_access_key_id && *c->remote_access_key_id) !=
+            (c->remote_secret_access_key && *c->remote_secret_access_key)) {
+                fprintf(err, "[remote] access_key_id and secret_access_key must be set together "
+                             "(%s is missing), or neither, to take them from the environment or "
+                             "a credentials file\n",
+                        c->remote_access_key_id && *c->remote_access_key_id
+                                ? "secret_access_key" : "access_key_id");
+                r = -EINVAL;
+        }
+        if (c->cluster_node_index >= c->cluster_node_count) {
+                fprintf(err, "[cluster] node_index = %u must be less than [cluster] node_count = "
+                             "%u (their defaults come from $SLURM_NODEID and $SLURM_NNODES)\n",
+                        c->cluster_node_index, c->cluster_node_count);
+                r = -EINVAL;
+        }
         return r;
+}
+
+bool config_remote_enabled(const struct config *c) {
+        return c->remote_endpoint && c->remote_endpoint[0];
 }
 
 void config_reload(struct config *dst, const struct config *src) {
@@ -1135,8 +1546,10 @@ void config_reload(struct config *dst, const struct config *src) {
         }
 }
 
-static const char *metavar(enum key_type t) {
-        switch (t) {
+static const char *metavar(const struct key *k) {
+        if (k->metavar)
+                return k->metavar;
+        switch (k->type) {
         case TYPE_PATH:
                 return "PATH";
         case TYPE_STRING:
@@ -1153,6 +1566,8 @@ static const char *metavar(enum key_type t) {
                 return "MODE";
         case TYPE_LOGLEVEL:
                 return "LEVEL";
+        case TYPE_CHOICE:
+                break;
         }
         return "VALUE";
 }
@@ -1179,11 +1594,19 @@ void config_print_help(FILE *out) {
 
                         if (strcmp(k->section, sections[s]) != 0)
                                 continue;
+                        if (k->secret) {
+                                /* No option to show, and no value either:
+                                 * help output ends up in bug reports. */
+                                fprintf(out, "  %-30s %s\n      %s%s\n", "(config file only)",
+                                        k->name, k->help,
+                                        k->reloadable ? " (SIGHUP reloads it)" : "");
+                                continue;
+                        }
                         flag_name(k, !daemon, flag, sizeof(flag));
-                        snprintf(option, sizeof(option), "%s=%s", flag, metavar(k->type));
+                        snprintf(option, sizeof(option), "%s=%s", flag, metavar(k));
                         if (!have_def)
                                 snprintf(value, sizeof(value), "?");
-                        else if (k->type == TYPE_STRING && !key_get_str(&def, k))
+                        else if (key_is_string(k) && !key_get_str(&def, k))
                                 snprintf(value, sizeof(value), "(unset)");
                         else
                                 format_value(&def, k, value, sizeof(value));

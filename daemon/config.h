@@ -17,6 +17,12 @@
  * value out of range, a duplicate key — each is an error naming the file and
  * line (or the flag), and nothing is applied.
  *
+ * The object-store secret ([remote] secret_access_key) is the one value
+ * that is handled differently: it is refused as a flag (any user can read
+ * a command line), accepted only from a file that group and others cannot
+ * access, never printed by --help nor logged by a reload, and wiped from
+ * memory when freed.
+ *
  * Defaults depend on who runs the daemon: as root, state in /var/lib/ckptd
  * and socket /run/ckptd/ckptd.sock; as anyone else, state in
  * $XDG_STATE_HOME/ckptd (~/.local/state/ckptd) and the socket in
@@ -47,20 +53,49 @@ struct config {
         uint32_t keep;         /* committed checkpoints kept per job: 3, >= 1 */
         bool direct_io;        /* O_DIRECT: yes */
         bool register_buffers; /* fixed buffers: yes (falls back if refused) */
+        /* [remote] — the object-store tier, off while remote_endpoint is
+         * NULL (config_remote_enabled()).  An empty string in the file or a
+         * flag is stored as NULL, meaning "the built-in choice". */
+        char *remote_endpoint;         /* "https://host[:port]", "http://127.0.0.1:7480" */
+        char *remote_region;           /* NULL: $AWS_REGION, ..., else us-east-1 */
+        char *remote_bucket;           /* required when the endpoint is set */
+        char *remote_prefix;           /* NULL: object keys start at "jobs/" */
+        int remote_addressing;         /* enum s3_addressing: 0 auto, 1 path, 2 virtual */
+        char *remote_credentials_file; /* NULL: $AWS_SHARED_CREDENTIALS_FILE, ~/.aws/credentials */
+        char *remote_profile;          /* NULL: $AWS_PROFILE, else "default" */
+        char *remote_access_key_id;    /* set together with the secret, or neither */
+        char *remote_secret_access_key; /* from the file only; never printed or logged */
+        char *remote_ca_file;          /* NULL: the system's CA store */
+        uint64_t remote_part_size;     /* multipart part size: 64M, 5M..5G */
+        uint32_t remote_concurrency;   /* requests in flight: 8 */
+        uint64_t remote_bandwidth;     /* upload cap, bytes/s; 0 = none; reloadable */
+        uint32_t remote_keep;          /* committed steps kept per job: 3; reloadable */
+        uint32_t remote_retry_attempts; /* attempts per request, first included: 5 */
+        /* [cluster] */
+        uint32_t cluster_node_index;   /* default $SLURM_NODEID, else 0 */
+        uint32_t cluster_node_count;   /* default $SLURM_NNODES, else 1; 1..65536 */
 };
 
-/* Fill embedded defaults (allocates the path strings).  0 or -ENOMEM. */
+/* Fill embedded defaults (allocates the path strings).  [cluster]
+ * node_index and node_count default to $SLURM_NODEID and $SLURM_NNODES
+ * when those hold a value in range, else 0 and 1.  0 or -ENOMEM. */
 int config_init(struct config *c);
-void config_clear(struct config *c); /* frees strings */
+void config_clear(struct config *c); /* frees strings, wiping the secret first */
 
 /* Apply a config file.  A missing file is -ENOENT (the caller decides
- * whether that matters); errors print "path:line: what is wrong" to err. */
+ * whether that matters); errors print "path:line: what is wrong" to err
+ * and return -EINVAL.  A file that sets [remote] secret_access_key while
+ * its group or others have any permission on it (mode & 077) is refused
+ * with -EPERM: the secret is already readable (or replaceable) by them.
+ * Nothing is applied on any error. */
 int config_load_file(struct config *c, const char *path, FILE *err);
 
 /* Apply "--section-key=value" / "--section-key value" flags from argv.
  * Also accepts --config=PATH (ignored here: main reads it first), --help,
  * --version (returned as 1 and 2 so main can act).  -EINVAL on an unknown
- * flag or bad value, described on err. */
+ * flag or bad value, described on err; also for
+ * --remote-secret-access-key, which is refused because any user can read
+ * a command line (ps, /proc/PID/cmdline). */
 int config_parse_args(struct config *c, int argc, char **argv, FILE *err);
 
 /* Find --config=PATH / --config PATH in argv without applying anything else,
@@ -68,15 +103,22 @@ int config_parse_args(struct config *c, int argc, char **argv, FILE *err);
 const char *config_path_from_args(int argc, char **argv);
 
 /* Cross-field checks after everything is applied (slot_size <= pool_size,
- * pool_size a multiple of slot_size, ...).  -EINVAL, described on err. */
+ * pool_size a multiple of slot_size, a bucket when an endpoint is set,
+ * node_index < node_count, access key and secret together, ...), and the
+ * per-key checks again for a struct set by code.  -EINVAL, described on
+ * err (never showing the secret). */
 int config_validate(const struct config *c, FILE *err);
 
-/* Copy the keys SIGHUP may change from src into dst; log each change. */
+/* Copy the keys SIGHUP may change from src into dst; log each change (a
+ * secret's change is logged by name only). */
 void config_reload(struct config *dst, const struct config *src);
 
 /* Print every key with its default and help text (for --help and the man
- * page's sake). */
+ * page's sake).  Shows no value for the secret. */
 void config_print_help(FILE *out);
+
+/* Whether the object-store tier is configured (an endpoint is set). */
+bool config_remote_enabled(const struct config *c);
 
 /* Parse helpers, exported for tests. */
 int config_parse_size(const char *s, uint64_t *out);

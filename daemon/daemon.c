@@ -25,6 +25,10 @@
 #include "io/worker.h"
 #include "local/store.h"
 #include "pool/pool.h"
+#include "remote/credentials.h"
+#include "remote/fetch.h"
+#include "remote/flush.h"
+#include "remote/s3.h"
 #include "server/server.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -40,6 +44,10 @@ struct daemon {
         struct catalog *catalog;
         struct store *store;
         struct server *server;
+        struct s3_client *s3;
+        struct flusher *flusher;
+        struct fetcher *fetcher;
+        char remote_target[CKPT_ERRMSG_MAX + 1];
         int signal_fd;
         struct loop_watch signal_watch;
         struct loop_timer watchdog;
@@ -54,6 +62,9 @@ struct daemon {
 struct reconcile {
         struct daemon *d;
         uint32_t ranks_in_step; /* ranks seen since the last step callback */
+        uint32_t *ranks;        /* which ones */
+        size_t ranks_cap;
+        bool ranks_lost;        /* out of memory recording them */
         struct {
                 char job[CKPT_NAME_MAX + 1];
                 uint64_t step;
@@ -66,12 +77,24 @@ static void reconcile_rank(void *userdata, const struct manifest *m) {
         struct reconcile *rc = userdata;
         struct catalog *cat = rc->d->catalog;
 
-        if (rc->ranks_in_step == 0) {
-                /* first rank of a step: drop stale rows, rebuild from disk */
-                catalog_ckpt_delete(cat, m->job, m->step);
-        }
+        /* A rank already indexed with exactly these shards keeps its rows:
+         * they carry the object-store tier's progress (upload ids, parts),
+         * which a rebuild would throw away and a flush would redo. */
         catalog_job_add(cat, m->job, m->uid);
-        catalog_rank_add(cat, m);
+        if (catalog_rank_matches(cat, m) != 1)
+                catalog_rank_add(cat, m);
+        if (rc->ranks_in_step == rc->ranks_cap && !rc->ranks_lost) {
+                size_t cap = rc->ranks_cap ? rc->ranks_cap * 2 : 64;
+                uint32_t *n = realloc(rc->ranks, cap * sizeof(*n));
+                if (n) {
+                        rc->ranks = n;
+                        rc->ranks_cap = cap;
+                } else {
+                        rc->ranks_lost = true; /* then nothing is pruned */
+                }
+        }
+        if (!rc->ranks_lost)
+                rc->ranks[rc->ranks_in_step] = m->rank;
         rc->ranks_in_step++;
 }
 
@@ -81,12 +104,28 @@ static void reconcile_step(void *userdata, const char *job, uint64_t step,
         struct daemon *d = rc->d;
         uint32_t ranks = rc->ranks_in_step;
 
+        bool lost = rc->ranks_lost;
         rc->ranks_in_step = 0;
+        rc->ranks_lost = false;
         if (ranks == 0) {
                 /* nothing survived of this step (a first rank interrupted) */
                 catalog_ckpt_delete(d->catalog, job, step);
                 store_step_delete(d->store, job, step);
                 return;
+        }
+        /* Ranks indexed but no longer on disk go (the ranks seen are in
+         * scan order, which is not sorted: a linear search is fine for the
+         * few ranks a node holds). */
+        uint32_t indexed[256];
+        size_t nindexed = 0;
+        if (!lost && catalog_ranks(d->catalog, job, step, indexed, 256, &nindexed) == 0) {
+                for (size_t i = 0; i < nindexed; i++) {
+                        bool seen = false;
+                        for (uint32_t k = 0; k < ranks && !seen; k++)
+                                seen = rc->ranks[k] == indexed[i];
+                        if (!seen)
+                                catalog_rank_delete(d->catalog, job, step, indexed[i]);
+                }
         }
         struct ckpt_ckpt_entry e;
         if (catalog_ckpt_get(d->catalog, job, step, &e) < 0)
@@ -133,6 +172,7 @@ static int daemon_reconcile(struct daemon *d) {
         if (r == 0)
                 r = catalog_ckpt_foreach(d->catalog, NULL, reconcile_sweep, &rc);
         free(rc.seen);
+        free(rc.ranks);
         if (r < 0)
                 return r;
         r = catalog_flush(d->catalog);
@@ -155,6 +195,78 @@ static void daemon_retention_all(struct daemon *d) {
                         break;
         }
         free(page);
+}
+
+/* ---- the object-store tier ------------------------------------------------------------- */
+
+static void daemon_remote_changed(void *userdata, const char *job, uint64_t step) {
+        struct daemon *d = userdata;
+        save_step_changed(d->server, job, step);
+}
+
+static int daemon_remote_open(struct daemon *d) {
+        const struct config *cfg = d->cfg;
+        char err[512] = "";
+        struct credentials *creds = NULL;
+        int r;
+
+        const struct credentials_config cc = {
+                .access_key_id = cfg->remote_access_key_id,
+                .secret_access_key = cfg->remote_secret_access_key,
+                .region = cfg->remote_region,
+                .profile = cfg->remote_profile,
+                .credentials_file = cfg->remote_credentials_file,
+        };
+        r = credentials_load(&creds, &cc, err, sizeof(err));
+        if (r < 0) {
+                log_error("object store: no usable credentials: %s", err);
+                return r;
+        }
+        const struct s3_config sc = {
+                .endpoint = cfg->remote_endpoint,
+                .region = cfg->remote_region,
+                .bucket = cfg->remote_bucket,
+                .addressing = (enum s3_addressing)cfg->remote_addressing,
+                .credentials = creds,
+                .ca_file = cfg->remote_ca_file,
+                .max_concurrent = cfg->remote_concurrency,
+                .max_send_bytes_per_sec = cfg->remote_bandwidth,
+                .retry_max_attempts = cfg->remote_retry_attempts,
+        };
+        r = s3_client_new(&d->s3, d->loop, d->workers, &sc, err, sizeof(err));
+        log_info("object store: %s bucket %s%s%s, credentials from %s", cfg->remote_endpoint,
+                 cfg->remote_bucket, cfg->remote_prefix ? " prefix " : "",
+                 cfg->remote_prefix ? cfg->remote_prefix : "", creds->origin);
+        credentials_free(creds);
+        if (r < 0) {
+                log_error("object store: %s", err);
+                return r;
+        }
+        const struct flush_options fo = {
+                .bucket = cfg->remote_bucket,
+                .prefix = cfg->remote_prefix ? cfg->remote_prefix : "",
+                .node_index = cfg->cluster_node_index,
+                .node_count = cfg->cluster_node_count,
+                .part_size = cfg->remote_part_size,
+                .concurrency = cfg->remote_concurrency,
+                .keep = cfg->remote_keep,
+        };
+        r = flush_new(&d->flusher, d->loop, d->s3, d->catalog, d->store, &fo,
+                      daemon_remote_changed, d);
+        if (r < 0)
+                return r;
+        const struct fetch_options feo = {
+                .prefix = fo.prefix,
+                .concurrency = cfg->remote_concurrency,
+                .pool_wait_ms = cfg->pool_wait_ms,
+        };
+        r = fetch_new(&d->fetcher, d->loop, d->s3, d->catalog, d->store, d->pool, d->workers,
+                      &feo);
+        if (r < 0)
+                return r;
+        snprintf(d->remote_target, sizeof(d->remote_target), "%s %s/%s", cfg->remote_endpoint,
+                 cfg->remote_bucket, fo.prefix);
+        return 0;
 }
 
 /* ---- systemd ------------------------------------------------------------------------- */
@@ -215,6 +327,10 @@ static void daemon_reload(struct daemon *d) {
                 log_set_level(d->cfg->log_level);
                 d->server->opts.keep = d->cfg->keep;
                 d->server->opts.pool_wait_ms = d->cfg->pool_wait_ms;
+                if (d->flusher) {
+                        flush_set_keep(d->flusher, d->cfg->remote_keep);
+                        flush_retry_failed(d->flusher);
+                }
                 log_info("reload: done");
                 daemon_retention_all(d);
         }
@@ -295,7 +411,16 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
         if (r < 0)
                 goto fail;
 
+        if (config_remote_enabled(cfg)) {
+                r = daemon_remote_open(d);
+                if (r < 0)
+                        goto fail;
+        }
+
         struct server_options sopts = {
+                .node_index = cfg->cluster_node_index,
+                .node_count = cfg->cluster_node_count,
+                .remote_target = d->flusher ? d->remote_target : NULL,
                 .pool_wait_ms = cfg->pool_wait_ms,
                 .keep = cfg->keep,
                 .socket_mode = cfg->socket_mode,
@@ -306,6 +431,8 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
         if (r < 0)
                 goto fail;
         d->server->on_drained = daemon_drained;
+        d->server->flusher = d->flusher;
+        d->server->fetcher = d->fetcher;
 
         r = daemon_reconcile(d);
         if (r < 0) {
@@ -313,6 +440,8 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
                 goto fail;
         }
         daemon_retention_all(d);
+        if (d->flusher)
+                flush_resume(d->flusher);
         catalog_flush(d->catalog);
 
         d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -376,6 +505,11 @@ struct daemon *daemon_free(struct daemon *d) {
         /* workers first: their done() callbacks may still reference saves
          * the server owns */
         d->workers = worker_pool_free(d->workers);
+        /* the object-store tier before what its callbacks touch (catalog,
+         * store, pool): freeing the client cancels its requests */
+        d->fetcher = fetch_free(d->fetcher);
+        d->flusher = flush_free(d->flusher);
+        d->s3 = s3_client_free(d->s3);
         d->server = server_free(d->server);
         d->catalog = catalog_free(d->catalog);
         d->store = store_free(d->store);

@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #define CKPT_PROTO_MAGIC 0x54504b43u /* "CKPT" on the wire */
-#define CKPT_PROTO_VERSION 1
+#define CKPT_PROTO_VERSION 2
 #define CKPT_HDR_SIZE 16
 /* Fits the default net.core.wmem_max so no process needs SO_SNDBUFFORCE. */
 #define CKPT_MSG_MAX 65536
@@ -69,6 +69,7 @@ enum ckpt_msg_type {
         CKPT_MSG_STATUS = 15,
         CKPT_MSG_JOB_LIST = 16,
         CKPT_MSG_CKPT_LIST = 17,
+        CKPT_MSG_FETCH = 18,
         CKPT_MSG_REQUEST_MAX_,
 
         /* A reply has the request's type with this bit set ... */
@@ -83,6 +84,8 @@ enum ckpt_tier {
         CKPT_TIER_STAGED = 1,    /* in daemon-owned shared memory */
         CKPT_TIER_LOCAL = 2,     /* fsynced on this node's disk, manifest renamed in */
         CKPT_TIER_COMMITTED = 3, /* local, and the job committed the step */
+        CKPT_TIER_REMOTE = 4,    /* the step's global COMMIT object is in the
+                                  * object store (every node flushed) */
         CKPT_TIER_MAX_,
 };
 
@@ -93,6 +96,16 @@ enum ckpt_state {
         CKPT_STATE_COMMITTED = 3,
         CKPT_STATE_FAILED = 4,    /* a rank's save failed or was aborted */
         CKPT_STATE_MAX_,
+};
+
+/* Where a committed step stands in the object store (CKPT_LIST). */
+enum ckpt_remote_state {
+        CKPT_REMOTE_NONE = 0,      /* not flushed (or no store configured) */
+        CKPT_REMOTE_FLUSHING = 1,  /* shard objects being uploaded */
+        CKPT_REMOTE_MANIFEST = 2,  /* this node's manifest is up; waiting for COMMIT */
+        CKPT_REMOTE_DONE = 3,      /* the global COMMIT object exists */
+        CKPT_REMOTE_FAILED = 4,    /* stopped on a permanent error (see status) */
+        CKPT_REMOTE_MAX_,
 };
 
 struct ckpt_hdr {
@@ -188,6 +201,26 @@ struct ckpt_req_list {
         uint32_t start;
 };
 
+/* FETCH: copy a committed step from the object store into the local tier
+ * (`ckptctl restore`).  step CKPT_STEP_LATEST: the newest step with a
+ * COMMIT object.  which: the ranks of node `index` of the writing cluster,
+ * rank `index`, or every rank. */
+#define CKPT_STEP_LATEST UINT64_MAX
+enum ckpt_fetch_which {
+        CKPT_FETCH_NODE = 1,
+        CKPT_FETCH_RANK = 2,
+        CKPT_FETCH_ALL = 3,
+        CKPT_FETCH_MAX_,
+};
+
+struct ckpt_req_fetch {
+        struct ckpt_name job;
+        uint64_t step;
+        uint8_t which;   /* enum ckpt_fetch_which */
+        uint32_t index;  /* node or rank; 0 for ALL */
+        uint32_t timeout_ms;
+};
+
 struct ckpt_request {
         struct ckpt_hdr hdr;
         union {
@@ -203,6 +236,7 @@ struct ckpt_request {
                 struct ckpt_req_read read; /* READ, MAP */
                 struct ckpt_req_read_done read_done;
                 struct ckpt_req_list list; /* JOB_LIST, CKPT_LIST */
+                struct ckpt_req_fetch fetch;
                 /* STATUS has an empty body. */
         };
 };
@@ -276,6 +310,18 @@ struct ckpt_rep_status {
         uint32_t jobs;
         char state_dir[CKPT_ERRMSG_MAX + 1];
         char last_error[CKPT_ERRMSG_MAX + 1];
+        /* the object-store tier; remote_enabled 0: none configured, the
+         * other remote fields are zero */
+        uint8_t remote_enabled;
+        uint32_t node_index, node_count;
+        char remote_target[CKPT_ERRMSG_MAX + 1]; /* "endpoint/bucket/prefix" */
+        uint32_t remote_steps_pending;  /* committed here, COMMIT not yet seen */
+        uint32_t remote_steps_failed;   /* stopped on a permanent error */
+        uint32_t remote_uploads_active; /* shard objects being uploaded */
+        uint32_t remote_requests_active;
+        uint64_t remote_bytes_uploaded, remote_bytes_downloaded;
+        uint64_t remote_requests, remote_retries, remote_failures;
+        char remote_error[CKPT_ERRMSG_MAX + 1]; /* the last permanent error, "" if none */
 };
 
 struct ckpt_job_entry {
@@ -300,11 +346,21 @@ struct ckpt_ckpt_entry {
         uint64_t bytes;
         uint32_t shards;
         int64_t committed_at; /* unix seconds, 0 if not committed */
+        uint8_t remote_state; /* enum ckpt_remote_state */
 };
 
 struct ckpt_rep_ckpt_list {
         uint32_t total, count; /* count <= CKPT_LIST_PAGE */
         struct ckpt_ckpt_entry entries[CKPT_LIST_PAGE];
+};
+
+/* FETCH: what landed in the local tier. */
+struct ckpt_rep_fetch {
+        uint64_t step;
+        uint32_t world_size;
+        uint32_t ranks;   /* ranks fetched */
+        uint32_t shards;
+        uint64_t bytes;
 };
 
 struct ckpt_reply {
@@ -321,6 +377,7 @@ struct ckpt_reply {
                 struct ckpt_rep_status status;
                 struct ckpt_rep_job_list job_list;
                 struct ckpt_rep_ckpt_list ckpt_list;
+                struct ckpt_rep_fetch fetch;
                 /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE:
                  * empty body */
         };
@@ -371,5 +428,6 @@ int ckpt_name_set(struct ckpt_name *n, const char *str);
 const char *ckpt_msg_type_name(uint16_t type);
 const char *ckpt_tier_name(uint8_t tier);
 const char *ckpt_state_name(uint8_t state);
-/* Parse "staged", "local", "committed"; returns the tier or -EINVAL. */
+const char *ckpt_remote_state_name(uint8_t state); /* "none", "flushing", ... */
+/* Parse "staged", "local", "committed", "remote"; returns the tier or -EINVAL. */
 int ckpt_tier_parse(const char *str);

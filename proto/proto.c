@@ -313,6 +313,15 @@ static int check_request(const struct ckpt_request *m) {
         case CKPT_MSG_CKPT_LIST:
                 check_name(&c, &m->list.job);
                 break;
+        case CKPT_MSG_FETCH:
+                check_name(&c, &m->fetch.job);
+                if (m->fetch.step != CKPT_STEP_LATEST)
+                        check_step(&c, m->fetch.step);
+                bad(&c, m->fetch.which < CKPT_FETCH_NODE || m->fetch.which >= CKPT_FETCH_MAX_);
+                if (m->fetch.which == CKPT_FETCH_RANK)
+                        check_rank(&c, m->fetch.index);
+                inval(&c, m->fetch.which == CKPT_FETCH_ALL && m->fetch.index != 0);
+                break;
         default:
                 bad(&c, true);
         }
@@ -386,6 +395,13 @@ static void put_request_body(struct wbuf *w, const struct ckpt_request *m) {
                 w_name(w, &m->list.job);
                 w_u32(w, m->list.start);
                 break;
+        case CKPT_MSG_FETCH:
+                w_name(w, &m->fetch.job);
+                w_u64(w, m->fetch.step);
+                w_u8(w, m->fetch.which);
+                w_u32(w, m->fetch.index);
+                w_u32(w, m->fetch.timeout_ms);
+                break;
         default: /* STATUS: empty */
                 break;
         }
@@ -458,6 +474,13 @@ static void get_request_body(struct rbuf *r, struct ckpt_request *m) {
                 r_name(r, &m->list.job);
                 m->list.start = r_u32(r);
                 break;
+        case CKPT_MSG_FETCH:
+                r_name(r, &m->fetch.job);
+                m->fetch.step = r_u64(r);
+                m->fetch.which = r_u8(r);
+                m->fetch.index = r_u32(r);
+                m->fetch.timeout_ms = r_u32(r);
+                break;
         default: /* STATUS: empty */
                 break;
         }
@@ -512,6 +535,16 @@ static int check_reply(const struct ckpt_reply *m) {
                 check_cstr(&c, m->status.daemon_version, CKPT_VERSION_STR_MAX);
                 check_cstr(&c, m->status.state_dir, CKPT_ERRMSG_MAX);
                 check_cstr(&c, m->status.last_error, CKPT_ERRMSG_MAX);
+                check_bool(&c, m->status.remote_enabled);
+                check_cstr(&c, m->status.remote_target, CKPT_ERRMSG_MAX);
+                check_cstr(&c, m->status.remote_error, CKPT_ERRMSG_MAX);
+                /* node_count 0: not known (a daemon that predates clusters) */
+                inval(&c, m->status.node_count && m->status.node_index >= m->status.node_count);
+                break;
+        case CKPT_MSG_FETCH:
+                check_step(&c, m->fetch.step);
+                check_world(&c, m->fetch.world_size);
+                inval(&c, m->fetch.ranks > m->fetch.world_size);
                 break;
         case CKPT_MSG_JOB_LIST: {
                 const struct ckpt_rep_job_list *l = &m->job_list;
@@ -532,6 +565,7 @@ static int check_reply(const struct ckpt_reply *m) {
                         check_world(&c, e->world_size);
                         inval(&c, e->ranks_local > e->world_size);
                         inval(&c, e->committed_at < 0);
+                        bad(&c, e->remote_state >= CKPT_REMOTE_MAX_);
                 }
                 break;
         }
@@ -610,8 +644,29 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                 w_u32(w, s->jobs);
                 w_cstr(w, s->state_dir, CKPT_ERRMSG_MAX);
                 w_cstr(w, s->last_error, CKPT_ERRMSG_MAX);
+                w_u8(w, s->remote_enabled);
+                w_u32(w, s->node_index);
+                w_u32(w, s->node_count);
+                w_cstr(w, s->remote_target, CKPT_ERRMSG_MAX);
+                w_u32(w, s->remote_steps_pending);
+                w_u32(w, s->remote_steps_failed);
+                w_u32(w, s->remote_uploads_active);
+                w_u32(w, s->remote_requests_active);
+                w_u64(w, s->remote_bytes_uploaded);
+                w_u64(w, s->remote_bytes_downloaded);
+                w_u64(w, s->remote_requests);
+                w_u64(w, s->remote_retries);
+                w_u64(w, s->remote_failures);
+                w_cstr(w, s->remote_error, CKPT_ERRMSG_MAX);
                 break;
         }
+        case CKPT_MSG_FETCH:
+                w_u64(w, m->fetch.step);
+                w_u32(w, m->fetch.world_size);
+                w_u32(w, m->fetch.ranks);
+                w_u32(w, m->fetch.shards);
+                w_u64(w, m->fetch.bytes);
+                break;
         case CKPT_MSG_JOB_LIST:
                 w_u32(w, m->job_list.total);
                 w_u32(w, m->job_list.count);
@@ -638,6 +693,7 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                         w_u64(w, e->bytes);
                         w_u32(w, e->shards);
                         w_i64(w, e->committed_at);
+                        w_u8(w, e->remote_state);
                 }
                 break;
         default: /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE */
@@ -717,8 +773,29 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                 s->jobs = r_u32(r);
                 r_cstr(r, s->state_dir, CKPT_ERRMSG_MAX);
                 r_cstr(r, s->last_error, CKPT_ERRMSG_MAX);
+                s->remote_enabled = r_u8(r);
+                s->node_index = r_u32(r);
+                s->node_count = r_u32(r);
+                r_cstr(r, s->remote_target, CKPT_ERRMSG_MAX);
+                s->remote_steps_pending = r_u32(r);
+                s->remote_steps_failed = r_u32(r);
+                s->remote_uploads_active = r_u32(r);
+                s->remote_requests_active = r_u32(r);
+                s->remote_bytes_uploaded = r_u64(r);
+                s->remote_bytes_downloaded = r_u64(r);
+                s->remote_requests = r_u64(r);
+                s->remote_retries = r_u64(r);
+                s->remote_failures = r_u64(r);
+                r_cstr(r, s->remote_error, CKPT_ERRMSG_MAX);
                 break;
         }
+        case CKPT_MSG_FETCH:
+                m->fetch.step = r_u64(r);
+                m->fetch.world_size = r_u32(r);
+                m->fetch.ranks = r_u32(r);
+                m->fetch.shards = r_u32(r);
+                m->fetch.bytes = r_u64(r);
+                break;
         case CKPT_MSG_JOB_LIST: {
                 struct ckpt_rep_job_list *l = &m->job_list;
                 l->total = r_u32(r);
@@ -752,6 +829,7 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                         e->bytes = r_u64(r);
                         e->shards = r_u32(r);
                         e->committed_at = r_i64(r);
+                        e->remote_state = r_u8(r);
                 }
                 break;
         }
@@ -927,6 +1005,7 @@ static const char *const request_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_STATUS] = "STATUS",
         [CKPT_MSG_JOB_LIST] = "JOB_LIST",
         [CKPT_MSG_CKPT_LIST] = "CKPT_LIST",
+        [CKPT_MSG_FETCH] = "FETCH",
 };
 
 static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
@@ -947,6 +1026,7 @@ static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_STATUS] = "STATUS_REPLY",
         [CKPT_MSG_JOB_LIST] = "JOB_LIST_REPLY",
         [CKPT_MSG_CKPT_LIST] = "CKPT_LIST_REPLY",
+        [CKPT_MSG_FETCH] = "FETCH_REPLY",
 };
 
 /* Never NULL, so it can go straight into a log format. */
@@ -965,6 +1045,7 @@ static const char *const tier_names[CKPT_TIER_MAX_] = {
         [CKPT_TIER_STAGED] = "staged",
         [CKPT_TIER_LOCAL] = "local",
         [CKPT_TIER_COMMITTED] = "committed",
+        [CKPT_TIER_REMOTE] = "remote",
 };
 
 const char *ckpt_tier_name(uint8_t tier) {
@@ -980,6 +1061,18 @@ static const char *const state_names[CKPT_STATE_MAX_] = {
 
 const char *ckpt_state_name(uint8_t state) {
         return state >= CKPT_STATE_SAVING && state < CKPT_STATE_MAX_ ? state_names[state] : "unknown";
+}
+
+static const char *const remote_state_names[CKPT_REMOTE_MAX_] = {
+        [CKPT_REMOTE_NONE] = "none",
+        [CKPT_REMOTE_FLUSHING] = "flushing",
+        [CKPT_REMOTE_MANIFEST] = "manifest",
+        [CKPT_REMOTE_DONE] = "remote",
+        [CKPT_REMOTE_FAILED] = "failed",
+};
+
+const char *ckpt_remote_state_name(uint8_t state) {
+        return state < CKPT_REMOTE_MAX_ ? remote_state_names[state] : "unknown";
 }
 
 int ckpt_tier_parse(const char *str) {

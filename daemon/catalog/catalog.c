@@ -160,6 +160,7 @@ enum stmt_id {
         STMT_RANK_DELETE,
         STMT_RANK_INSERT,
         STMT_RANK_EXISTS,
+        STMT_RANKS_OF_STEP,
         STMT_SHARD_INSERT,
         STMT_SHARD_GET,
         STMT_SHARD_COUNT,
@@ -187,7 +188,7 @@ enum stmt_id {
  * committed_at, ranks_local, bytes, shards. */
 #define CKPT_ENTRY_SELECT                                                          \
         "SELECT c.step, c.world_size, c.state, c.committed_at, COUNT(r.rank),"    \
-        " COALESCE(SUM(r.bytes), 0), COALESCE(SUM(r.shards), 0)"                  \
+        " COALESCE(SUM(r.bytes), 0), COALESCE(SUM(r.shards), 0), c.remote_state"  \
         " FROM checkpoints c LEFT JOIN ranks r ON r.job = c.job AND r.step = c.step"
 
 static const char *const stmt_sql[STMT_MAX_] = {
@@ -233,6 +234,7 @@ static const char *const stmt_sql[STMT_MAX_] = {
         [STMT_RANK_INSERT] = "INSERT INTO ranks (job, step, rank, bytes, shards)"
                              " VALUES (?1, ?2, ?3, ?4, ?5)",
         [STMT_RANK_EXISTS] = "SELECT 1 FROM ranks WHERE job = ?1 AND step = ?2 AND rank = ?3",
+        [STMT_RANKS_OF_STEP] = "SELECT rank FROM ranks WHERE job = ?1 AND step = ?2 ORDER BY rank",
         [STMT_SHARD_INSERT] = "INSERT INTO shards (job, step, rank, name, size, crc32c)"
                               " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         [STMT_SHARD_GET] = "SELECT size, crc32c FROM shards"
@@ -464,6 +466,7 @@ static void ckpt_entry_fill(struct ckpt_ckpt_entry *e, sqlite3_stmt *s) {
                 .ranks_local = col_u32(s, 4),
                 .bytes = col_u64(s, 5),
                 .shards = col_u32(s, 6),
+                .remote_state = (uint8_t)sqlite3_column_int(s, 7),
         };
 }
 
@@ -1049,6 +1052,66 @@ int catalog_rank_exists(struct catalog *c, const char *job, uint64_t step, uint3
         if (rc == SQLITE_DONE)
                 return 0;
         return sql_error(c->db, "look up job %s step %" PRIu64 " rank %" PRIu32, job, step, rank);
+}
+
+int catalog_ranks(struct catalog *c, const char *job, uint64_t step, uint32_t *out, size_t cap,
+                  size_t *count) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_RANKS_OF_STEP];
+        int rc;
+
+        *count = 0;
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return 0;
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step))
+                return sql_error(c->db, "list ranks of job %s step %" PRIu64, job, step);
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+                if (*count < cap)
+                        out[*count] = col_u32(s, 0);
+                (*count)++;
+        }
+        if (rc != SQLITE_DONE)
+                return sql_error(c->db, "list ranks of job %s step %" PRIu64, job, step);
+        return *count > cap ? -ENOBUFS : 0;
+}
+
+int catalog_rank_delete(struct catalog *c, const char *job, uint64_t step, uint32_t rank) {
+        int r = tx_ensure(c);
+        if (r < 0)
+                return r;
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_RANK_DELETE];
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) || bind_i64(s, 3, rank) ||
+            sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "delete job %s step %" PRIu64 " rank %" PRIu32, job, step,
+                                 rank);
+        return 0;
+}
+
+int catalog_rank_matches(struct catalog *c, const struct manifest *m) {
+        int r = catalog_rank_exists(c, m->job, m->step, m->rank);
+        if (r <= 0)
+                return r;
+        struct ckpt_rep_shard_list *page = calloc(1, sizeof(*page));
+        if (!page)
+                return -ENOMEM;
+        r = catalog_shard_list(c, m->job, m->step, m->rank, 0, page);
+        if (r == 0 && page->total != m->nshards)
+                r = 0;
+        else if (r == 0) {
+                r = 1;
+                for (uint32_t i = 0; i < m->nshards && r == 1; i++) {
+                        uint64_t size;
+                        uint32_t crc;
+                        const struct manifest_shard *sh = &m->shards[i];
+                        int q = catalog_shard_get(c, m->job, m->step, m->rank, sh->name, &size,
+                                                  &crc);
+                        if (q == -ENOENT || (q == 0 && (size != sh->size || crc != sh->crc32c)))
+                                r = 0;
+                        else if (q < 0)
+                                r = q;
+                }
+        }
+        free(page);
+        return r;
 }
 
 int catalog_shard_get(struct catalog *c, const char *job, uint64_t step, uint32_t rank,

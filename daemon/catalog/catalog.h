@@ -61,6 +61,17 @@ int catalog_latest_committed(struct catalog *c, const char *job, uint64_t *step,
 int catalog_rank_add(struct catalog *c, const struct manifest *m);
 int catalog_rank_exists(struct catalog *c, const char *job, uint64_t step, uint32_t rank);
 
+/* The ranks of (job, step) indexed here, ascending, into out[0..cap);
+ * *count is how many there are (-ENOBUFS if more than cap). */
+int catalog_ranks(struct catalog *c, const char *job, uint64_t step, uint32_t *out, size_t cap,
+                  size_t *count);
+/* Drop one rank's rows (and its shards' remote records). */
+int catalog_rank_delete(struct catalog *c, const char *job, uint64_t step, uint32_t rank);
+/* 1 when the rank is indexed with exactly m's shards (names, sizes,
+ * CRCs), so reconcile can keep its rows — and the remote-tier state hanging
+ * off them — instead of rebuilding them; else 0. */
+int catalog_rank_matches(struct catalog *c, const struct manifest *m);
+
 /* Shard lookup for restore: size and crc32c.  -ENOENT. */
 int catalog_shard_get(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
                       const char *shard, uint64_t *size, uint32_t *crc32c);

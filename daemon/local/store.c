@@ -710,6 +710,37 @@ int store_shard_open(struct store *s, const char *job, uint64_t step, uint32_t r
         return 0;
 }
 
+static int rank_dir_open(struct store *s, const char *job, uint64_t step, uint32_t rank) {
+        char path[CKPT_NAME_MAX + 64], step_name[32];
+
+        step_dir_name(step_name, step);
+        snprintf(path, sizeof(path), "%s/%s/rank-%u", job, step_name, rank);
+        int fd = openat(s->jobs_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
+int store_rank_manifest(struct store *s, const char *job, uint64_t step, uint32_t rank,
+                        struct manifest **out) {
+        _cleanup_close_ int rank_fd = rank_dir_open(s, job, step, rank);
+        if (rank_fd < 0)
+                return rank_fd;
+        return store_manifest_load(rank_fd, job, step, rank, out);
+}
+
+int store_shard_open_buffered(struct store *s, const char *job, uint64_t step, uint32_t rank,
+                              const char *shard, int *fd_out) {
+        if (ckpt_name_validate(shard, strlen(shard)) < 0)
+                return -EINVAL;
+        _cleanup_close_ int rank_fd = rank_dir_open(s, job, step, rank);
+        if (rank_fd < 0)
+                return rank_fd;
+        int fd = openat(rank_fd, shard, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        *fd_out = fd;
+        return 0;
+}
+
 int store_shard_following(struct store *s, const char *job, uint64_t step, uint32_t rank,
                           const char *shard, char *out) {
         /* only from the cache: the reader just opened this rank */

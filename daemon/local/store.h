@@ -115,6 +115,14 @@ bool store_step_committed(struct store *s, const char *job, uint64_t step);
 int store_shard_open(struct store *s, const char *job, uint64_t step, uint32_t rank,
                      const char *shard, bool direct, int *fd_out,
                      const struct manifest **m_out, const struct manifest_shard **sh_out);
+/* A rank's manifest, read and parsed from disk (the caller owns *out;
+ * the read cache is left alone).  -ENOENT, -EBADMSG. */
+int store_rank_manifest(struct store *s, const char *job, uint64_t step, uint32_t rank,
+                        struct manifest **out);
+/* Open a shard file for buffered reads (the flush streams it to the object
+ * store; the page cache's read-ahead suits that better than O_DIRECT). */
+int store_shard_open_buffered(struct store *s, const char *job, uint64_t step, uint32_t rank,
+                              const char *shard, int *fd_out);
 /* The name of the shard that follows `shard` in name order in the rank's
  * manifest (into out, CKPT_NAME_MAX + 1 bytes), or -ENOENT. */
 int store_shard_following(struct store *s, const char *job, uint64_t step, uint32_t rank,

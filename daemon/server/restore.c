@@ -45,6 +45,128 @@ struct read_op {
         int64_t bad_block;         /* -1 if all good */
 };
 
+/* ---- from the object store -------------------------------------------------------------- */
+
+struct conn_fetch {
+        struct fetch_request fr;
+        struct conn *c;
+        uint16_t type;
+        union {
+                struct ckpt_req_job_step job_step;
+                struct ckpt_req_shard_list shard_list;
+                struct ckpt_req_read read;
+                struct ckpt_req_fetch fetch;
+        } req;
+};
+
+static void fetch_request_done(struct fetch_request *fr, int error, const char *msg) {
+        struct conn_fetch *cf = container_of(fr, struct conn_fetch, fr);
+        struct conn *c = cf->c;
+
+        c->fetch = NULL;
+        if (cf->type == CKPT_MSG_FETCH) {
+                if (error < 0) {
+                        conn_error(c, error, "%s", msg ? msg : strerror(-error));
+                } else {
+                        struct ckpt_reply rep = { 0 };
+                        rep.fetch.step = fr->out_step;
+                        rep.fetch.world_size = fr->world_size;
+                        rep.fetch.ranks = fr->ranks;
+                        rep.fetch.shards = fr->shards;
+                        rep.fetch.bytes = fr->bytes;
+                        conn_reply(c, &rep, -1);
+                }
+                free(cf);
+                return;
+        }
+        if (error < 0 && error != -ENOENT) {
+                conn_error(c, error, "restoring from the object store failed: %s",
+                           msg ? msg : strerror(-error));
+                free(cf);
+                return;
+        }
+        if (cf->type == CKPT_MSG_LATEST && error == 0) {
+                /* The store's newest committed step (its ranks may have come
+                 * along, or come later rank by rank). */
+                struct ckpt_reply rep = { 0 };
+                rep.latest.step = fr->out_step;
+                rep.latest.world_size = fr->world_size;
+                conn_reply(c, &rep, -1);
+                free(cf);
+                return;
+        }
+        /* Serve the request again; if the fetch found nothing it answers
+         * with its usual "not here" error. */
+        c->fetch_retry = true;
+        switch (cf->type) {
+        case CKPT_MSG_LATEST:
+                restore_handle_latest(c, &cf->req.job_step);
+                break;
+        case CKPT_MSG_SHARD_LIST:
+                restore_handle_shard_list(c, &cf->req.shard_list);
+                break;
+        case CKPT_MSG_READ:
+                restore_handle_read(c, &cf->req.read);
+                break;
+        case CKPT_MSG_MAP:
+                restore_handle_map(c, &cf->req.read);
+                break;
+        }
+        c->fetch_retry = false;
+        free(cf);
+}
+
+/* The local tier lacks what req wants: when an object store is
+ * configured, pull (job, step) — the ranks `which`/`index` select — and
+ * answer req afterwards.  true: the fetch runs and the reply comes later. */
+static bool restore_from_store(struct conn *c, uint16_t type, const void *req, size_t len,
+                               const char *job, uint64_t step, uint8_t which, uint32_t index) {
+        struct server *srv = c->srv;
+
+        if (!srv->fetcher || c->fetch_retry || c->fetch)
+                return false;
+        struct conn_fetch *cf = calloc(1, sizeof(*cf));
+        if (!cf)
+                return false;
+        cf->c = c;
+        cf->type = type;
+        memcpy(&cf->req, req, MIN(len, sizeof(cf->req)));
+        snprintf(cf->fr.job, sizeof(cf->fr.job), "%s", job);
+        cf->fr.step = step;
+        cf->fr.which = which;
+        cf->fr.index = index;
+        cf->fr.uid = c->uid;
+        cf->fr.lenient = type == CKPT_MSG_LATEST;
+        cf->fr.done = fetch_request_done;
+        int r = fetch_start(srv->fetcher, &cf->fr);
+        if (r < 0) {
+                free(cf);
+                return false;
+        }
+        c->fetch = cf;
+        log_info("job %s: step %s not on local disk; restoring from the object store", job,
+                 step == CKPT_STEP_LATEST ? "latest" : "requested");
+        return true;
+}
+
+void restore_handle_fetch(struct conn *c, const struct ckpt_req_fetch *req) {
+        struct server *srv = c->srv;
+
+        if (!srv->fetcher) {
+                conn_error(c, -EOPNOTSUPP, "no object store is configured ([remote] endpoint)");
+                return;
+        }
+        int r = conn_check_job(c, req->job.str, true);
+        if (r == -EACCES) {
+                conn_error(c, r, "job '%s' belongs to another user", req->job.str);
+                return;
+        }
+        if (!restore_from_store(c, CKPT_MSG_FETCH, req, sizeof(*req), req->job.str, req->step,
+                                req->which, req->index))
+                conn_error(c, -EBUSY, "cannot start the restore (that step is being fetched "
+                           "already, or out of memory)");
+}
+
 static int check_read_access(struct conn *c, const char *job) {
         int r = conn_check_job(c, job, false);
         if (r == -EACCES)
@@ -56,11 +178,21 @@ static int check_read_access(struct conn *c, const char *job) {
 
 void restore_handle_latest(struct conn *c, const struct ckpt_req_job_step *req) {
         struct ckpt_reply rep = { 0 };
+        struct server *srv = c->srv;
 
+        int r = conn_check_job(c, req->job.str, false);
+        if (r == -ENOENT &&
+            restore_from_store(c, CKPT_MSG_LATEST, req, sizeof(*req), req->job.str,
+                               CKPT_STEP_LATEST, CKPT_FETCH_NODE, srv->opts.node_index))
+                return;
         if (check_read_access(c, req->job.str) < 0)
                 return;
-        int r = catalog_latest_committed(c->srv->catalog, req->job.str, &rep.latest.step,
-                                         &rep.latest.world_size);
+        r = catalog_latest_committed(c->srv->catalog, req->job.str, &rep.latest.step,
+                                     &rep.latest.world_size);
+        if (r == -ENOENT &&
+            restore_from_store(c, CKPT_MSG_LATEST, req, sizeof(*req), req->job.str,
+                               CKPT_STEP_LATEST, CKPT_FETCH_NODE, srv->opts.node_index))
+                return;
         if (r == -ENOENT)
                 conn_error(c, r, "job '%s' has no committed checkpoint", req->job.str);
         else if (r < 0)
@@ -69,7 +201,19 @@ void restore_handle_latest(struct conn *c, const struct ckpt_req_job_step *req) 
                 conn_reply(c, &rep, -1);
 }
 
+/* Is the rank missing here, so that the store should be asked? */
+static bool rank_missing(struct conn *c, const char *job, uint64_t step, uint32_t rank) {
+        int r = conn_check_job(c, job, false);
+        if (r == -EACCES)
+                return false;
+        return r == -ENOENT || catalog_rank_exists(c->srv->catalog, job, step, rank) == 0;
+}
+
 void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list *req) {
+        if (rank_missing(c, req->job.str, req->step, req->rank) &&
+            restore_from_store(c, CKPT_MSG_SHARD_LIST, req, sizeof(*req), req->job.str, req->step,
+                               CKPT_FETCH_RANK, req->rank))
+                return;
         if (check_read_access(c, req->job.str) < 0)
                 return;
         struct ckpt_reply *rep = calloc(1, sizeof(*rep));
@@ -365,6 +509,10 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                 conn_error(c, -ESHUTDOWN, "ckptd is shutting down; retry when it is back");
                 return;
         }
+        if (rank_missing(c, req->job.str, req->step, req->rank) &&
+            restore_from_store(c, CKPT_MSG_READ, req, sizeof(*req), req->job.str, req->step,
+                               CKPT_FETCH_RANK, req->rank))
+                return;
         if (check_read_access(c, req->job.str) < 0)
                 return;
         bool lease_free = false;
@@ -462,6 +610,10 @@ void restore_handle_map(struct conn *c, const struct ckpt_req_read *req) {
         const struct manifest_shard *sh;
         int fd;
 
+        if (rank_missing(c, req->job.str, req->step, req->rank) &&
+            restore_from_store(c, CKPT_MSG_MAP, req, sizeof(*req), req->job.str, req->step,
+                               CKPT_FETCH_RANK, req->rank))
+                return;
         if (check_read_access(c, req->job.str) < 0)
                 return;
         int r = catalog_rank_exists(c->srv->catalog, req->job.str, req->step, req->rank);
@@ -484,6 +636,11 @@ void restore_handle_map(struct conn *c, const struct ckpt_req_read *req) {
 }
 
 void restore_conn_closed(struct conn *c) {
+        if (c->fetch) {
+                fetch_cancel(c->srv->fetcher, &c->fetch->fr);
+                free(c->fetch);
+                c->fetch = NULL;
+        }
         if (c->busy && c->busy_type == CKPT_MSG_READ && c->pending) {
                 struct read_op *op = c->pending;
                 /* Waiting for a slot: the waiter was cancelled, free now.

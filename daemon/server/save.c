@@ -837,8 +837,25 @@ static int step_reached(struct server *srv, const char *job, uint64_t step, uint
         int r = catalog_ckpt_get(srv->catalog, job, step, &e);
 
         *why = NULL;
-        if (r == 0 && e.state == CKPT_STATE_COMMITTED)
-                return 1;
+        if (tier == CKPT_TIER_REMOTE && !srv->flusher) {
+                *why = "no object store is configured ([remote] endpoint)";
+                return -EOPNOTSUPP;
+        }
+        if (r == 0 && e.state == CKPT_STATE_COMMITTED) {
+                if (tier != CKPT_TIER_REMOTE)
+                        return 1;
+                uint8_t rs = 0;
+                if (catalog_ckpt_remote_get(srv->catalog, job, step, &rs, srv->remote_why,
+                                            sizeof(srv->remote_why)) < 0)
+                        return -EIO;
+                if (rs == CATALOG_REMOTE_DONE)
+                        return 1;
+                if (rs == CATALOG_REMOTE_FAILED) {
+                        *why = srv->remote_why;
+                        return -EIO;
+                }
+                return 0;
+        }
         struct step_state *st = step_find(srv, job, step);
         if (st && !list_empty(&st->saves)) {
                 uint8_t lowest = CKPT_TIER_LOCAL;
@@ -868,7 +885,7 @@ static int step_reached(struct server *srv, const char *job, uint64_t step, uint
         }
         if (r < 0)
                 return r;
-        if (tier == CKPT_TIER_COMMITTED)
+        if (tier >= CKPT_TIER_COMMITTED)
                 return 0;
         return e.ranks_local > 0 ? 1 : 0;
 }
@@ -924,6 +941,14 @@ static void step_notify(struct server *srv, struct step_state *st) {
                         conn_reply(c, &rep, -1);
                 }
         }
+}
+
+void save_step_changed(struct server *srv, const char *job, uint64_t step) {
+        struct step_state *st = step_find(srv, job, step);
+        if (st)
+                step_notify(srv, st);
+        /* a flushed step may let retention remove older local ones */
+        save_retention_run(srv, job);
 }
 
 void save_handle_wait(struct conn *c, const struct ckpt_req_wait *req) {
@@ -1004,8 +1029,15 @@ static void step_committed(void *userdata, int error) {
         }
         char job[CKPT_NAME_MAX + 1];
         snprintf(job, sizeof(job), "%s", st->job);
+        uint64_t step = st->step;
         /* The catalog now knows; the in-memory step is no longer needed. */
         step_state_free(st);
+        if (srv->flusher) {
+                int q = flush_step(srv->flusher, job, step);
+                if (q < 0)
+                        log_error("job %s step %" PRIu64 ": cannot queue the flush to the "
+                                  "object store: %s", job, step, strerror(-q));
+        }
         save_retention_run(srv, job);
         if (srv->draining && srv->on_drained && server_drained(srv))
                 srv->on_drained(srv);
@@ -1033,6 +1065,30 @@ static void step_try_commit(struct conn *c, struct step_state *st) {
         }
         struct ckpt_ckpt_entry e;
         r = catalog_ckpt_get(srv->catalog, st->job, st->step, &e);
+        if (srv->opts.node_count > 1 && r == 0 && e.ranks_local > 0) {
+                /* One node of several: commit the ranks this node holds;
+                 * the object store's COMMIT checks that the nodes
+                 * together hold every rank. */
+                commit_record_clear(&st->record);
+                st->record.ranks = calloc(e.ranks_local, sizeof(uint32_t));
+                size_t n = 0;
+                if (!st->record.ranks ||
+                    catalog_ranks(srv->catalog, st->job, st->step, st->record.ranks,
+                                  e.ranks_local, &n) < 0) {
+                        wait_leave(c);
+                        conn_error(c, -ENOMEM, "cannot list the ranks of step %" PRIu64,
+                                   st->step);
+                        return;
+                }
+                snprintf(st->record.job, sizeof(st->record.job), "%s", st->job);
+                st->record.step = st->step;
+                st->record.world_size = st->world_size;
+                st->record.committed_at = (int64_t)time(NULL);
+                st->record.nranks = (uint32_t)n;
+                st->committing = true;
+                store_step_commit(srv->store, &st->record, step_committed, st);
+                return;
+        }
         if (r < 0 || e.ranks_local != st->world_size) {
                 wait_leave(c);
                 conn_error(c, -EPROTO,
@@ -1145,8 +1201,22 @@ static int retention_collect(void *userdata, const char *job, uint64_t step, uin
         return 0;
 }
 
-/* May a step's files be removed now?  Not while anything works on it. */
+/* May a step's files be removed now?  Not while anything works on it —
+ * including a flush to the object store that has not finished: the local
+ * files are its only source.  A flush that failed permanently does not
+ * pin the disk (status shows the failure). */
 static bool step_idle(struct server *srv, const char *job, uint64_t step) {
+        if (srv->flusher) {
+                uint8_t rs = 0;
+                if (flush_busy(srv->flusher, job, step))
+                        return false;
+                struct ckpt_ckpt_entry e;
+                if (catalog_ckpt_get(srv->catalog, job, step, &e) == 0 &&
+                    e.state == CKPT_STATE_COMMITTED &&
+                    catalog_ckpt_remote_get(srv->catalog, job, step, &rs, NULL, 0) == 0 &&
+                    rs != CATALOG_REMOTE_DONE && rs != CATALOG_REMOTE_FAILED)
+                        return false;
+        }
         struct step_state *st = step_find(srv, job, step);
         if (!st)
                 return true;

@@ -257,6 +257,14 @@ static void handle_status(struct conn *c) {
         const char *last = log_last_error();
         snprintf(st->last_error, sizeof(st->last_error), "%s", last ? last : "");
         snprintf(st->state_dir, sizeof(st->state_dir), "%s", srv->opts.state_dir ? srv->opts.state_dir : "");
+        st->node_index = srv->opts.node_index;
+        st->node_count = srv->opts.node_count ? srv->opts.node_count : 1;
+        if (srv->flusher) {
+                st->remote_enabled = 1;
+                snprintf(st->remote_target, sizeof(st->remote_target), "%s",
+                         srv->opts.remote_target ? srv->opts.remote_target : "");
+                flush_status(srv->flusher, st);
+        }
         conn_reply(c, &rep, -1);
 }
 
@@ -357,6 +365,9 @@ static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
                 break;
         case CKPT_MSG_CKPT_LIST:
                 handle_ckpt_list(c, &req->list);
+                break;
+        case CKPT_MSG_FETCH:
+                restore_handle_fetch(c, &req->fetch);
                 break;
         default:
                 conn_error(c, -EBADMSG, "unknown request type %u", t);

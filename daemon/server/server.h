@@ -24,6 +24,8 @@
 #include "local/manifest.h"
 #include "local/store.h"
 #include "pool/pool.h"
+#include "remote/fetch.h"
+#include "remote/flush.h"
 #include "util/list.h"
 
 #define SERVER_SAVES_PER_CONN 64
@@ -38,6 +40,8 @@ struct server_options {
         uint32_t socket_mode;
         const char *socket_group; /* NULL: leave as is */
         const char *state_dir;    /* for status */
+        uint32_t node_index, node_count;
+        const char *remote_target; /* "endpoint bucket/prefix", NULL: no store */
 };
 
 struct server {
@@ -47,6 +51,9 @@ struct server {
         struct catalog *catalog;
         struct worker_pool *workers;
         struct server_options opts;
+        struct flusher *flusher;  /* NULL: no object store */
+        struct fetcher *fetcher;
+        char remote_why[CKPT_ERRMSG_MAX + 1];
 
         int listen_fd;
         bool listen_fd_owned; /* false when systemd passed it */
@@ -106,6 +113,8 @@ struct conn {
         struct read_op *prefetch[SERVER_PREFETCH_DEPTH];
         unsigned nprefetch;
         bool no_shard_guess;  /* a guess of the next shard was wrong once */
+        struct conn_fetch *fetch;   /* restoring from the object store for this request */
+        bool fetch_retry;     /* serving a request again after its fetch */
         char errmsg[CKPT_ERRMSG_MAX + 1];
 };
 
@@ -210,6 +219,8 @@ void save_abort_all(struct server *srv, int error);
 /* Someone waits for pool memory: start checking and writing every deferred
  * chunk and give back read-ahead memory, so it frees up. */
 void save_relieve_memory(struct server *srv);
+/* The flusher moved (job, step) in the object store: wake its waiters. */
+void save_step_changed(struct server *srv, const char *job, uint64_t step);
 /* Rebuild step knowledge at start (committed steps come from the catalog). */
 void save_retention_run(struct server *srv, const char *job);
 void step_state_free_all(struct server *srv);
@@ -220,6 +231,7 @@ void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list 
 void restore_handle_read(struct conn *c, const struct ckpt_req_read *req);
 void restore_handle_read_done(struct conn *c, const struct ckpt_req_read_done *req);
 void restore_handle_map(struct conn *c, const struct ckpt_req_read *req);
+void restore_handle_fetch(struct conn *c, const struct ckpt_req_fetch *req);
 void restore_conn_closed(struct conn *c);
 /* Give back memory read ahead for restores (when someone waits for it). */
 void restore_drop_prefetches(struct server *srv);

@@ -2,7 +2,8 @@
 /*
  * Seed corpus generator for the fuzz targets.
  *
- * Usage: gen-corpus DIR   writes DIR/request/, DIR/reply/, DIR/manifest/
+ * Usage: gen-corpus DIR   writes DIR/request/, DIR/reply/, DIR/manifest/,
+ *                         DIR/objects/
  *
  * A fuzzer starting from valid messages of every type reaches the deep
  * branches of each body parser at once instead of rediscovering the magic,
@@ -20,6 +21,7 @@
 #include "ckpt-proto.h"
 #include "crc32c.h"
 #include "local/manifest.h"
+#include "remote/objects.h"
 
 static const char *outdir;
 static uint8_t buf[CKPT_MSG_MAX];
@@ -70,6 +72,54 @@ static void file_for(char *out, size_t cap, uint16_t type) {
 static void set_le32(uint8_t *p, uint32_t v) {
         for (int i = 0; i < 4; i++)
                 p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The branches the one-per-type loop below cannot reach: the remote tier,
+ * FETCH's other selections and its sentinel step, and its two kinds of
+ * invalid selection. */
+static void more_requests(void) {
+        struct ckpt_request m;
+        int n;
+
+        memset(&m, 0, sizeof(m));
+        m.hdr.type = CKPT_MSG_WAIT;
+        m.hdr.seq = 100;
+        name(&m.wait.job, "llama-70b");
+        m.wait.step = 1000;
+        m.wait.tier = CKPT_TIER_REMOTE;
+        m.wait.timeout_ms = 0;
+        n = encode_req(&m);
+        write_file("request", "wait-remote.bin", buf, (size_t)n);
+
+        memset(&m, 0, sizeof(m));
+        m.hdr.type = CKPT_MSG_FETCH;
+        m.hdr.seq = 101;
+        name(&m.fetch.job, "gpt-neox_20b");
+        m.fetch.step = CKPT_STEP_LATEST;
+        m.fetch.which = CKPT_FETCH_ALL;
+        n = encode_req(&m);
+        write_file("request", "fetch-latest-all.bin", buf, (size_t)n);
+
+        /* Layout: header 16, job 2 + 12, step 8, which (offset 38), index
+         * (offset 39), timeout_ms. */
+        uint8_t bad[CKPT_MSG_MAX];
+        memcpy(bad, buf, (size_t)n);
+        set_le32(bad + 39, 1); /* ALL with an index */
+        write_file("request", "invalid-fetch-all-index.bin", bad, (size_t)n);
+        memcpy(bad, buf, (size_t)n);
+        bad[38] = CKPT_FETCH_MAX_;
+        write_file("request", "invalid-fetch-which.bin", bad, (size_t)n);
+
+        m.hdr.seq = 102;
+        m.fetch.step = 0;
+        m.fetch.which = CKPT_FETCH_RANK;
+        m.fetch.index = CKPT_WORLD_MAX - 1;
+        m.fetch.timeout_ms = UINT32_MAX;
+        n = encode_req(&m);
+        write_file("request", "fetch-rank.bin", buf, (size_t)n);
+        memcpy(bad, buf, (size_t)n);
+        set_le32(bad + 39, CKPT_WORLD_MAX); /* rank out of range */
+        write_file("request", "invalid-fetch-rank.bin", bad, (size_t)n);
 }
 
 static void requests(void) {
@@ -147,6 +197,13 @@ static void requests(void) {
                         name(&m.list.job, "llama-70b");
                         m.list.start = 10;
                         break;
+                case CKPT_MSG_FETCH:
+                        name(&m.fetch.job, "llama-70b");
+                        m.fetch.step = 1000;
+                        m.fetch.which = CKPT_FETCH_NODE;
+                        m.fetch.index = 1;
+                        m.fetch.timeout_ms = 600000;
+                        break;
                 default:
                         break;
                 }
@@ -162,7 +219,7 @@ static void requests(void) {
                 bad[0] ^= 1;
                 write_file("request", "invalid-magic.bin", bad, (size_t)n);
                 memcpy(bad, buf, (size_t)n);
-                bad[4] = 2;
+                bad[4] = CKPT_PROTO_VERSION + 1; /* never the one spoken */
                 write_file("request", "invalid-version.bin", bad, (size_t)n);
                 memcpy(bad, buf, (size_t)n);
                 set_le32(bad + 8, (uint32_t)n - 1);
@@ -181,6 +238,28 @@ static void requests(void) {
                 bad[6] = 0x7f; /* unknown type */
                 write_file("request", "invalid-type.bin", bad, (size_t)n);
         }
+        more_requests();
+}
+
+/* A daemon without an object store (the remote fields zero, one node), and
+ * the tier the remote-tier WAIT reaches. */
+static void more_replies(void) {
+        int n;
+
+        memset(&rep, 0, sizeof(rep));
+        rep.hdr.type = CKPT_MSG_STATUS | CKPT_MSG_REPLY;
+        rep.hdr.seq = 100;
+        snprintf(rep.status.daemon_version, sizeof(rep.status.daemon_version), "0.2.0");
+        rep.status.node_count = 1;
+        n = encode_rep(&rep);
+        write_file("reply", "status-reply-no-remote.bin", buf, (size_t)n);
+
+        memset(&rep, 0, sizeof(rep));
+        rep.hdr.type = CKPT_MSG_WAIT | CKPT_MSG_REPLY;
+        rep.hdr.seq = 101;
+        rep.wait.tier = CKPT_TIER_REMOTE;
+        n = encode_rep(&rep);
+        write_file("reply", "wait-reply-remote.bin", buf, (size_t)n);
 }
 
 static void replies(void) {
@@ -189,7 +268,7 @@ static void replies(void) {
                 CKPT_MSG_CHUNK_GET, CKPT_MSG_CHUNK_PUT, CKPT_MSG_SAVE_FINISH, CKPT_MSG_SAVE_ABORT,
                 CKPT_MSG_WAIT, CKPT_MSG_COMMIT, CKPT_MSG_LATEST, CKPT_MSG_SHARD_LIST,
                 CKPT_MSG_READ, CKPT_MSG_READ_DONE, CKPT_MSG_MAP, CKPT_MSG_STATUS,
-                CKPT_MSG_JOB_LIST, CKPT_MSG_CKPT_LIST,
+                CKPT_MSG_JOB_LIST, CKPT_MSG_CKPT_LIST, CKPT_MSG_FETCH,
         };
         char fn[64];
 
@@ -266,6 +345,23 @@ static void replies(void) {
                         snprintf(rep.status.state_dir, sizeof(rep.status.state_dir), "/var/lib/ckptd");
                         snprintf(rep.status.last_error, sizeof(rep.status.last_error),
                                  "write jobs/x/5/rank-0/a: No space left on device");
+                        rep.status.remote_enabled = 1;
+                        rep.status.node_index = 2;
+                        rep.status.node_count = 4;
+                        snprintf(rep.status.remote_target, sizeof(rep.status.remote_target),
+                                 "http://127.0.0.1:7480 ckpt/cluster-a");
+                        rep.status.remote_steps_pending = 2;
+                        rep.status.remote_steps_failed = 1;
+                        rep.status.remote_uploads_active = 8;
+                        rep.status.remote_requests_active = 9;
+                        rep.status.remote_bytes_uploaded = 3ull << 40;
+                        rep.status.remote_bytes_downloaded = 5ull << 30;
+                        rep.status.remote_requests = 123456;
+                        rep.status.remote_retries = 17;
+                        rep.status.remote_failures = 3;
+                        snprintf(rep.status.remote_error, sizeof(rep.status.remote_error),
+                                 "job x step 5: PutObject jobs/x/steps/00000000000000000005/"
+                                 "ranks/0/a (bucket ckpt): 403 SignatureDoesNotMatch");
                         break;
                 case CKPT_MSG_JOB_LIST:
                         rep.job_list.total = 2;
@@ -293,7 +389,15 @@ static void replies(void) {
                                 e->bytes = 8ull << 30;
                                 e->shards = 16;
                                 e->committed_at = e->state == CKPT_STATE_COMMITTED ? 1700000000 : 0;
+                                e->remote_state = (uint8_t)(CKPT_REMOTE_FLUSHING + k);
                         }
+                        break;
+                case CKPT_MSG_FETCH:
+                        rep.fetch.step = 1000;
+                        rep.fetch.world_size = 8;
+                        rep.fetch.ranks = 2;
+                        rep.fetch.shards = 6;
+                        rep.fetch.bytes = 3ull << 30;
                         break;
                 default:
                         break;
@@ -316,8 +420,25 @@ static void replies(void) {
                         memcpy(bad, buf, (size_t)n);
                         bad[16 + 8 + 16] = 9; /* first entry's state */
                         write_file("reply", "invalid-state.bin", bad, (size_t)n);
+                        memcpy(bad, buf, (size_t)n);
+                        bad[16 + 8 + 37] = CKPT_REMOTE_MAX_; /* its remote_state */
+                        write_file("reply", "invalid-remote-state.bin", bad, (size_t)n);
+                } else if (types[i] == CKPT_MSG_STATUS) {
+                        /* From the end: remote_error, five u64, four u32,
+                         * remote_target, node_count, node_index, remote_enabled. */
+                        size_t node_index = (size_t)n - (2 + strlen(rep.status.remote_error)) - 40 -
+                                            16 - (2 + strlen(rep.status.remote_target)) - 4 - 4;
+                        set_le32(bad + node_index, 4); /* = node_count */
+                        write_file("reply", "invalid-node-index.bin", bad, (size_t)n);
+                        memcpy(bad, buf, (size_t)n);
+                        bad[node_index - 1] = 2;
+                        write_file("reply", "invalid-remote-enabled.bin", bad, (size_t)n);
+                } else if (types[i] == CKPT_MSG_FETCH) {
+                        set_le32(bad + 16 + 12, 9); /* ranks > world_size */
+                        write_file("reply", "invalid-fetch-ranks.bin", bad, (size_t)n);
                 }
         }
+        more_replies();
 }
 
 /* Deterministic shard bytes and their CRCs, block by block. */
@@ -407,15 +528,123 @@ static void manifests(void) {
         free(text);
 }
 
+/* Object-store documents: node manifests (one covering a one-node world, so
+ * the fuzzer reaches commit_object_build too), commit objects with compact
+ * rank lists, a listed step prefix, and a few signed but invalid ones. */
+static void objects(void) {
+        struct node_manifest *nm[3];
+        char *text[3], *t;
+        size_t len[3], tl;
+        int r;
+
+        static const struct {
+                uint32_t node, node_count, world_size;
+                uint32_t ranks[4];
+                uint32_t nranks;
+                const char *file;
+        } nodes[] = {
+                { 0, 2, 4, { 0, 2, 3 }, 3, "node-manifest.txt" },
+                { 1, 2, 4, { 1 }, 1, "node-manifest-1.txt" },
+                { 0, 1, 2, { 0, 1 }, 2, "node-manifest-whole.txt" },
+        };
+        for (size_t i = 0; i < 3; i++) {
+                r = node_manifest_new(&nm[i], "llama-70b", 1000, nodes[i].node,
+                                      nodes[i].node_count, nodes[i].world_size);
+                if (r < 0)
+                        die("node_manifest_new", r);
+                for (uint32_t k = 0; k < nodes[i].nranks; k++) {
+                        struct manifest *m;
+                        uint32_t rank = nodes[i].ranks[k], blocks[32], crc;
+                        r = manifest_new(&m, "llama-70b", 1000, rank, nodes[i].world_size, 1000);
+                        if (r < 0)
+                                die("manifest_new", r);
+                        m->block_size = 4096;
+                        /* Rank 0: a multi-block shard (two "blocks" lines) and
+                         * an empty one; the others one small shard or none. */
+                        if (rank == 0) {
+                                shard_crcs(20 * 4096 + 17, 4096, 1, &crc, blocks);
+                                r = manifest_add_shard(m, "optim=state@0", 20 * 4096 + 17, crc,
+                                                       blocks);
+                                if (r >= 0)
+                                        r = manifest_add_shard(m, "empty", 0, 0, NULL);
+                        } else if (rank != 3) {
+                                shard_crcs(5000, 4096, rank, &crc, blocks);
+                                r = manifest_add_shard(m, "model.pt", 5000, crc, blocks);
+                        }
+                        if (r < 0)
+                                die("manifest_add_shard", r);
+                        r = node_manifest_add_rank(nm[i], m);
+                        if (r < 0)
+                                die("node_manifest_add_rank", r);
+                }
+                r = node_manifest_format(nm[i], &text[i], &len[i]);
+                if (r < 0)
+                        die("node_manifest_format", r);
+                write_file("objects", nodes[i].file, text[i], len[i]);
+        }
+        text[1][len[1] - 2] = text[1][len[1] - 2] == '0' ? '1' : '0';
+        write_file("objects", "invalid-node-manifest-crc.txt", text[1], len[1]);
+        text[1][len[1] - 2] = text[1][len[1] - 2] == '0' ? '1' : '0';
+
+        struct commit_object co;
+        char err[256];
+        r = commit_object_build(&co, (const struct node_manifest *const *)nm,
+                                (const char *const *)text, len, 2, 1700000000, err, sizeof(err));
+        if (r < 0) {
+                fprintf(stderr, "gen-corpus: commit_object_build: %s\n", err);
+                exit(1);
+        }
+        r = commit_object_format(&co, &t, &tl);
+        if (r < 0)
+                die("commit_object_format", r);
+        write_file("objects", "commit.txt", t, tl);
+        free(t);
+        commit_object_clear(&co);
+
+        /* Longer runs and an empty node, written by hand. */
+        static const char *const bodies[][2] = {
+                { "commit-runs.txt", "ckptd-global-commit 1\njob j\nstep 5\nworld_size 12\n"
+                                     "node_count 3\ncommitted_at 0\n"
+                                     "node 0 100 0000abcd 7 0-3,5,9-10\n"
+                                     "node 1 7 ffffffff 5 4,6-8,11\n"
+                                     "node 2 0 00000000 0\n" },
+                { "invalid-commit-overlap.txt", "ckptd-global-commit 1\njob j\nstep 5\n"
+                                                "world_size 4\nnode_count 2\ncommitted_at 0\n"
+                                                "node 0 1 00000000 3 0-2\n"
+                                                "node 1 1 00000000 2 2-3\n" },
+                { "invalid-commit-not-maximal.txt", "ckptd-global-commit 1\njob j\nstep 5\n"
+                                                    "world_size 4\nnode_count 1\ncommitted_at 0\n"
+                                                    "node 0 1 00000000 4 0-1,2-3\n" },
+        };
+        for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+                size_t bl = strlen(bodies[i][1]);
+                char *signed_text = malloc(bl + 17);
+                if (!signed_text)
+                        die("malloc", ENOMEM);
+                memcpy(signed_text, bodies[i][1], bl);
+                snprintf(signed_text + bl, 17, "crc32c %08x\n",
+                         (unsigned)crc32c(0, bodies[i][1], bl));
+                write_file("objects", bodies[i][0], signed_text, bl + 16);
+                free(signed_text);
+        }
+        /* What a listing of steps/ returns, after the steps dir. */
+        write_file("objects", "step-dir.txt", "00000000000000001000/", 21);
+
+        for (size_t i = 0; i < 3; i++) {
+                free(text[i]);
+                node_manifest_free(nm[i]);
+        }
+}
+
 int main(int argc, char **argv) {
-        static const char *const subs[] = { "request", "reply", "manifest" };
+        static const char *const subs[] = { "request", "reply", "manifest", "objects" };
 
         if (argc != 2) {
                 fprintf(stderr, "usage: %s DIR\n", argv[0]);
                 return 2;
         }
         outdir = argv[1];
-        for (size_t i = 0; i < 3; i++) {
+        for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
                 char path[4096];
                 snprintf(path, sizeof(path), "%s/%s", outdir, subs[i]);
                 if (mkdir(outdir, 0755) < 0 && errno != EEXIST)
@@ -426,5 +655,6 @@ int main(int argc, char **argv) {
         requests();
         replies();
         manifests();
+        objects();
         return 0;
 }

@@ -180,19 +180,21 @@ def main(tmp):
     log("garbage: ok")
 
     # ---- wrong protocol version: EPROTONOSUPPORT naming the supported one
-    for v, t in [(2, "status"), (0, "status"), (0xffff, "hello"), (2, "save-begin")]:
+    # (version 1 is the protocol before the object-store tier: refused too)
+    for v, t in [(3, "status"), (1, "status"), (0, "status"), (0xffff, "hello"),
+                 (3, "save-begin")]:
         lines = raw(d, "bad-version", v, t)
         msg = expect_error(lines, "EPROTONOSUPPORT", -93, what="version %d %s" % (v, t))
-        check("version 1" in msg and str(v) in msg,
-              "version %d: message must name the supported version 1 and the one sent: %r"
+        check("version 2" in msg and str(v) in msg,
+              "version %d: message must name the supported version 2 and the one sent: %r"
               % (v, msg))
     # before HELLO too: the version is checked first
-    lines = raw(d, "--no-hello", "bad-version", 2, "hello")
-    expect_error(lines, "EPROTONOSUPPORT", -93, "version 1", what="version 2 HELLO, no HELLO yet")
+    lines = raw(d, "--no-hello", "bad-version", 3, "hello")
+    expect_error(lines, "EPROTONOSUPPORT", -93, "version 2", what="version 3 HELLO, no HELLO yet")
     # HELLO offering only versions the daemon does not speak
-    lines = raw(d, "--no-hello", "hello-range", 2, 5)
-    msg = expect_error(lines, "EPROTONOSUPPORT", -93, what="HELLO 2..5")
-    check("1" in msg and "2..5" in msg, "HELLO 2..5: message names neither side: %r" % msg)
+    lines = raw(d, "--no-hello", "hello-range", 3, 5)
+    msg = expect_error(lines, "EPROTONOSUPPORT", -93, what="HELLO 3..5")
+    check("2" in msg and "3..5" in msg, "HELLO 3..5: message names neither side: %r" % msg)
     log("version: ok")
 
     # ---- bad magic

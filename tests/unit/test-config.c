@@ -4,6 +4,10 @@
  * under each environment rule, the file format, every error a user can get
  * with its exact "path:line:" prefix, flags in both spellings, precedence,
  * the cross-field checks, SIGHUP reload, and the value parsers' edges.
+ * The [remote] and [cluster] sections add the object-store rules (endpoint,
+ * bucket, prefix), the Slurm-derived defaults, and the handling of the
+ * secret: refused as a flag, refused from a file others can read, never
+ * in help or reload logs.
  *
  * Error output is captured with open_memstream() and compared literally
  * where the wording is part of the contract (the location prefix, the key
@@ -85,6 +89,17 @@ static void write_file(const char *path, const char *text) {
         }
 }
 
+/* write_file() with exact permission bits, whatever the umask (a new
+ * file: the old one may be read-only to its owner). */
+static void write_file_mode(const char *path, const char *text, mode_t mode) {
+        unlink(path);
+        write_file(path, text);
+        if (chmod(path, mode) < 0) {
+                perror(path);
+                exit(1);
+        }
+}
+
 static char *tmp_path(const char *name) {
         char *p;
         if (asprintf(&p, "%s/%s", tmpdir, name) < 0)
@@ -99,6 +114,9 @@ static void env_reset(void) {
         unsetenv("XDG_RUNTIME_DIR");
         unsetenv("STATE_DIRECTORY");
         unsetenv("RUNTIME_DIRECTORY");
+        /* Inside a Slurm job these set the [cluster] defaults. */
+        unsetenv("SLURM_NODEID");
+        unsetenv("SLURM_NNODES");
 }
 
 static struct config config_default(void) {
@@ -423,6 +441,26 @@ static void check_numeric_defaults(const struct config *c) {
         CHECK(c->keep == 3, "keep %u", c->keep);
         CHECK(c->direct_io == true, "direct_io");
         CHECK(c->register_buffers == true, "register_buffers");
+        CHECK(c->remote_endpoint == NULL && c->remote_region == NULL &&
+                      c->remote_bucket == NULL && c->remote_prefix == NULL &&
+                      c->remote_credentials_file == NULL && c->remote_profile == NULL &&
+                      c->remote_access_key_id == NULL && c->remote_secret_access_key == NULL &&
+                      c->remote_ca_file == NULL,
+              "[remote] strings unset (endpoint '%s', bucket '%s')",
+              c->remote_endpoint ? c->remote_endpoint : "(null)",
+              c->remote_bucket ? c->remote_bucket : "(null)");
+        CHECK(c->remote_addressing == 0, "remote_addressing %d", c->remote_addressing);
+        CHECK(c->remote_part_size == 64 * MiB, "remote_part_size %llu",
+              (unsigned long long)c->remote_part_size);
+        CHECK(c->remote_concurrency == 8, "remote_concurrency %u", c->remote_concurrency);
+        CHECK(c->remote_bandwidth == 0, "remote_bandwidth %llu",
+              (unsigned long long)c->remote_bandwidth);
+        CHECK(c->remote_keep == 3, "remote_keep %u", c->remote_keep);
+        CHECK(c->remote_retry_attempts == 5, "remote_retry_attempts %u",
+              c->remote_retry_attempts);
+        CHECK(c->cluster_node_index == 0, "cluster_node_index %u", c->cluster_node_index);
+        CHECK(c->cluster_node_count == 1, "cluster_node_count %u", c->cluster_node_count);
+        CHECK(!config_remote_enabled(c), "remote tier off by default");
 }
 
 static void check_paths(const char *what, const char *state, const char *sock) {
@@ -610,9 +648,11 @@ static void test_file_all_types(void) {
         free(path);
 }
 
-/* Load text that must fail; the whole error output must equal want (with
- * "PATH" replaced by the file's path), and c must be unchanged. */
-static void check_file_error(const char *text, const char *want_fmt) {
+/* Load text (written with mode) that must fail with want_r; the whole
+ * error output must equal want (with "PATH" replaced by the file's path),
+ * and c must be unchanged. */
+static void check_file_error_mode(const char *text, mode_t mode, int want_r,
+                                  const char *want_fmt) {
         char *path = tmp_path("bad.conf");
         struct config c = config_default();
         struct capture cap;
@@ -631,10 +671,10 @@ static void check_file_error(const char *text, const char *want_fmt) {
         }
         fclose(w);
 
-        write_file(path, text);
+        write_file_mode(path, text, mode);
         capture_open(&cap);
         r = config_load_file(&c, path, cap.f);
-        CHECK(r == -EINVAL, "load returned %d for:\n%s", r, text);
+        CHECK(r == want_r, "load returned %d, want %d, for:\n%s", r, want_r, text);
         CHECK(strcmp(capture_text(&cap), want) == 0, "for:\n%s\ngot:\n%swant:\n%s", text,
               capture_text(&cap), want);
         capture_close(&cap);
@@ -645,9 +685,14 @@ static void check_file_error(const char *text, const char *want_fmt) {
         free(path);
 }
 
+static void check_file_error(const char *text, const char *want_fmt) {
+        check_file_error_mode(text, 0644, -EINVAL, want_fmt);
+}
+
 static void test_file_errors(void) {
         check_file_error("[daemon]\nworkers = 4\n[bogus]\nkey = 1\n[pool]\nsize = 2G\n",
-                         "PATH:3: unknown section [bogus] (known: [daemon], [pool], [local])\n");
+                         "PATH:3: unknown section [bogus] (known: [daemon], [pool], [local], "
+                         "[remote], [cluster])\n");
         check_file_error("[pool]\nsize = 2G\n\n# c\ncolour = blue\n",
                          "PATH:5: unknown key 'colour' in section [pool]\n");
         /* A key of another section is unknown here. */
@@ -665,7 +710,7 @@ static void test_file_errors(void) {
         check_file_error("[pool]\n = 1G\n", "PATH:2: missing key name before '='\n");
         check_file_error("\nsize = 1G\n",
                          "PATH:2: key 'size' outside of a section (put it under [daemon], "
-                         "[pool] or [local])\n");
+                         "[pool], [local], [remote] or [cluster])\n");
         check_file_error("[pool]\nsize =\n",
                          "PATH:2: missing value for [pool] size (expected a whole number of "
                          "bytes with an optional K, M, G or T suffix)\n");
@@ -1065,6 +1110,648 @@ static void test_help(void) {
         env_reset();
 }
 
+/* ---- [remote] and [cluster] -------------------------------------------- */
+
+static void test_remote_file(void) {
+        char *path = tmp_path("remote.conf");
+        struct config c = config_default();
+        struct capture cap;
+        int r;
+
+        env_reset();
+        write_file_mode(path,
+                        "[remote]\n"
+                        "endpoint = http://127.0.0.1:7480\n"
+                        "region = default\n"
+                        "bucket = ckpt-bucket.1\n"
+                        "prefix = ckpt/cluster-a\n"
+                        "addressing = path\n"
+                        "credentials_file = /etc/ckptd/aws credentials\n"
+                        "profile = training\n"
+                        "access_key_id = AKIDEXAMPLE\n"
+                        "secret_access_key = wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY\n"
+                        "ca_file = /etc/ssl/store-ca.pem\n"
+                        "part_size = 5M\n"
+                        "concurrency = 256\n"
+                        "bandwidth = 100M\n"
+                        "keep = 10\n"
+                        "retry_attempts = 1\n"
+                        "[cluster]\n"
+                        "node_index = 65535\n"
+                        "node_count = 65536\n",
+                        0600);
+        capture_open(&cap);
+        r = config_load_file(&c, path, cap.f);
+        CHECK(r == 0, "load: %d %s", r, capture_text(&cap));
+        CHECK_STR(capture_text(&cap), "");
+        CHECK_STR(c.remote_endpoint, "http://127.0.0.1:7480");
+        CHECK_STR(c.remote_region, "default");
+        CHECK_STR(c.remote_bucket, "ckpt-bucket.1");
+        CHECK_STR(c.remote_prefix, "ckpt/cluster-a");
+        CHECK(c.remote_addressing == 1, "addressing %d (path)", c.remote_addressing);
+        CHECK_STR(c.remote_credentials_file, "/etc/ckptd/aws credentials");
+        CHECK_STR(c.remote_profile, "training");
+        CHECK_STR(c.remote_access_key_id, "AKIDEXAMPLE");
+        CHECK_STR(c.remote_secret_access_key, "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY");
+        CHECK_STR(c.remote_ca_file, "/etc/ssl/store-ca.pem");
+        CHECK(c.remote_part_size == 5 * MiB, "part_size");
+        CHECK(c.remote_concurrency == 256, "concurrency");
+        CHECK(c.remote_bandwidth == 100 * MiB, "bandwidth");
+        CHECK(c.remote_keep == 10, "keep");
+        CHECK(c.remote_retry_attempts == 1, "retry_attempts");
+        CHECK(c.cluster_node_index == 65535 && c.cluster_node_count == 65536, "cluster %u/%u",
+              c.cluster_node_index, c.cluster_node_count);
+        CHECK(config_remote_enabled(&c), "remote tier on");
+        CHECK(config_validate(&c, cap.f) == 0, "validate: %s", capture_text(&cap));
+        CHECK(c.keep == 3 && c.pool_size == GiB, "other sections untouched");
+        capture_close(&cap);
+
+        /* Choices in any case, the other sizes' ends, and empty values that
+         * unset: the tier goes off again, the optional paths back to NULL. */
+        write_file_mode(path,
+                        "[remote]\nendpoint =\nbucket =\naddressing = VIRTUAL\n"
+                        "credentials_file =\nca_file =\naccess_key_id =\n"
+                        "secret_access_key =\npart_size = 5G\nconcurrency = 1\n",
+                        0644);
+        capture_open(&cap);
+        r = config_load_file(&c, path, cap.f);
+        CHECK(r == 0, "second load: %d %s", r, capture_text(&cap));
+        capture_close(&cap);
+        CHECK(c.remote_endpoint == NULL && c.remote_bucket == NULL &&
+                      c.remote_credentials_file == NULL && c.remote_ca_file == NULL &&
+                      c.remote_access_key_id == NULL && c.remote_secret_access_key == NULL,
+              "empty values unset");
+        CHECK(!config_remote_enabled(&c), "remote tier off again");
+        CHECK(c.remote_addressing == 2, "addressing %d (virtual)", c.remote_addressing);
+        CHECK(c.remote_part_size == 5 * GiB && c.remote_concurrency == 1, "part/concurrency");
+        CHECK_STR(c.remote_prefix, "ckpt/cluster-a"); /* not named: kept */
+
+        /* Accepted shapes at the edges of the rules. */
+        write_file_mode(path,
+                        "[remote]\nendpoint = HTTPS://S3.Example.com:443/\n"
+                        "bucket = a-b\nprefix = x=1:a@b+c-d_e.f/G.H/..x/x..\n"
+                        "[cluster]\nnode_index = 0\nnode_count = 1\n",
+                        0644);
+        capture_open(&cap);
+        r = config_load_file(&c, path, cap.f);
+        CHECK(r == 0, "edge load: %d %s", r, capture_text(&cap));
+        CHECK(config_validate(&c, cap.f) == 0, "edge validate: %s", capture_text(&cap));
+        capture_close(&cap);
+        CHECK_STR(c.remote_prefix, "x=1:a@b+c-d_e.f/G.H/..x/x..");
+        {
+                char prefix[600], text[700];
+                memset(prefix, 'p', sizeof(prefix));
+                prefix[512] = '\0';
+                snprintf(text, sizeof(text), "[remote]\nprefix = %s\n", prefix);
+                write_file_mode(path, text, 0644);
+                capture_open(&cap);
+                r = config_load_file(&c, path, cap.f);
+                CHECK(r == 0 && c.remote_prefix && strlen(c.remote_prefix) == 512,
+                      "512-byte prefix: %d %s", r, capture_text(&cap));
+                capture_close(&cap);
+        }
+
+        config_clear(&c);
+        CHECK(c.remote_endpoint == NULL && c.remote_secret_access_key == NULL,
+              "config_clear frees the [remote] strings");
+        unlink(path);
+        free(path);
+}
+
+static void test_remote_file_errors(void) {
+        char prefix[600], line[700];
+
+        /* endpoint */
+        check_file_error("[remote]\nendpoint = ftp://store.example.com\n",
+                         "PATH:2: [remote] endpoint 'ftp://store.example.com' must start with "
+                         "https:// (or http:// for a store on a trusted network)\n");
+        check_file_error("[remote]\nendpoint = s3.example.com\n",
+                         "PATH:2: [remote] endpoint 's3.example.com' must start with https:// "
+                         "(or http:// for a store on a trusted network)\n");
+        /* A password is never repeated, with or without a scheme. */
+        check_file_error("[remote]\nendpoint = https://key:hunter2@s3.example.com\n",
+                         "PATH:2: [remote] endpoint URL must not contain user:password@; "
+                         "configure credentials separately\n");
+        check_file_error("[remote]\nendpoint = key:hunter2@s3.example.com\n",
+                         "PATH:2: [remote] endpoint must start with https:// (or http:// for "
+                         "a store on a trusted network)\n");
+        check_file_error("[remote]\nendpoint = https://\n",
+                         "PATH:2: [remote] endpoint https://: bad host name\n");
+        check_file_error("[remote]\nendpoint = http://:7480\n",
+                         "PATH:2: [remote] endpoint http://:7480: bad host name\n");
+        check_file_error("[remote]\nendpoint = https://s3.example.com/bucket\n",
+                         "PATH:2: [remote] endpoint https://s3.example.com/bucket: must be "
+                         "scheme://host[:port] only, without a path, query or fragment (the "
+                         "bucket is configured separately)\n");
+        check_file_error("[remote]\nendpoint = https://s3.example.com?x=1\n",
+                         "PATH:2: [remote] endpoint https://s3.example.com?x=1: must be "
+                         "scheme://host[:port] only, without a path, query or fragment (the "
+                         "bucket is configured separately)\n");
+        check_file_error("[remote]\nendpoint = https://s3.example.com/#top\n",
+                         "PATH:2: [remote] endpoint https://s3.example.com/#top: must be "
+                         "scheme://host[:port] only, without a path, query or fragment (the "
+                         "bucket is configured separately)\n");
+        check_file_error("[remote]\nendpoint = http://127.0.0.1:99999\n",
+                         "PATH:2: [remote] endpoint http://127.0.0.1:99999: port out of range\n");
+
+        /* region */
+        check_file_error("[remote]\nregion = us east/1\n",
+                         "PATH:2: [remote] region 'us east/1' must be at most 64 letters, "
+                         "digits, '-', '_' or '.' (such as us-east-1, or default for "
+                         "radosgw)\n");
+
+        /* bucket */
+        check_file_error("[remote]\nbucket = ab\n",
+                         "PATH:2: [remote] bucket 'ab' is 2 characters long; S3 allows 3 to "
+                         "63\n");
+        check_file_error("[remote]\nbucket = "
+                         "a123456789012345678901234567890123456789012345678901234567890123\n",
+                         "PATH:2: [remote] bucket "
+                         "'a123456789012345678901234567890123456789012345678901234567890123' "
+                         "is 64 characters long; S3 allows 3 to 63\n");
+        check_file_error("[remote]\nbucket = Ckpt\n",
+                         "PATH:2: [remote] bucket 'Ckpt' may contain only lowercase letters, "
+                         "digits, '.' and '-'\n");
+        check_file_error("[remote]\nbucket = my_bucket\n",
+                         "PATH:2: [remote] bucket 'my_bucket' may contain only lowercase "
+                         "letters, digits, '.' and '-'\n");
+        check_file_error("[remote]\nbucket = -ckpt\n",
+                         "PATH:2: [remote] bucket '-ckpt' must begin and end with a letter or "
+                         "digit\n");
+        check_file_error("[remote]\nbucket = ckpt.\n",
+                         "PATH:2: [remote] bucket 'ckpt.' must begin and end with a letter or "
+                         "digit\n");
+        check_file_error("[remote]\nbucket = ck..pt\n",
+                         "PATH:2: [remote] bucket 'ck..pt' must not contain '..'\n");
+        check_file_error("[remote]\nbucket = 192.168.5.4\n",
+                         "PATH:2: [remote] bucket '192.168.5.4' must not be formatted as an IP "
+                         "address\n");
+
+        /* prefix */
+        check_file_error("[remote]\nprefix = /ckpt\n",
+                         "PATH:2: [remote] prefix '/ckpt' must not begin or end with '/'\n");
+        check_file_error("[remote]\nprefix = ckpt/\n",
+                         "PATH:2: [remote] prefix 'ckpt/' must not begin or end with '/'\n");
+        check_file_error("[remote]\nprefix = /\n",
+                         "PATH:2: [remote] prefix '/' must not begin or end with '/'\n");
+        check_file_error("[remote]\nprefix = a//b\n",
+                         "PATH:2: [remote] prefix 'a//b' must not contain '//'\n");
+        check_file_error("[remote]\nprefix = a/./b\n",
+                         "PATH:2: [remote] prefix 'a/./b' must not have a '.' or '..' "
+                         "segment\n");
+        check_file_error("[remote]\nprefix = ..\n",
+                         "PATH:2: [remote] prefix '..' must not have a '.' or '..' segment\n");
+        check_file_error("[remote]\nprefix = a/..\n",
+                         "PATH:2: [remote] prefix 'a/..' must not have a '.' or '..' "
+                         "segment\n");
+        check_file_error("[remote]\nprefix = cluster a\n",
+                         "PATH:2: [remote] prefix 'cluster a' may contain only letters, digits "
+                         "and . _ = : @ + - /\n");
+        check_file_error("[remote]\nprefix = ckpt?x\n",
+                         "PATH:2: [remote] prefix 'ckpt?x' may contain only letters, digits "
+                         "and . _ = : @ + - /\n");
+        memset(prefix, 'p', sizeof(prefix));
+        prefix[513] = '\0';
+        snprintf(line, sizeof(line), "[remote]\nprefix = %s\n", prefix);
+        check_file_error(line, "PATH:2: [remote] prefix is 513 bytes long; at most 512\n");
+
+        /* addressing */
+        check_file_error("[remote]\naddressing = both\n",
+                         "PATH:2: invalid value 'both' for [remote] addressing (expected auto, "
+                         "path or virtual)\n");
+        check_file_error("[remote]\naddressing =\n",
+                         "PATH:2: missing value for [remote] addressing (expected auto, path "
+                         "or virtual)\n");
+        check_file_error("[remote]\naddressing = 1\n",
+                         "PATH:2: invalid value '1' for [remote] addressing (expected auto, "
+                         "path or virtual)\n");
+
+        /* optional paths */
+        check_file_error("[remote]\ncredentials_file = aws/credentials\n",
+                         "PATH:2: [remote] credentials_file must be an absolute path, not "
+                         "'aws/credentials'\n");
+        check_file_error("[remote]\nca_file = ca.pem\n",
+                         "PATH:2: [remote] ca_file must be an absolute path, not 'ca.pem'\n");
+
+        /* numbers */
+        check_file_error("[remote]\npart_size = 4M\n",
+                         "PATH:2: [remote] part_size = 4M is out of range (5M..5G)\n");
+        check_file_error("[remote]\npart_size = 5121M\n",
+                         "PATH:2: [remote] part_size = 5121M is out of range (5M..5G)\n");
+        check_file_error("[remote]\nconcurrency = 0\n",
+                         "PATH:2: [remote] concurrency = 0 is out of range (1..256)\n");
+        check_file_error("[remote]\nconcurrency = 257\n",
+                         "PATH:2: [remote] concurrency = 257 is out of range (1..256)\n");
+        check_file_error("[remote]\nbandwidth = 10MB/s\n",
+                         "PATH:2: invalid size '10MB/s' for [remote] bandwidth (expected a "
+                         "whole number of bytes with an optional K, M, G or T suffix)\n");
+        check_file_error("[remote]\nkeep = 0\n",
+                         "PATH:2: [remote] keep = 0 is out of range (1..1000000)\n");
+        check_file_error("[remote]\nretry_attempts = 0\n",
+                         "PATH:2: [remote] retry_attempts = 0 is out of range (1..100)\n");
+        check_file_error("[remote]\nretry_attempts = 101\n",
+                         "PATH:2: [remote] retry_attempts = 101 is out of range (1..100)\n");
+        check_file_error("[cluster]\nnode_count = 0\n",
+                         "PATH:2: [cluster] node_count = 0 is out of range (1..65536)\n");
+        check_file_error("[cluster]\nnode_count = 65537\n",
+                         "PATH:2: [cluster] node_count = 65537 is out of range (1..65536)\n");
+        check_file_error("[cluster]\nnode_index = 65536\n",
+                         "PATH:2: [cluster] node_index = 65536 is out of range (0..65535)\n");
+        check_file_error("[cluster]\nnode_index = -1\n",
+                         "PATH:2: invalid number '-1' for [cluster] node_index (expected a "
+                         "whole decimal number)\n");
+        /* keys of the other remote-ish section are unknown here */
+        check_file_error("[cluster]\nkeep = 3\n",
+                         "PATH:2: unknown key 'keep' in section [cluster]\n");
+}
+
+/* A file that holds the secret must be private; one that does not hold it
+ * (or holds it empty) may be readable. */
+static void test_secret_file_mode(void) {
+        static const char text[] = "[remote]\n"
+                                   "access_key_id = AKIDEXAMPLE\n"
+                                   "secret_access_key = hunter2-secret\n"
+                                   "[local]\nkeep = 4\n";
+        static const mode_t refused[] = { 0644, 0640, 0604, 0660, 0620, 0602, 0610, 0601, 0666 };
+        static const mode_t fine[] = { 0600, 0400, 0700 };
+        char *path = tmp_path("secret.conf");
+        char want[512];
+        struct capture cap;
+        struct config c;
+        int r;
+
+        env_reset();
+        for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+                snprintf(want, sizeof(want),
+                         "PATH:3: [remote] secret_access_key is set in a file that group or "
+                         "others may access (mode %04o): make it private (chmod 600, owned by "
+                         "the daemon's user), or give the secret in the environment "
+                         "(AWS_SECRET_ACCESS_KEY) or a credentials file ([remote] "
+                         "credentials_file)\n",
+                         (unsigned)refused[i]);
+                check_file_error_mode(text, refused[i], -EPERM, want);
+        }
+        /* The refusal stands when other lines are wrong too. */
+        check_file_error_mode("[local]\nkeep = 0\n[remote]\nsecret_access_key = hunter2-secret\n",
+                              0644, -EPERM,
+                              "PATH:2: [local] keep = 0 is out of range (1..1000000)\n"
+                              "PATH:4: [remote] secret_access_key is set in a file that group "
+                              "or others may access (mode 0644): make it private (chmod 600, "
+                              "owned by the daemon's user), or give the secret in the "
+                              "environment (AWS_SECRET_ACCESS_KEY) or a credentials file "
+                              "([remote] credentials_file)\n");
+
+        for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+                write_file_mode(path, text, fine[i]);
+                c = config_default();
+                capture_open(&cap);
+                r = config_load_file(&c, path, cap.f);
+                CHECK(r == 0, "mode %04o: %d %s", (unsigned)fine[i], r, capture_text(&cap));
+                CHECK_STR(capture_text(&cap), "");
+                CHECK_STR(c.remote_secret_access_key, "hunter2-secret");
+                CHECK(c.keep == 4, "mode %04o: rest applied", (unsigned)fine[i]);
+                capture_close(&cap);
+                config_clear(&c);
+        }
+
+        /* Without a secret (or with an empty one) the mode does not matter. */
+        write_file_mode(path, "[remote]\naccess_key_id = AKIDEXAMPLE\nsecret_access_key =\n",
+                        0644);
+        c = config_default();
+        capture_open(&cap);
+        r = config_load_file(&c, path, cap.f);
+        CHECK(r == 0 && c.remote_access_key_id && c.remote_secret_access_key == NULL,
+              "empty secret in a 0644 file: %d %s", r, capture_text(&cap));
+        capture_close(&cap);
+        config_clear(&c);
+
+        /* A malformed line that may hold the secret is not repeated. */
+        check_file_error("[remote]\nsecret_access_key: hunter2-secret\n",
+                         "PATH:2: expected 'key = value' or '[section]' (the line is not "
+                         "shown: it may hold a secret)\n");
+        unlink(path);
+        free(path);
+}
+
+static void test_remote_flags(void) {
+        struct config c = config_default();
+        struct capture cap;
+        int r;
+
+        env_reset();
+        capture_open(&cap);
+        r = PARSE(&c, &cap, "--remote-endpoint=https://s3.eu-west-1.amazonaws.com",
+                  "--remote-region", "eu-west-1", "--remote-bucket=ckpt", "--remote-prefix",
+                  "a/b", "--remote-addressing=virtual", "--remote-credentials-file=/c/creds",
+                  "--remote-profile", "p", "--remote-access-key-id=AKIDEXAMPLE",
+                  "--remote-ca-file", "/c/ca.pem", "--remote-part-size=128M",
+                  "--remote-concurrency", "16", "--remote-bandwidth=1G", "--remote-keep=2",
+                  "--remote-retry-attempts", "9", "--cluster-node-index=3",
+                  "--cluster-node-count", "4");
+        CHECK(r == 0, "parse: %d %s", r, capture_text(&cap));
+        CHECK_STR(capture_text(&cap), "");
+        CHECK_STR(c.remote_endpoint, "https://s3.eu-west-1.amazonaws.com");
+        CHECK_STR(c.remote_region, "eu-west-1");
+        CHECK_STR(c.remote_bucket, "ckpt");
+        CHECK_STR(c.remote_prefix, "a/b");
+        CHECK(c.remote_addressing == 2, "addressing %d", c.remote_addressing);
+        CHECK_STR(c.remote_credentials_file, "/c/creds");
+        CHECK_STR(c.remote_profile, "p");
+        CHECK_STR(c.remote_access_key_id, "AKIDEXAMPLE");
+        CHECK_STR(c.remote_ca_file, "/c/ca.pem");
+        CHECK(c.remote_part_size == 128 * MiB && c.remote_concurrency == 16 &&
+                      c.remote_bandwidth == GiB && c.remote_keep == 2 &&
+                      c.remote_retry_attempts == 9,
+              "numbers");
+        CHECK(c.cluster_node_index == 3 && c.cluster_node_count == 4, "cluster");
+        capture_close(&cap);
+        config_clear(&c);
+}
+
+static void test_remote_flag_errors(void) {
+        static const char refused[] =
+                "--remote-secret-access-key: refused on the command line, which other users "
+                "can read (ps): set [remote] secret_access_key in the config file (mode 0600), "
+                "AWS_SECRET_ACCESS_KEY in the daemon's environment, or use a credentials file "
+                "([remote] credentials_file)\n";
+
+        /* The secret, in every spelling, even empty or without a value;
+         * the value is never repeated (the output is compared whole). */
+        FLAG_ERROR(refused, "--remote-secret-access-key=hunter2-secret");
+        FLAG_ERROR(refused, "--remote-secret-access-key", "hunter2-secret");
+        FLAG_ERROR(refused, "--remote-keep=4", "--remote-secret-access-key=");
+        FLAG_ERROR(refused, "--remote-secret-access-key");
+        FLAG_ERROR("unknown option '--secret-access-key' (see --help)\n",
+                   "--secret-access-key=hunter2-secret");
+        FLAG_ERROR("unknown option '--remote-secret_access_key' (see --help)\n",
+                   "--remote-secret_access_key=x");
+
+        FLAG_ERROR("--remote-bucket: [remote] bucket 'Ckpt' may contain only lowercase letters, "
+                   "digits, '.' and '-'\n", "--remote-bucket=Ckpt");
+        FLAG_ERROR("--remote-endpoint: [remote] endpoint 'localhost:7480' must start with "
+                   "https:// (or http:// for a store on a trusted network)\n",
+                   "--remote-endpoint", "localhost:7480");
+        FLAG_ERROR("--remote-addressing: invalid value 'dns' for [remote] addressing (expected "
+                   "auto, path or virtual)\n", "--remote-addressing=dns");
+        FLAG_ERROR("--remote-part-size: [remote] part_size = 1M is out of range (5M..5G)\n",
+                   "--remote-part-size=1M");
+        FLAG_ERROR("--cluster-node-count: [cluster] node_count = 0 is out of range "
+                   "(1..65536)\n", "--cluster-node-count=0");
+        FLAG_ERROR("--remote-prefix: [remote] prefix 'a/' must not begin or end with '/'\n",
+                   "--remote-prefix=a/");
+        /* Only [daemon] keys have the short spelling. */
+        FLAG_ERROR("unknown option '--endpoint' (see --help)\n", "--endpoint=http://x");
+}
+
+static void check_cluster_env(const char *nodeid, const char *nnodes, uint32_t want_index,
+                              uint32_t want_count) {
+        struct config c;
+
+        env_reset();
+        if (nodeid)
+                setenv("SLURM_NODEID", nodeid, 1);
+        if (nnodes)
+                setenv("SLURM_NNODES", nnodes, 1);
+        c = config_default();
+        CHECK(c.cluster_node_index == want_index && c.cluster_node_count == want_count,
+              "SLURM_NODEID=%s SLURM_NNODES=%s: %u/%u, want %u/%u", nodeid ? nodeid : "(unset)",
+              nnodes ? nnodes : "(unset)", c.cluster_node_index, c.cluster_node_count,
+              want_index, want_count);
+        config_clear(&c);
+}
+
+static void test_cluster_env(void) {
+        struct config c;
+        struct capture cap;
+
+        check_cluster_env(NULL, NULL, 0, 1);
+        check_cluster_env("3", "8", 3, 8);
+        check_cluster_env("0", "1", 0, 1);
+        check_cluster_env("65535", "65536", 65535, 65536);
+        check_cluster_env("7", NULL, 7, 1); /* each on its own; validate objects below */
+        check_cluster_env(NULL, "16", 0, 16);
+        /* Invalid values are ignored like unset ones. */
+        check_cluster_env("", "", 0, 1);
+        check_cluster_env("x", "many", 0, 1);
+        check_cluster_env("-1", "-4", 0, 1);
+        check_cluster_env(" 3", "8 ", 0, 1);
+        check_cluster_env("3x", "0x8", 0, 1);
+        check_cluster_env("65536", "65537", 0, 1);
+        check_cluster_env("99999999999999999999999", "0", 0, 1);
+
+        /* The file and flags beat the environment. */
+        env_reset();
+        setenv("SLURM_NODEID", "5", 1);
+        setenv("SLURM_NNODES", "8", 1);
+        c = config_default();
+        capture_open(&cap);
+        CHECK(PARSE(&c, &cap, "--cluster-node-index=1", "--cluster-node-count=2") == 0 &&
+                      c.cluster_node_index == 1 && c.cluster_node_count == 2,
+              "flags beat $SLURM_*: %s", capture_text(&cap));
+        capture_close(&cap);
+        config_clear(&c);
+
+        /* Values that are each valid but inconsistent are a configuration
+         * error, and the message says where the defaults came from. */
+        setenv("SLURM_NODEID", "8", 1);
+        c = config_default();
+        check_invalid(&c, "[cluster] node_index = 8 must be less than [cluster] node_count = 8 "
+                          "(their defaults come from $SLURM_NODEID and $SLURM_NNODES)\n");
+        config_clear(&c);
+        env_reset();
+}
+
+static void test_remote_validate(void) {
+        struct config c = config_default(), v;
+        struct capture cap;
+
+        /* A struct set by code: the same rules as the file. */
+        v = c;
+        v.remote_endpoint = (char *)"http://127.0.0.1:7480";
+        check_invalid(&v, "[remote] bucket is required when [remote] endpoint is set\n");
+        v.remote_bucket = (char *)"";
+        check_invalid(&v, "[remote] bucket is required when [remote] endpoint is set\n");
+        v.remote_bucket = (char *)"ckpt";
+        capture_open(&cap);
+        CHECK(config_validate(&v, cap.f) == 0, "endpoint + bucket: %s", capture_text(&cap));
+        CHECK(config_remote_enabled(&v), "enabled");
+        capture_close(&cap);
+
+        /* An empty endpoint is "off", like NULL; a bucket alone is fine. */
+        v = c;
+        v.remote_endpoint = (char *)"";
+        v.remote_bucket = (char *)"ckpt";
+        capture_open(&cap);
+        CHECK(config_validate(&v, cap.f) == 0, "empty endpoint: %s", capture_text(&cap));
+        CHECK(!config_remote_enabled(&v), "empty endpoint is off");
+        capture_close(&cap);
+
+        v = c;
+        v.remote_endpoint = (char *)"s3.example.com";
+        v.remote_bucket = (char *)"Bad_Bucket";
+        v.remote_prefix = (char *)"/x";
+        v.remote_region = (char *)"eu west";
+        v.remote_ca_file = (char *)"ca.pem";
+        check_invalid(&v, "[remote] endpoint 's3.example.com' must start with https:// (or "
+                          "http:// for a store on a trusted network)\n"
+                          "[remote] region 'eu west' must be at most 64 letters, digits, '-', "
+                          "'_' or '.' (such as us-east-1, or default for radosgw)\n"
+                          "[remote] bucket 'Bad_Bucket' may contain only lowercase letters, "
+                          "digits, '.' and '-'\n"
+                          "[remote] prefix '/x' must not begin or end with '/'\n"
+                          "[remote] ca_file must be an absolute path, not 'ca.pem'\n");
+
+        v = c;
+        v.remote_access_key_id = (char *)"AKIDEXAMPLE";
+        check_invalid(&v, "[remote] access_key_id and secret_access_key must be set together "
+                          "(secret_access_key is missing), or neither, to take them from the "
+                          "environment or a credentials file\n");
+        v = c;
+        v.remote_secret_access_key = (char *)"hunter2-secret";
+        check_invalid(&v, "[remote] access_key_id and secret_access_key must be set together "
+                          "(access_key_id is missing), or neither, to take them from the "
+                          "environment or a credentials file\n");
+        v.remote_access_key_id = (char *)"";
+        check_invalid(&v, "[remote] access_key_id and secret_access_key must be set together "
+                          "(access_key_id is missing), or neither, to take them from the "
+                          "environment or a credentials file\n");
+        v.remote_access_key_id = (char *)"AKIDEXAMPLE";
+        capture_open(&cap);
+        CHECK(config_validate(&v, cap.f) == 0, "both keys: %s", capture_text(&cap));
+        capture_close(&cap);
+
+        v = c;
+        v.cluster_node_index = 4;
+        v.cluster_node_count = 4;
+        check_invalid(&v, "[cluster] node_index = 4 must be less than [cluster] node_count = 4 "
+                          "(their defaults come from $SLURM_NODEID and $SLURM_NNODES)\n");
+        v.cluster_node_index = 3;
+        capture_open(&cap);
+        CHECK(config_validate(&v, cap.f) == 0, "3 of 4: %s", capture_text(&cap));
+        capture_close(&cap);
+        v.cluster_node_count = 0;
+        v.cluster_node_index = 0;
+        check_invalid(&v, "[cluster] node_count = 0 is out of range (1..65536)\n"
+                          "[cluster] node_index = 0 must be less than [cluster] node_count = 0 "
+                          "(their defaults come from $SLURM_NODEID and $SLURM_NNODES)\n");
+
+        v = c;
+        v.remote_addressing = 3;
+        v.remote_part_size = 4 * MiB;
+        v.remote_concurrency = 0;
+        v.remote_keep = 0;
+        v.remote_retry_attempts = 101;
+        check_invalid(&v, "[remote] addressing = 3 is out of range (auto..virtual)\n"
+                          "[remote] part_size = 4M is out of range (5M..5G)\n"
+                          "[remote] concurrency = 0 is out of range (1..256)\n"
+                          "[remote] keep = 0 is out of range (1..1000000)\n"
+                          "[remote] retry_attempts = 101 is out of range (1..100)\n");
+        config_clear(&c);
+}
+
+static void test_remote_reload(void) {
+        struct config dst = config_default(), src = config_default();
+        char *out;
+
+        dst.remote_access_key_id = strdup("AKIDOLD");
+        dst.remote_secret_access_key = strdup("old-secret-value");
+        src.remote_access_key_id = strdup("AKIDNEW");
+        src.remote_secret_access_key = strdup("new-secret-value");
+        src.remote_endpoint = strdup("http://127.0.0.1:7480");
+        src.remote_bucket = strdup("ckpt");
+        src.remote_bandwidth = 100 * MiB;
+        src.remote_keep = 7;
+        src.remote_concurrency = 32;
+        src.remote_part_size = 128 * MiB;
+        src.cluster_node_index = 1;
+        src.cluster_node_count = 2;
+
+        stderr_capture_begin();
+        config_reload(&dst, &src);
+        out = stderr_capture_end();
+
+        CHECK(dst.remote_bandwidth == 100 * MiB, "bandwidth reloaded");
+        CHECK(dst.remote_keep == 7, "keep reloaded");
+        CHECK(dst.remote_endpoint == NULL && dst.remote_bucket == NULL &&
+                      dst.remote_concurrency == 8 && dst.remote_part_size == 64 * MiB &&
+                      dst.cluster_node_index == 0 && dst.cluster_node_count == 1,
+              "non-reloadable [remote]/[cluster] keys untouched");
+        CHECK_STR(dst.remote_access_key_id, "AKIDOLD");
+        CHECK_STR(dst.remote_secret_access_key, "old-secret-value");
+        CHECK(strstr(out, "notice: config: [remote] bandwidth changed from 0 to 100M\n"),
+              "log: %s", out);
+        CHECK(strstr(out, "notice: config: [remote] keep changed from 3 to 7\n"), "log: %s",
+              out);
+        CHECK(strstr(out, "warning: config: [remote] endpoint changed but takes effect only "
+                          "after a restart\n") &&
+                      strstr(out, "warning: config: [remote] secret_access_key changed but "
+                                  "takes effect only after a restart\n") &&
+                      strstr(out, "warning: config: [cluster] node_index changed but takes "
+                                  "effect only after a restart\n"),
+              "log: %s", out);
+        CHECK(!strstr(out, "secret-value"), "the secret is logged: %s", out);
+        free(out);
+
+        /* Back to no cap: 0 is a value like any other. */
+        src.remote_bandwidth = 0;
+        stderr_capture_begin();
+        config_reload(&dst, &src);
+        out = stderr_capture_end();
+        CHECK(dst.remote_bandwidth == 0, "bandwidth back to 0");
+        CHECK(strstr(out, "notice: config: [remote] bandwidth changed from 100M to 0\n"),
+              "log: %s", out);
+        CHECK(!strstr(out, "secret-value"), "the secret is logged: %s", out);
+        free(out);
+
+        config_clear(&dst);
+        config_clear(&src);
+}
+
+/* Help shows every [remote]/[cluster] key, the defaults in effect (here
+ * from Slurm's variables), and nothing of the secret but its name. */
+static void test_remote_help(void) {
+        static const char *const want[] = {
+                "\n[remote]\n", "--remote-endpoint=URL ", "endpoint = (unset)",
+                "--remote-region=NAME ", "region = (unset)", "--remote-bucket=NAME ",
+                "bucket = (unset)", "--remote-prefix=PREFIX ", "prefix = (unset)",
+                "--remote-addressing=STYLE ", "addressing = auto",
+                "--remote-credentials-file=PATH ", "credentials_file = (unset)",
+                "--remote-profile=NAME ", "profile = (unset)", "--remote-access-key-id=KEY ",
+                "access_key_id = (unset)", "(config file only)", " secret_access_key\n",
+                "--remote-ca-file=PATH ", "ca_file = (unset)", "--remote-part-size=SIZE ",
+                "part_size = 64M", "--remote-concurrency=N ", "concurrency = 8",
+                "--remote-bandwidth=SIZE ", "bandwidth = 0", "--remote-keep=N ", "keep = 3",
+                "--remote-retry-attempts=N ", "retry_attempts = 5", "\n[cluster]\n",
+                "--cluster-node-index=N ", "node_index = 2", "--cluster-node-count=N ",
+                "node_count = 4",
+        };
+        struct capture cap;
+        const char *text, *p;
+
+        env_reset();
+        setenv("SLURM_NODEID", "2", 1);
+        setenv("SLURM_NNODES", "4", 1);
+        /* Nothing config reads, but help must not start showing it if a
+         * default were ever taken from the environment. */
+        setenv("AWS_SECRET_ACCESS_KEY", "env-secret-value", 1);
+        capture_open(&cap);
+        config_print_help(cap.f);
+        text = capture_text(&cap);
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+                CHECK(strstr(text, want[i]), "help lacks '%s':\n%s", want[i], text);
+        CHECK(!strstr(text, "--remote-secret-access-key"), "help offers the secret as a flag");
+        CHECK(!strstr(text, "secret_access_key ="), "help shows a value for the secret");
+        CHECK(!strstr(text, "env-secret-value"), "help shows the secret");
+        /* bandwidth and keep say they reload; the help line after keep */
+        p = strstr(text, "--remote-bandwidth=SIZE ");
+        CHECK(p && strstr(p, "(SIGHUP reloads it)") &&
+                      strstr(p, "(SIGHUP reloads it)") < strstr(p, "--remote-keep"),
+              "bandwidth reloadable in help");
+        capture_close(&cap);
+        unsetenv("AWS_SECRET_ACCESS_KEY");
+        env_reset();
+}
+
 int main(void) {
         if (!mkdtemp(tmpdir)) {
                 perror("mkdtemp");
@@ -1072,6 +1759,7 @@ int main(void) {
         }
         stderr_file = tmp_path("stderr");
         unsetenv("JOURNAL_STREAM");
+        env_reset();
 
         test_log();
         test_parse_helpers();
@@ -1086,6 +1774,15 @@ int main(void) {
         test_validate();
         test_reload();
         test_help();
+        test_remote_file();
+        test_remote_file_errors();
+        test_secret_file_mode();
+        test_remote_flags();
+        test_remote_flag_errors();
+        test_cluster_env();
+        test_remote_validate();
+        test_remote_reload();
+        test_remote_help();
 
         unlink(stderr_file);
         free(stderr_file);

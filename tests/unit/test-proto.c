@@ -201,6 +201,13 @@ static void make_request(struct ckpt_request *m, uint16_t type) {
                 set_name(&m->list.job, "Z9");
                 m->list.start = 0x51525354;
                 break;
+        case CKPT_MSG_FETCH:
+                set_name(&m->fetch.job, "f@x");
+                m->fetch.step = 0x1234;
+                m->fetch.which = CKPT_FETCH_RANK;
+                m->fetch.index = 77;
+                m->fetch.timeout_ms = 5000;
+                break;
         }
 }
 
@@ -283,8 +290,29 @@ static void make_reply(struct ckpt_reply *m, uint16_t type, uint32_t count) {
                 s->jobs = 0x2000000e;
                 fill(s->state_dir, CKPT_ERRMSG_MAX, 'A');
                 fill(s->last_error, 17, 'k');
+                s->remote_enabled = 1;
+                s->node_index = 3;
+                s->node_count = 4;
+                fill(s->remote_target, 40, 'r');
+                s->remote_steps_pending = 0x2000000f;
+                s->remote_steps_failed = 0x20000010;
+                s->remote_uploads_active = 0x20000011;
+                s->remote_requests_active = 0x20000012;
+                s->remote_bytes_uploaded = 0x1000000000000013ull;
+                s->remote_bytes_downloaded = 0x1000000000000014ull;
+                s->remote_requests = 0x1000000000000015ull;
+                s->remote_retries = 0x1000000000000016ull;
+                s->remote_failures = 0x1000000000000017ull;
+                fill(s->remote_error, 30, 'e');
                 break;
         }
+        case CKPT_MSG_FETCH:
+                m->fetch.step = 0x7fff000000000001ull;
+                m->fetch.world_size = 64;
+                m->fetch.ranks = 8;
+                m->fetch.shards = 0x30000001;
+                m->fetch.bytes = 0x4000000000000002ull;
+                break;
         case CKPT_MSG_JOB_LIST:
                 if (count > CKPT_JOB_PAGE)
                         count = CKPT_JOB_PAGE;
@@ -401,6 +429,7 @@ static const uint16_t reply_types[] = {
         CKPT_MSG_STATUS | CKPT_MSG_REPLY,
         CKPT_MSG_JOB_LIST | CKPT_MSG_REPLY,
         CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY,
+        CKPT_MSG_FETCH | CKPT_MSG_REPLY,
 };
 
 static void test_roundtrips(void) {
@@ -477,7 +506,7 @@ static void test_golden(void) {
         m.hello.proto_min = 1;
         m.hello.proto_max = 2;
         static const uint8_t hello[] = {
-                'C', 'K', 'P', 'T', 0x01, 0x00, 0x01, 0x00, 20, 0, 0, 0, 0x04, 0x03, 0x02, 0x01,
+                'C', 'K', 'P', 'T', 0x02, 0x00, 0x01, 0x00, 20, 0, 0, 0, 0x04, 0x03, 0x02, 0x01,
                 0x01, 0x00, 0x02, 0x00,
         };
         check_bytes("HELLO", buf, ckpt_request_encode(&m, buf, sizeof(buf)), hello, sizeof(hello));
@@ -490,7 +519,7 @@ static void test_golden(void) {
         m.save_begin.rank = 3;
         m.save_begin.world_size = 0x00010002;
         static const uint8_t save_begin[] = {
-                'C', 'K', 'P', 'T', 1, 0, 2, 0, 36, 0, 0, 0, 5, 0, 0, 0,
+                'C', 'K', 'P', 'T', 2, 0, 2, 0, 36, 0, 0, 0, 5, 0, 0, 0,
                 2, 0, 'j', '1',
                 8, 7, 6, 5, 4, 3, 2, 1,
                 3, 0, 0, 0,
@@ -503,7 +532,7 @@ static void test_golden(void) {
         m.hdr.type = CKPT_MSG_STATUS;
         m.hdr.seq = 0xffffffff;
         static const uint8_t status[] = {
-                'C', 'K', 'P', 'T', 1, 0, 15, 0, 16, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
+                'C', 'K', 'P', 'T', 2, 0, 15, 0, 16, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
         };
         check_bytes("STATUS", buf, ckpt_request_encode(&m, buf, sizeof(buf)), status, sizeof(status));
 
@@ -513,7 +542,7 @@ static void test_golden(void) {
         rep_a.error.error = -ENOENT;
         strcpy(rep_a.error.message, "no such job");
         static const uint8_t error[] = {
-                'C', 'K', 'P', 'T', 1, 0, 0xff, 0xff, 33, 0, 0, 0, 7, 0, 0, 0,
+                'C', 'K', 'P', 'T', 2, 0, 0xff, 0xff, 33, 0, 0, 0, 7, 0, 0, 0,
                 0xfe, 0xff, 0xff, 0xff,
                 11, 0, 'n', 'o', ' ', 's', 'u', 'c', 'h', ' ', 'j', 'o', 'b',
         };
@@ -529,16 +558,16 @@ static void test_golden(void) {
                 .bytes = 0x1122, .shards = 6, .committed_at = 0x0102,
         };
         static const uint8_t ckpt_list[] = {
-                'C', 'K', 'P', 'T', 1, 0, 17, 0x80, 61, 0, 0, 0, 1, 0, 0, 0,
+                'C', 'K', 'P', 'T', 2, 0, 17, 0x80, 62, 0, 0, 0, 1, 0, 0, 0,
                 9, 0, 0, 0, 1, 0, 0, 0,
                 100, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 2, 0, 0, 0, 3,
-                0x22, 0x11, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0x02, 0x01, 0, 0, 0, 0, 0, 0,
+                0x22, 0x11, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 0,
         };
         check_bytes("CKPT_LIST reply", buf, ckpt_reply_encode(&rep_a, buf, sizeof(buf)), ckpt_list,
                     sizeof(ckpt_list));
 
         /* And the other way: hand-written bytes decode to the right fields. */
-        raw_start(1, CKPT_MSG_CHUNK_GET | CKPT_MSG_REPLY, 0x42);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_CHUNK_GET | CKPT_MSG_REPLY, 0x42);
         raw_u32(7);
         raw_u32(8);
         raw_u8(1);
@@ -622,8 +651,8 @@ static void test_header(void) {
         }
 
         /* Wrong version: its own error, header still filled in. */
-        const uint16_t versions[] = { 0, 2, 0xffff };
-        for (size_t i = 0; i < 3; i++) {
+        const uint16_t versions[] = { 0, 1, CKPT_PROTO_VERSION + 1, 0xffff };
+        for (size_t i = 0; i < 4; i++) {
                 memcpy(buf2, buf, (size_t)n);
                 buf2[4] = (uint8_t)versions[i];
                 buf2[5] = (uint8_t)(versions[i] >> 8);
@@ -640,10 +669,10 @@ static void test_header(void) {
         }
         /* A future version may use a bigger length or new types: still
          * -EPROTONOSUPPORT, not -EBADMSG, so the daemon can answer. */
-        raw_start(2, 0x7777, 99);
+        raw_start(CKPT_PROTO_VERSION + 1, 0x7777, 99);
         raw_u32(0);
         set_len_field(raw.b, 0x100000);
-        CHECK_RC(raw_decode_req(), -EPROTONOSUPPORT, "v2, odd type and length");
+        CHECK_RC(raw_decode_req(), -EPROTONOSUPPORT, "next version, odd type and length");
 
         /* Length field mismatch. */
         const int64_t deltas[] = { -1, 1, -(int64_t)n, 0x10000 };
@@ -667,12 +696,12 @@ static void test_header(void) {
 
         /* Oversize: a consistent message one byte over the limit.  Build a
          * CKPT_LIST reply with trailing padding so only the size is wrong. */
-        raw_start(1, CKPT_MSG_STATUS, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_STATUS, 1);
         memset(raw.b + raw.n, 0, CKPT_MSG_MAX + 1 - raw.n);
         raw.n = CKPT_MSG_MAX + 1;
         raw_end();
         CHECK_RC(raw_decode_req(), -EBADMSG, "oversize request");
-        raw_start(1, CKPT_MSG_ERROR, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_ERROR, 1);
         raw_u32((uint32_t)-EIO);
         raw_str("x", 1);
         memset(raw.b + raw.n, 0, CKPT_MSG_MAX + 100 - raw.n);
@@ -684,14 +713,14 @@ static void test_header(void) {
         const uint16_t bad_req_types[] = { 0, CKPT_MSG_REQUEST_MAX_, 0x7fff, 0x8000,
                                            CKPT_MSG_HELLO | CKPT_MSG_REPLY, CKPT_MSG_ERROR };
         for (size_t i = 0; i < sizeof(bad_req_types) / sizeof(bad_req_types[0]); i++) {
-                raw_start(1, bad_req_types[i], 1);
+                raw_start(CKPT_PROTO_VERSION, bad_req_types[i], 1);
                 raw_end();
                 CHECK_RC(raw_decode_req(), -EBADMSG, "request type %#x", bad_req_types[i]);
         }
         const uint16_t bad_rep_types[] = { 0, CKPT_MSG_STATUS, 0x8000,
                                            CKPT_MSG_REQUEST_MAX_ | CKPT_MSG_REPLY, 0xfffe, 0x7fff };
         for (size_t i = 0; i < sizeof(bad_rep_types) / sizeof(bad_rep_types[0]); i++) {
-                raw_start(1, bad_rep_types[i], 1);
+                raw_start(CKPT_PROTO_VERSION, bad_rep_types[i], 1);
                 raw_end();
                 CHECK_RC(raw_decode_rep(), -EBADMSG, "reply type %#x", bad_rep_types[i]);
                 CHECK_RC(ckpt_hdr_decode(&h, raw.b, raw.n),
@@ -700,15 +729,15 @@ static void test_header(void) {
         }
 
         /* Empty bodies must be empty. */
-        raw_start(1, CKPT_MSG_STATUS, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_STATUS, 1);
         raw_u8(0);
         raw_end();
         CHECK_RC(raw_decode_req(), -EBADMSG, "STATUS with a body byte");
-        raw_start(1, CKPT_MSG_COMMIT | CKPT_MSG_REPLY, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_COMMIT | CKPT_MSG_REPLY, 1);
         raw_u32(0);
         raw_end();
         CHECK_RC(raw_decode_rep(), -EBADMSG, "COMMIT reply with a body");
-        raw_start(1, CKPT_MSG_COMMIT | CKPT_MSG_REPLY, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_COMMIT | CKPT_MSG_REPLY, 1);
         raw_end();
         CHECK_RC(raw_decode_rep(), 0, "COMMIT reply, empty");
 
@@ -726,7 +755,7 @@ static void test_header(void) {
 
 /* SAVE_BEGIN with an arbitrary name and numbers, by hand. */
 static size_t raw_save_begin(const void *name, size_t len, uint64_t step, uint32_t rank, uint32_t ws) {
-        raw_start(1, CKPT_MSG_SAVE_BEGIN, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_SAVE_BEGIN, 1);
         raw_str(name, len);
         raw_u64(step);
         raw_u32(rank);
@@ -789,7 +818,7 @@ static void test_names(void) {
         CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "encode name len 256");
 
         /* A name in the other positions too: shard of READ, a list entry. */
-        raw_start(1, CKPT_MSG_READ, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_READ, 1);
         raw_str("job", 3);
         raw_u64(1);
         raw_u32(0);
@@ -798,7 +827,7 @@ static void test_names(void) {
         raw_u64(1);
         raw_end();
         CHECK_RC(raw_decode_req(), -EINVAL, "READ shard ../etc");
-        raw_start(1, CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, 1);
         raw_u32(2);
         raw_u32(2);
         raw_str("ok", 2);
@@ -848,7 +877,7 @@ static void test_values(void) {
         /* WAIT tier enum */
         const uint8_t tiers[] = { 0, CKPT_TIER_MAX_, 255 };
         for (size_t i = 0; i < 3; i++) {
-                raw_start(1, CKPT_MSG_WAIT, 1);
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_WAIT, 1);
                 raw_str("job", 3);
                 raw_u64(1);
                 raw_u8(tiers[i]);
@@ -856,7 +885,7 @@ static void test_values(void) {
                 raw_end();
                 CHECK_RC(raw_decode_req(), -EBADMSG, "WAIT tier %u", tiers[i]);
                 /* bad enum and bad name together: -EBADMSG wins */
-                raw_start(1, CKPT_MSG_WAIT, 1);
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_WAIT, 1);
                 raw_str(".", 1);
                 raw_u64(1);
                 raw_u8(tiers[i]);
@@ -864,18 +893,18 @@ static void test_values(void) {
                 raw_end();
                 CHECK_RC(raw_decode_req(), -EBADMSG, "WAIT tier %u, bad name", tiers[i]);
         }
-        raw_start(1, CKPT_MSG_WAIT | CKPT_MSG_REPLY, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_WAIT | CKPT_MSG_REPLY, 1);
         raw_u8(CKPT_TIER_MAX_);
         raw_end();
         CHECK_RC(raw_decode_rep(), -EBADMSG, "WAIT reply tier max");
 
         /* HELLO versions */
-        raw_start(1, CKPT_MSG_HELLO, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_HELLO, 1);
         raw_u16(2);
         raw_u16(1);
         raw_end();
         CHECK_RC(raw_decode_req(), -EINVAL, "HELLO min > max");
-        raw_start(1, CKPT_MSG_HELLO, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_HELLO, 1);
         raw_u16(0);
         raw_u16(1);
         raw_end();
@@ -894,7 +923,7 @@ static void test_values(void) {
                 { 0, CKPT_SHARD_SIZE_MAX + 1, -EINVAL },
         };
         for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
-                raw_start(1, CKPT_MSG_CHUNK_PUT, 1);
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_CHUNK_PUT, 1);
                 raw_u32(1);
                 raw_u32(2);
                 raw_u64(ranges[i].off);
@@ -903,7 +932,7 @@ static void test_values(void) {
                 raw_end();
                 CHECK_RC(raw_decode_req(), ranges[i].want, "CHUNK_PUT range %zu", i);
         }
-        raw_start(1, CKPT_MSG_SHARD_BEGIN, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_SHARD_BEGIN, 1);
         raw_u32(1);
         raw_str("s", 1);
         raw_u64(CKPT_SHARD_SIZE_MAX + 1);
@@ -913,14 +942,14 @@ static void test_values(void) {
         /* Ranks without a world_size beside them are bounded by the maximum. */
         const uint32_t ranks[] = { CKPT_WORLD_MAX - 1, CKPT_WORLD_MAX, UINT32_MAX };
         for (size_t i = 0; i < 3; i++) {
-                raw_start(1, CKPT_MSG_SHARD_LIST, 1);
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_SHARD_LIST, 1);
                 raw_str("job", 3);
                 raw_u64(1);
                 raw_u32(ranks[i]);
                 raw_u32(0);
                 raw_end();
                 CHECK_RC(raw_decode_req(), i == 0 ? 0 : -EINVAL, "SHARD_LIST rank %u", ranks[i]);
-                raw_start(1, CKPT_MSG_READ, 1);
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_READ, 1);
                 raw_str("job", 3);
                 raw_u64(1);
                 raw_u32(ranks[i]);
@@ -931,7 +960,7 @@ static void test_values(void) {
                 CHECK_RC(raw_decode_req(), i == 0 ? 0 : -EINVAL, "READ rank %u", ranks[i]);
         }
         /* READ needs a length; MAP ignores it. */
-        raw_start(1, CKPT_MSG_READ, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_READ, 1);
         raw_str("job", 3);
         raw_u64(1);
         raw_u32(0);
@@ -943,13 +972,13 @@ static void test_values(void) {
         raw.b[6] = CKPT_MSG_MAP;
         CHECK_RC(raw_decode_req(), 0, "MAP length 0");
         /* Steps beyond the maximum, in each request that carries one. */
-        raw_start(1, CKPT_MSG_COMMIT, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_COMMIT, 1);
         raw_str("job", 3);
         raw_u64((uint64_t)1 << 63);
         raw_u32(0);
         raw_end();
         CHECK_RC(raw_decode_req(), -EINVAL, "COMMIT step 2^63");
-        raw_start(1, CKPT_MSG_WAIT, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_WAIT, 1);
         raw_str("job", 3);
         raw_u64(UINT64_MAX);
         raw_u8(CKPT_TIER_LOCAL);
@@ -958,12 +987,12 @@ static void test_values(void) {
         CHECK_RC(raw_decode_req(), -EINVAL, "WAIT step 2^64-1");
 
         /* JOB_LIST's job is reserved */
-        raw_start(1, CKPT_MSG_JOB_LIST, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_JOB_LIST, 1);
         raw_str("job", 3);
         raw_u32(0);
         raw_end();
         CHECK_RC(raw_decode_req(), -EINVAL, "JOB_LIST with a job");
-        raw_start(1, CKPT_MSG_CKPT_LIST, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_CKPT_LIST, 1);
         raw_str("", 0);
         raw_u32(0);
         raw_end();
@@ -972,7 +1001,7 @@ static void test_values(void) {
         /* Error replies: negative errno only */
         const int32_t errs[] = { 0, 1, EIO, -4096, INT32_MIN, INT32_MAX };
         for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
-                raw_start(1, CKPT_MSG_ERROR, 1);
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_ERROR, 1);
                 raw_u32((uint32_t)errs[i]);
                 raw_str("m", 1);
                 raw_end();
@@ -981,17 +1010,17 @@ static void test_values(void) {
         /* Error message: NUL inside, too long; exactly max is fine. */
         static char msg[CKPT_ERRMSG_MAX + 2];
         memset(msg, 'm', sizeof(msg));
-        raw_start(1, CKPT_MSG_ERROR, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_ERROR, 1);
         raw_u32((uint32_t)-EIO);
         raw_str("a\0b", 3);
         raw_end();
         CHECK_RC(raw_decode_rep(), -EBADMSG, "error message with NUL");
-        raw_start(1, CKPT_MSG_ERROR, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_ERROR, 1);
         raw_u32((uint32_t)-EIO);
         raw_str(msg, CKPT_ERRMSG_MAX + 1);
         raw_end();
         CHECK_RC(raw_decode_rep(), -EBADMSG, "error message too long");
-        raw_start(1, CKPT_MSG_ERROR, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_ERROR, 1);
         raw_u32((uint32_t)-EIO);
         raw_str(msg, CKPT_ERRMSG_MAX);
         raw_end();
@@ -999,7 +1028,7 @@ static void test_values(void) {
         CHECK(strlen(rep_a.error.message) == CKPT_ERRMSG_MAX && rep_a.error.error == -EIO,
               "error message decoded");
         /* A string length beyond the packet */
-        raw_start(1, CKPT_MSG_ERROR, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_ERROR, 1);
         raw_u32((uint32_t)-EIO);
         raw_u16(0xffff);
         raw_u8('x');
@@ -1007,7 +1036,7 @@ static void test_values(void) {
         CHECK_RC(raw_decode_rep(), -EBADMSG, "string length beyond packet");
 
         /* HELLO reply version string */
-        raw_start(1, CKPT_MSG_HELLO | CKPT_MSG_REPLY, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_HELLO | CKPT_MSG_REPLY, 1);
         raw_u16(1);
         raw_u32(1);
         raw_u64(1);
@@ -1017,7 +1046,7 @@ static void test_values(void) {
         CHECK_RC(raw_decode_rep(), -EBADMSG, "daemon_version too long");
 
         /* has_fd */
-        raw_start(1, CKPT_MSG_READ | CKPT_MSG_REPLY, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_READ | CKPT_MSG_REPLY, 1);
         raw_u32(1);
         raw_u32(1);
         raw_u8(2);
@@ -1026,7 +1055,7 @@ static void test_values(void) {
         raw_u64(1);
         raw_end();
         CHECK_RC(raw_decode_rep(), -EBADMSG, "slot has_fd 2");
-        raw_start(1, CKPT_MSG_MAP | CKPT_MSG_REPLY, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_MAP | CKPT_MSG_REPLY, 1);
         raw_u64(1);
         raw_u32(1);
         raw_u8(0xff);
@@ -1034,7 +1063,7 @@ static void test_values(void) {
         CHECK_RC(raw_decode_rep(), -EBADMSG, "map has_fd 255");
 
         /* List counts */
-        raw_start(1, CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, 1);
         raw_u32(1000);
         raw_u32(CKPT_LIST_PAGE + 1);
         for (int i = 0; i < CKPT_LIST_PAGE + 1; i++) {
@@ -1044,7 +1073,7 @@ static void test_values(void) {
         }
         raw_end();
         CHECK_RC(raw_decode_rep(), -EBADMSG, "shard list count > page");
-        raw_start(1, CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, 1);
         raw_u32(1);
         raw_u32(2);
         for (int i = 0; i < 2; i++) {
@@ -1054,12 +1083,12 @@ static void test_values(void) {
         }
         raw_end();
         CHECK_RC(raw_decode_rep(), -EBADMSG, "shard list count > total");
-        raw_start(1, CKPT_MSG_JOB_LIST | CKPT_MSG_REPLY, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_JOB_LIST | CKPT_MSG_REPLY, 1);
         raw_u32(100);
         raw_u32(CKPT_JOB_PAGE + 1);
         raw_end();
         CHECK_RC(raw_decode_rep(), -EBADMSG, "job list count > page");
-        raw_start(1, CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY, 1);
         raw_u32(0xffffffff);
         raw_u32(0xffffffff);
         raw_end();
@@ -1080,7 +1109,7 @@ static void test_values(void) {
                 { CKPT_STATE_COMMITTED, 2, 2, 1, 0 },
         };
         for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++) {
-                raw_start(1, CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY, 1);
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY, 1);
                 raw_u32(1);
                 raw_u32(1);
                 raw_u64(10);
@@ -1090,11 +1119,12 @@ static void test_values(void) {
                 raw_u64(0);
                 raw_u32(0);
                 raw_u64((uint64_t)entries[i].at);
+                raw_u8(CKPT_REMOTE_DONE);
                 raw_end();
                 CHECK_RC(raw_decode_rep(), entries[i].want, "ckpt entry %zu", i);
         }
         /* JOB_LIST entry latest_committed below -1 */
-        raw_start(1, CKPT_MSG_JOB_LIST | CKPT_MSG_REPLY, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_JOB_LIST | CKPT_MSG_REPLY, 1);
         raw_u32(1);
         raw_u32(1);
         raw_str("job", 3);
@@ -1108,7 +1138,7 @@ static void test_values(void) {
         CHECK_RC(raw_decode_rep(), -EINVAL, "job entry latest_committed -2");
 
         /* LATEST reply world_size 0 */
-        raw_start(1, CKPT_MSG_LATEST | CKPT_MSG_REPLY, 1);
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_LATEST | CKPT_MSG_REPLY, 1);
         raw_u64(5);
         raw_u32(0);
         raw_end();

@@ -1,0 +1,1739 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * flush — committed steps from the local tier to the object store.  See
+ * flush.h for the protocol; this file is three state machines:
+ *
+ *   object  TODO -> (CreateMultipartUpload | ListParts) -> PARTS -> COMPLETING -> DONE
+ *           TODO -> PutObject -> DONE                          (size <= part_size)
+ *   step    OBJECTS -> MANIFEST -> COMMIT (coordinator: list, read, PUT
+ *           If-None-Match; others: HEAD) -> DONE | FAILED
+ *   retention (coordinator, per job): list steps, find the newest `keep`
+ *           with COMMIT, delete older step prefixes (COMMIT first).
+ *
+ * One step uploads objects at a time (the queue's head), so an older step
+ * reaches the store first; steps waiting for other nodes' manifests only
+ * poll and do not hold the queue.  The flusher keeps at most
+ * 2 * concurrency requests outstanding at the S3 client: the client has
+ * `concurrency` on the wire, and the rest are being hashed (Content-MD5 on
+ * the worker pool), so the wire never waits for a hash.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "remote/flush.h"
+#include "remote/objects.h"
+#include "util/cleanup.h"
+#include "util/list.h"
+#include "util/log.h"
+
+#define FLUSH_POLL_MIN_MS 100
+#define FLUSH_POLL_MAX_MS 5000
+#define FLUSH_STALL_MIN_MS 1000
+#define FLUSH_STALL_MAX_MS 60000
+/* A node manifest is a few bytes per MiB of checkpoint; anything bigger
+ * than this is not one of ours. */
+#define FLUSH_MANIFEST_MAX (256u << 20)
+
+enum obj_phase {
+        OBJ_TODO,
+        OBJ_STARTING,   /* CreateMultipartUpload or ListParts in flight */
+        OBJ_PARTS,
+        OBJ_COMPLETING, /* CompleteMultipartUpload (or a HEAD after it) */
+        OBJ_PUTTING,    /* the single PutObject */
+        OBJ_DONE,
+};
+
+enum part_state { PART_TODO, PART_INFLIGHT, PART_DONE };
+
+struct fstep;
+
+struct fobj {
+        struct fstep *st;
+        uint32_t rank;
+        char shard[CKPT_NAME_MAX + 1];
+        uint64_t size;
+        uint32_t crc32c;
+        char key[OBJECT_KEY_MAX + 1];
+        enum obj_phase phase;
+        int fd;
+        bool multipart;
+        char upload_id[S3_UPLOAD_ID_MAX + 1];
+        uint64_t part_size;
+        uint32_t nparts, parts_done, parts_inflight, next_part;
+        uint8_t *part_state;      /* nparts entries */
+        struct s3_part *parts;    /* index number - 1; etag valid when done */
+        struct s3_request req;    /* PUT / create / list / complete / head */
+        bool req_busy;
+        struct s3_part_list list;
+        unsigned list_marker;
+};
+
+struct fpart {
+        struct list link;         /* on fstep.parts while in flight */
+        struct s3_request req;
+        struct fobj *o;
+        uint32_t number;
+};
+
+enum step_phase { STEP_OBJECTS, STEP_MANIFEST, STEP_COMMIT, STEP_DONE, STEP_FAILED };
+
+struct fstep {
+        struct list link;
+        struct flusher *f;
+        char job[CKPT_NAME_MAX + 1];
+        uint64_t step;
+        uint32_t world_size;
+        enum step_phase phase;
+        struct fobj *objs;
+        size_t nobjs, next_obj, objs_done;
+        uint32_t inflight;        /* requests of this step at the S3 client */
+        struct list parts;        /* struct fpart in flight */
+        bool stalled;             /* waiting out a retryable failure */
+        uint64_t stall_ms;
+        struct loop_timer timer;
+        uint64_t poll_ms;
+        struct s3_request req;    /* manifest PUT, listing, GETs, COMMIT */
+        bool req_busy;
+        char *text;               /* our manifest, then a fetched one */
+        size_t text_len;
+        int text_fd;              /* memfd body for a manifest over 1 MiB */
+        /* coordinator */
+        struct s3_object_list olist;
+        uint64_t *manifest_sizes; /* node_count entries, UINT64_MAX: missing */
+        uint32_t manifests_seen;
+        uint32_t fetch_next;
+        struct node_manifest **nms;
+        char **texts;
+        size_t *lens;
+        char *commit_text;
+        size_t commit_len;
+};
+
+/* Remote retention of one job, one request at a time. */
+enum ret_phase { RET_LIST_STEPS, RET_HEAD, RET_LIST_KEYS, RET_DELETE };
+
+struct fret {
+        struct list link;
+        struct flusher *f;
+        char job[CKPT_NAME_MAX + 1];
+        enum ret_phase phase;
+        bool again;               /* asked to run again while running */
+        uint64_t *steps;          /* ascending */
+        size_t nsteps, cap;
+        size_t cursor;            /* HEAD walk: index from the end */
+        uint32_t committed_seen;
+        size_t cut;               /* steps[0..cut) are deleted */
+        size_t del_step;
+        struct s3_object_list olist;
+        char token[S3_TOKEN_MAX + 1];
+        char (*keys)[S3_KEY_MAX + 1];
+        size_t nkeys, kcap, del_next;
+        struct s3_request req;
+        bool busy;
+};
+
+struct flusher {
+        struct loop *loop;
+        struct s3_client *s3;
+        struct catalog *catalog;
+        struct store *store;
+        char prefix[OBJECT_KEY_MAX + 1];
+        char bucket[64];
+        struct flush_options opts;
+        void (*on_changed)(void *userdata, const char *job, uint64_t step);
+        void *userdata;
+        struct list steps;        /* struct fstep, FIFO */
+        struct list retention;    /* struct fret */
+        uint32_t inflight;        /* object requests outstanding */
+        uint32_t budget;
+        uint32_t uploads_active;
+        uint64_t bytes_uploaded;
+        uint32_t steps_failed;
+        char last_error[CKPT_ERRMSG_MAX + 1];
+        bool freeing;
+};
+
+static void step_pump(struct fstep *st);
+static void flusher_pump(struct flusher *f);
+static void commit_phase_start(struct fstep *st);
+static void retention_start(struct flusher *f, const char *job);
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+/* "403 SignatureDoesNotMatch: The request signature we calculated..." */
+static void describe(char *out, size_t size, const struct s3_result *res, int error) {
+        if (res->status && res->code[0])
+                snprintf(out, size, "%ld %s%s%s", res->status, res->code,
+                         res->message[0] ? ": " : "", res->message);
+        else if (res->status)
+                snprintf(out, size, "HTTP %ld (%s)", res->status, strerror(-error));
+        else
+                snprintf(out, size, "%s", strerror(-error));
+}
+
+static void set_last_error(struct flusher *f, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+static void set_last_error(struct flusher *f, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(f->last_error, sizeof(f->last_error), fmt, ap);
+        va_end(ap);
+}
+
+static bool step_is_coordinator(const struct fstep *st) {
+        return st->f->opts.node_index == 0;
+}
+
+static void obj_close(struct fobj *o) {
+        if (o->fd >= 0) {
+                close(o->fd);
+                o->fd = -1;
+        }
+}
+
+static void obj_clear(struct fobj *o) {
+        obj_close(o);
+        free(o->part_state);
+        free(o->parts);
+        free(o->list.parts);
+        o->part_state = NULL;
+        o->parts = NULL;
+        o->list.parts = NULL;
+}
+
+static void step_free(struct fstep *st) {
+        loop_timer_cancel(&st->timer);
+        list_unlink(&st->link);
+        for (size_t i = 0; i < st->nobjs; i++)
+                obj_clear(&st->objs[i]);
+        free(st->objs);
+        free(st->text);
+        if (st->text_fd >= 0)
+                close(st->text_fd);
+        free(st->olist.objects);
+        free(st->manifest_sizes);
+        if (st->nms) {
+                for (uint32_t i = 0; i < st->f->opts.node_count; i++) {
+                        node_manifest_free(st->nms[i]);
+                        free(st->texts[i]);
+                }
+        }
+        free(st->nms);
+        free(st->texts);
+        free(st->lens);
+        free(st->commit_text);
+        free(st);
+}
+
+static void step_reap(struct loop_timer *t) {
+        struct fstep *st = container_of(t, struct fstep, timer);
+        if ((st->phase == STEP_DONE || st->phase == STEP_FAILED) && st->inflight == 0 &&
+            !st->req_busy)
+                step_free(st);
+}
+
+/* Drop a finished or failed step once nothing of it is at the S3 client —
+ * from a timer, never right away: the caller is often a done() callback
+ * that still touches the step after this returns. */
+static void step_maybe_free(struct fstep *st) {
+        if (st->f->freeing)
+                return; /* flush_free() frees every step itself */
+        if ((st->phase == STEP_DONE || st->phase == STEP_FAILED) && st->inflight == 0 &&
+            !st->req_busy)
+                loop_timer_start(st->f->loop, &st->timer, 0, step_reap);
+}
+
+/* Cancel every request of the step: each done() runs before this returns
+ * and, seeing STEP_FAILED, only drops its accounting. */
+static void step_cancel_all(struct fstep *st) {
+        struct flusher *f = st->f;
+        struct list *pos, *tmp;
+
+        for (size_t i = 0; i < st->nobjs; i++)
+                if (st->objs[i].req_busy)
+                        s3_request_cancel(f->s3, &st->objs[i].req);
+        list_for_each_safe(pos, tmp, &st->parts) {
+                struct fpart *p = list_entry(pos, struct fpart, link);
+                s3_request_cancel(f->s3, &p->req);
+        }
+        if (st->req_busy)
+                s3_request_cancel(f->s3, &st->req);
+}
+
+static void step_fail(struct fstep *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void step_fail(struct fstep *st, const char *fmt, ...) {
+        struct flusher *f = st->f;
+        char msg[CKPT_ERRMSG_MAX + 1];
+        va_list ap;
+
+        if (st->phase == STEP_FAILED || st->phase == STEP_DONE)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        st->phase = STEP_FAILED;
+        f->steps_failed++;
+        for (size_t i = 0; i < st->nobjs; i++) {
+                struct fobj *o = &st->objs[i];
+                if (o->phase != OBJ_TODO && o->phase != OBJ_DONE) {
+                        f->uploads_active--;
+                        o->phase = OBJ_TODO;
+                }
+        }
+        set_last_error(f, "job %s step %" PRIu64 ": %s", st->job, st->step, msg);
+        log_error("flush: job %s step %" PRIu64 " stopped: %s (fix the cause, then SIGHUP "
+                  "or restart ckptd to retry)", st->job, st->step, msg);
+        catalog_ckpt_remote_set(f->catalog, st->job, st->step, CATALOG_REMOTE_FAILED, msg);
+        loop_timer_cancel(&st->timer);
+        /* Stop what is still in flight; their done() see STEP_FAILED. */
+        step_cancel_all(st);
+        if (f->on_changed)
+                f->on_changed(f->userdata, st->job, st->step);
+        step_maybe_free(st);
+        flusher_pump(f);
+}
+
+/* A retryable failure the S3 client gave up on: pause this step, then go
+ * on (the store may be restarting, the network may be cut). */
+static void manifest_put(struct fstep *st);
+
+static void step_stall_timeout(struct loop_timer *t) {
+        struct fstep *st = container_of(t, struct fstep, timer);
+        st->stalled = false;
+        if (st->phase == STEP_MANIFEST && !st->req_busy)
+                manifest_put(st);
+        else
+                step_pump(st);
+}
+
+static void step_stall(struct fstep *st, const char *what, const struct s3_result *res,
+                       int error) {
+        struct flusher *f = st->f;
+        char why[400];
+
+        describe(why, sizeof(why), res, error);
+        set_last_error(f, "job %s step %" PRIu64 ": %s: %s (will retry)", st->job, st->step,
+                       what, why);
+        st->stall_ms = st->stall_ms ? MIN(st->stall_ms * 2, FLUSH_STALL_MAX_MS)
+                                    : FLUSH_STALL_MIN_MS;
+        log_warn("flush: job %s step %" PRIu64 ": %s failed after %u attempts: %s; "
+                    "retrying in %" PRIu64 " ms", st->job, st->step, what, res->attempts, why,
+                    st->stall_ms);
+        if (!st->stalled) {
+                st->stalled = true;
+                loop_timer_start(f->loop, &st->timer, st->stall_ms, step_stall_timeout);
+        }
+}
+
+/* Permanent failure of a request: the step stops.  -ECANCELED (shutdown,
+ * or the step already failed) is silent. */
+static void step_request_failed(struct fstep *st, const char *what, const char *key,
+                                const struct s3_result *res, int error) {
+        char why[400];
+
+        if (error == -ECANCELED)
+                return;
+        if (!res->permanent) {
+                step_stall(st, what, res, error);
+                return;
+        }
+        describe(why, sizeof(why), res, error);
+        step_fail(st, "%s %s (bucket %s): %s", what, key, st->f->bucket, why);
+}
+
+/* ---- objects ------------------------------------------------------------------------------ */
+
+static void obj_done(struct fobj *o, const char *etag) {
+        struct fstep *st = o->st;
+        struct flusher *f = st->f;
+
+        o->phase = OBJ_DONE;
+        obj_close(o);
+        st->objs_done++;
+        f->uploads_active--;
+        catalog_remote_object_set(f->catalog, st->job, st->step, o->rank, o->shard, o->key,
+                                  o->size, CATALOG_OBJECT_DONE, o->multipart ? o->upload_id : NULL,
+                                  o->multipart ? o->part_size : 0, etag, NULL);
+        log_debug("flush: %s done (%" PRIu64 " bytes%s)", o->key, o->size,
+                  o->multipart ? ", multipart" : "");
+}
+
+static int obj_open(struct fobj *o) {
+        struct fstep *st = o->st;
+        if (o->fd >= 0)
+                return 0;
+        int r = store_shard_open_buffered(st->f->store, st->job, st->step, o->rank, o->shard,
+                                          &o->fd);
+        if (r < 0)
+                step_fail(st, "cannot open shard %s of rank %u on local disk: %s", o->shard,
+                          o->rank, strerror(-r));
+        return r;
+}
+
+static void put_done(struct s3_request *req, int error) {
+        struct fobj *o = container_of(req, struct fobj, req);
+        struct fstep *st = o->st;
+        struct flusher *f = st->f;
+
+        o->req_busy = false;
+        st->inflight--;
+        f->inflight--;
+        if (st->phase == STEP_FAILED) {
+                step_maybe_free(st);
+                flusher_pump(f);
+                return;
+        }
+        if (error == 0) {
+                f->bytes_uploaded += o->size;
+                obj_done(o, req->result.etag);
+        } else {
+                o->phase = OBJ_TODO;
+                f->uploads_active--;
+                obj_close(o);
+                step_request_failed(st, "PutObject", o->key, &req->result, error);
+        }
+        step_pump(st);
+}
+
+static void obj_start_put(struct fobj *o) {
+        struct fstep *st = o->st;
+        struct flusher *f = st->f;
+        struct s3_body body;
+
+        if (o->size > 0) {
+                if (obj_open(o) < 0)
+                        return;
+                body = s3_body_fd(o->fd, 0, o->size);
+        } else {
+                body = s3_body_mem("", 0);
+        }
+        o->req = (struct s3_request){ .done = put_done };
+        int r = s3_put_object(f->s3, &o->req, o->key, &body, 0);
+        if (r < 0) {
+                step_fail(st, "cannot start PutObject %s: %s", o->key, strerror(-r));
+                return;
+        }
+        o->phase = OBJ_PUTTING;
+        o->req_busy = true;
+        f->uploads_active++;
+        st->inflight++;
+        f->inflight++;
+}
+
+static uint64_t part_length(const struct fobj *o, uint32_t number) {
+        uint64_t off = (uint64_t)(number - 1) * o->part_size;
+        return MIN(o->part_size, o->size - off);
+}
+
+static int obj_parts_alloc(struct fobj *o) {
+        o->nparts = (uint32_t)((o->size + o->part_size - 1) / o->part_size);
+        o->part_state = calloc(o->nparts, 1);
+        o->parts = calloc(o->nparts, sizeof(*o->parts));
+        if (!o->part_state || !o->parts)
+                return -ENOMEM;
+        for (uint32_t i = 0; i < o->nparts; i++)
+                o->parts[i].number = i + 1;
+        o->parts_done = o->parts_inflight = o->next_part = 0;
+        return 0;
+}
+
+static void part_mark_done(struct fobj *o, uint32_t number, const char *etag) {
+        struct s3_part *p = &o->parts[number - 1];
+        if (o->part_state[number - 1] == PART_DONE)
+                return;
+        o->part_state[number - 1] = PART_DONE;
+        snprintf(p->etag, sizeof(p->etag), "%s", etag);
+        p->size = part_length(o, number);
+        o->parts_done++;
+}
+
+static void complete_done(struct s3_request *req, int error);
+
+static void head_after_complete_done(struct s3_request *req, int error) {
+        struct fobj *o = container_of(req, struct fobj, req);
+        struct fstep *st = o->st;
+        struct flusher *f = st->f;
+
+        o->req_busy = false;
+        st->inflight--;
+        f->inflight--;
+        if (st->phase == STEP_FAILED) {
+                step_maybe_free(st);
+                flusher_pump(f);
+                return;
+        }
+        if (error == 0 && req->result.bytes == o->size) {
+                obj_done(o, req->result.etag);
+        } else if (error == -ENOENT || (error == 0 && req->result.bytes != o->size)) {
+                /* The upload is gone and the object is not there (or is
+                 * someone else's): start the object over. */
+                log_warn("flush: upload of %s vanished; uploading it again", o->key);
+                o->upload_id[0] = 0;
+                catalog_remote_parts_clear(f->catalog, st->job, st->step, o->rank, o->shard);
+                free(o->part_state);
+                free(o->parts);
+                o->part_state = NULL;
+                o->parts = NULL;
+                o->phase = OBJ_TODO;
+                f->uploads_active--;
+                obj_close(o);
+        } else {
+                o->phase = OBJ_PARTS;
+                step_request_failed(st, "HeadObject", o->key, &req->result, error);
+        }
+        step_pump(st);
+}
+
+static void obj_head(struct fobj *o) {
+        struct fstep *st = o->st;
+        struct flusher *f = st->f;
+
+        o->req = (struct s3_request){ .done = head_after_complete_done };
+        int r = s3_head_object(f->s3, &o->req, o->key);
+        if (r < 0) {
+                step_fail(st, "cannot start HeadObject %s: %s", o->key, strerror(-r));
+                return;
+        }
+        o->req_busy = true;
+        st->inflight++;
+        f->inflight++;
+}
+
+static void obj_complete(struct fobj *o) {
+        struct fstep *st = o->st;
+        struct flusher *f = st->f;
+
+        o->phase = OBJ_COMPLETING;
+        o->req = (struct s3_request){ .done = complete_done };
+        int r = s3_complete_multipart_upload(f->s3, &o->req, o->key, o->upload_id, o->parts,
+                                             o->nparts);
+        if (r < 0) {
+                step_fail(st, "cannot start CompleteMultipartUpload %s: %s", o->key, strerror(-r));
+                return;
+        }
+        o->req_busy = true;
+        st->inflight++;
+        f->inflight++;
+}
+
+static void complete_done(struct s3_request *req, int error) {
+        struct fobj *o = container_of(req, struct fobj, req);
+        struct fstep *st = o->st;
+        struct flusher *f = st->f;
+
+        o->req_busy = false;
+        st->inflight--;
+        f->inflight--;
+        if (st->phase == STEP_FAILED) {
+                step_maybe_free(st);
+                flusher_pump(f);
+                return;
+        }
+        if (error == 0) {
+                /* radosgw answers with an empty ETag: the catalog keeps
+                 * what there is; nothing depends on it. */
+                obj_done(o, req->result.etag);
+        } else if (error == -ENOENT && req->result.attempts > 1) {
+                /* An earlier attempt completed it and its answer was lost. */
+                obj_head(o);
+        } else {
+                o->phase = OBJ_PARTS;
+                step_request_failed(st, "CompleteMultipartUpload", o->key, &req->result, error);
+        }
+        step_pump(st);
+}
+
+static void part_done(struct s3_request *req, int error) {
+        struct fpart *p = container_of(req, struct fpart, req);
+        struct fobj *o = p->o;
+        struct fstep *st = o->st;
+        struct flusher *f = st->f;
+        uint32_t n = p->number;
+
+        st->inflight--;
+        f->inflight--;
+        o->parts_inflight--;
+        list_unlink(&p->link);
+        if (st->phase == STEP_FAILED) {
+                free(p);
+                step_maybe_free(st);
+                flusher_pump(f);
+                return;
+        }
+        if (error == 0) {
+                f->bytes_uploaded += part_length(o, n);
+                part_mark_done(o, n, req->result.etag);
+                catalog_remote_part_add(f->catalog, st->job, st->step, o->rank, o->shard, n,
+                                        req->result.etag, part_length(o, n));
+        } else {
+                o->part_state[n - 1] = PART_TODO;
+                o->next_part = MIN(o->next_part, n - 1);
+                if (error == -ENOENT) {
+                        /* NoSuchUpload: aborted behind our back (lifecycle
+                         * rule, operator).  The object starts over. */
+                        struct s3_result res = req->result;
+                        free(p);
+                        res.permanent = false;
+                        if (o->parts_inflight == 0) {
+                                o->upload_id[0] = 0;
+                                catalog_remote_parts_clear(f->catalog, st->job, st->step, o->rank,
+                                                           o->shard);
+                                free(o->part_state);
+                                free(o->parts);
+                                o->part_state = NULL;
+                                o->parts = NULL;
+                                o->phase = OBJ_TODO;
+                                f->uploads_active--;
+                                obj_close(o);
+                        }
+                        step_stall(st, "UploadPart (upload vanished)", &res, error);
+                        step_pump(st);
+                        return;
+                }
+                char what[64];
+                snprintf(what, sizeof(what), "UploadPart %u", n);
+                step_request_failed(st, what, o->key, &req->result, error);
+        }
+        free(p);
+        step_pump(st);
+}
+
+/* Start the next part of o that is neither done nor in flight: 1 started,
+ * 0 none left to start, < 0 failed (step failed). */
+static int obj_start_part(struct fobj *o) {
+        struct fstep *st = o->st;
+        struct flusher *f = st->f;
+
+        while (o->next_part < o->nparts && o->part_state[o->next_part] != PART_TODO)
+                o->next_part++;
+        if (o->next_part >= o->nparts)
+                return 0;
+        uint32_t n = ++o->next_part;
+        struct fpart *p = calloc(1, sizeof(*p));
+        if (!p) {
+                step_fail(st, "out of memory");
+                return -ENOMEM;
+        }
+        p->o = o;
+        p->number = n;
+        list_init(&p->link);
+        p->req.done = part_done;
+        struct s3_body body = s3_body_fd(o->fd, (uint64_t)(n - 1) * o->part_size,
+                                         part_length(o, n));
+        int r = s3_upload_part(f->s3, &p->req, o->key, o->upload_id, n, &body);
+        if (r < 0) {
+                free(p);
+                step_fail(st, "cannot start UploadPart %u of %s: %s", n, o->key, strerror(-r));
+                return r;
+        }
+        o->part_state[n - 1] = PART_INFLIGHT;
+        o->parts_inflight++;
+        list_add_tail(&st->parts, &p->link);
+        st->inflight++;
+        f->inflight++;
+        return 1;
+}
+
+static void create_done(struct s3_request *req, int error) {
+        struct fobj *o = container_of(req, struct fobj, req);
+        struct fstep *st = o->st;
+        struct flusher *f = st->f;
+
+        o->req_busy = false;
+        st->inflight--;
+        f->inflight--;
+        if (st->phase == STEP_FAILED) {
+                step_maybe_free(st);
+                flusher_pump(f);
+                return;
+        }
+        if (error < 0) {
+                o->phase = OBJ_TODO;
+                f->uploads_active--;
+                obj_close(o);
+                step_request_failed(st, "CreateMultipartUpload", o->key, &req->result, error);
+                step_pump(st);
+                return;
+        }
+        snprintf(o->upload_id, sizeof(o->upload_id), "%s", req->result.upload_id);
+        /* Recorded before any part is sent: after a crash the upload is
+         * found again instead of orphaned. */
+        catalog_remote_parts_clear(f->catalog, st->job, st->step, o->rank, o->shard);
+        catalog_remote_object_set(f->catalog, st->job, st->step, o->rank, o->shard, o->key,
+                                  o->size, CATALOG_OBJECT_UPLOADING, o->upload_id, o->part_size,
+                                  NULL, NULL);
+        catalog_flush(f->catalog);
+        o->phase = OBJ_PARTS;
+        step_pump(st);
+}
+
+static void list_parts_next(struct fobj *o);
+
+static void list_parts_done(struct s3_request *req, int error) {
+        struct fobj *o = container_of(req, struct fobj, req);
+        struct fstep *st = o->st;
+        struct flusher *f = st->f;
+
+        o->req_busy = false;
+        st->inflight--;
+        f->inflight--;
+        if (st->phase == STEP_FAILED) {
+                step_maybe_free(st);
+                flusher_pump(f);
+                return;
+        }
+        if (error == -ENOENT) {
+                /* The upload is gone: completed just before the crash (then
+                 * the object is there), or aborted.  HEAD decides. */
+                o->phase = OBJ_COMPLETING;
+                obj_head(o);
+                return;
+        }
+        if (error < 0) {
+                o->phase = OBJ_TODO;
+                f->uploads_active--;
+                obj_close(o);
+                step_request_failed(st, "ListParts", o->key, &req->result, error);
+                step_pump(st);
+                return;
+        }
+        /* A part the store lists with the size we would send is ours: it
+         * was checked against its Content-MD5 when it arrived, and the
+         * shard file never changes.  Anything else is sent (again). */
+        for (size_t i = 0; i < o->list.count; i++) {
+                const struct s3_part *p = &o->list.parts[i];
+                if (p->number < 1 || p->number > o->nparts || p->size != part_length(o, p->number))
+                        continue;
+                if (o->part_state[p->number - 1] != PART_DONE)
+                        catalog_remote_part_add(f->catalog, st->job, st->step, o->rank, o->shard,
+                                                p->number, p->etag, p->size);
+                part_mark_done(o, p->number, p->etag);
+        }
+        if (o->list.truncated && o->list.next_marker > o->list_marker) {
+                o->list_marker = o->list.next_marker;
+                list_parts_next(o);
+                return;
+        }
+        log_info("flush: resuming upload of %s: %u of %u parts already in the store", o->key,
+                 o->parts_done, o->nparts);
+        o->phase = OBJ_PARTS;
+        step_pump(st);
+}
+
+static void list_parts_next(struct fobj *o) {
+        struct fstep *st = o->st;
+        struct flusher *f = st->f;
+
+        if (!o->list.parts) {
+                o->list.parts = calloc(S3_LIST_MAX, sizeof(*o->list.parts));
+                if (!o->list.parts) {
+                        step_fail(st, "out of memory");
+                        return;
+                }
+                o->list.capacity = S3_LIST_MAX;
+        }
+        o->list.count = 0;
+        o->req = (struct s3_request){ .done = list_parts_done };
+        int r = s3_list_parts(f->s3, &o->req, o->key, o->upload_id, o->list_marker, &o->list);
+        if (r < 0) {
+                step_fail(st, "cannot start ListParts %s: %s", o->key, strerror(-r));
+                return;
+        }
+        o->req_busy = true;
+        st->inflight++;
+        f->inflight++;
+}
+
+/* Begin a multipart object: resume the recorded upload or create one. */
+static void obj_start_multipart(struct fobj *o) {
+        struct fstep *st = o->st;
+        struct flusher *f = st->f;
+
+        if (obj_open(o) < 0)
+                return;
+        if (!o->parts && obj_parts_alloc(o) < 0) {
+                step_fail(st, "out of memory");
+                return;
+        }
+        f->uploads_active++;
+        o->phase = OBJ_STARTING;
+        if (o->upload_id[0]) {
+                /* Parts the catalog recorded are done; ListParts adds any
+                 * whose answer the crash lost. */
+                size_t count = 0;
+                struct s3_part *rec = calloc(o->nparts, sizeof(*rec));
+                if (rec && catalog_remote_parts(f->catalog, st->job, st->step, o->rank, o->shard,
+                                                rec, o->nparts, &count) == 0) {
+                        for (size_t i = 0; i < count; i++)
+                                if (rec[i].number >= 1 && rec[i].number <= o->nparts &&
+                                    rec[i].size == part_length(o, rec[i].number))
+                                        part_mark_done(o, rec[i].number, rec[i].etag);
+                }
+                free(rec);
+                o->list_marker = 0;
+                list_parts_next(o);
+                return;
+        }
+        o->req = (struct s3_request){ .done = create_done };
+        int r = s3_create_multipart_upload(f->s3, &o->req, o->key);
+        if (r < 0) {
+                step_fail(st, "cannot start CreateMultipartUpload %s: %s", o->key, strerror(-r));
+                return;
+        }
+        o->req_busy = true;
+        st->inflight++;
+        f->inflight++;
+}
+
+/* ---- the step ----------------------------------------------------------------------------- */
+
+static void manifest_put_done(struct s3_request *req, int error);
+
+static void node_manifest_freep(struct node_manifest **nm) {
+        node_manifest_free(*nm);
+}
+
+static int step_load(struct fstep *st) {
+        struct flusher *f = st->f;
+        uint32_t ranks[256];
+        size_t nranks = 0;
+        int r;
+
+        r = catalog_ranks(f->catalog, st->job, st->step, ranks, 256, &nranks);
+        if (r < 0)
+                return r;
+        _cleanup_(node_manifest_freep) struct node_manifest *nm = NULL;
+
+        r = node_manifest_new(&nm, st->job, st->step, f->opts.node_index, f->opts.node_count,
+                              st->world_size);
+        if (r < 0)
+                return r;
+        size_t nobjs = 0;
+        for (size_t i = 0; i < nranks; i++) {
+                struct manifest *m = NULL;
+                r = store_rank_manifest(f->store, st->job, st->step, ranks[i], &m);
+                if (r < 0) {
+                        log_error("flush: job %s step %" PRIu64 " rank %u: cannot read its "
+                                  "manifest: %s", st->job, st->step, ranks[i], strerror(-r));
+                        return r;
+                }
+                r = node_manifest_add_rank(nm, m);
+                if (r < 0) {
+                        manifest_free(m);
+                        return r;
+                }
+                nobjs += m->nshards;
+        }
+        st->objs = calloc(nobjs ? nobjs : 1, sizeof(*st->objs));
+        if (!st->objs)
+                return -ENOMEM;
+        for (uint32_t i = 0; i < nm->nranks; i++) {
+                const struct manifest *m = nm->ranks[i];
+                for (uint32_t k = 0; k < m->nshards; k++) {
+                        struct fobj *o = &st->objs[st->nobjs++];
+                        const struct manifest_shard *sh = &m->shards[k];
+                        o->st = st;
+                        o->fd = -1;
+                        o->rank = m->rank;
+                        o->size = sh->size;
+                        o->crc32c = sh->crc32c;
+                        snprintf(o->shard, sizeof(o->shard), "%s", sh->name);
+                        r = object_key_shard(o->key, sizeof(o->key), f->prefix, st->job, st->step,
+                                             m->rank, sh->name);
+                        if (r < 0)
+                                return r;
+                        o->part_size = f->opts.part_size;
+                        o->multipart = o->size > o->part_size;
+
+                        struct catalog_remote_object ro;
+                        if (catalog_remote_object_get(f->catalog, st->job, st->step, m->rank,
+                                                      sh->name, &ro) == 0 &&
+                            !strcmp(ro.key, o->key) && ro.size == o->size) {
+                                if (ro.state == CATALOG_OBJECT_DONE) {
+                                        o->phase = OBJ_DONE;
+                                        st->objs_done++;
+                                        continue;
+                                }
+                                if (ro.upload_id[0] && ro.part_size >= (5u << 20)) {
+                                        /* resume with the part size it began with */
+                                        o->multipart = true;
+                                        o->part_size = ro.part_size;
+                                        snprintf(o->upload_id, sizeof(o->upload_id), "%s",
+                                                 ro.upload_id);
+                                        continue;
+                                }
+                        }
+                        catalog_remote_object_set(f->catalog, st->job, st->step, m->rank,
+                                                  sh->name, o->key, o->size,
+                                                  CATALOG_OBJECT_PENDING, NULL, 0, NULL, NULL);
+                }
+        }
+        r = node_manifest_format(nm, &st->text, &st->text_len);
+        if (r < 0)
+                return r;
+        return 0;
+}
+
+static void manifest_put(struct fstep *st) {
+        struct flusher *f = st->f;
+        char key[OBJECT_KEY_MAX + 1];
+        struct s3_body body;
+        int r;
+
+        r = object_key_node_manifest(key, sizeof(key), f->prefix, st->job, st->step,
+                                     f->opts.node_index);
+        if (r < 0) {
+                step_fail(st, "node manifest key: %s", strerror(-r));
+                return;
+        }
+        if (st->text_len <= S3_MEMORY_BODY_MAX) {
+                body = s3_body_mem(st->text, st->text_len);
+        } else {
+                if (st->text_fd < 0) {
+                        st->text_fd = memfd_create("ckptd-manifest", MFD_CLOEXEC);
+                        if (st->text_fd < 0 ||
+                            write(st->text_fd, st->text, st->text_len) != (ssize_t)st->text_len) {
+                                step_fail(st, "cannot stage the node manifest: %m");
+                                return;
+                        }
+                }
+                body = s3_body_fd(st->text_fd, 0, st->text_len);
+        }
+        st->req = (struct s3_request){ .done = manifest_put_done };
+        r = s3_put_object(f->s3, &st->req, key, &body, 0);
+        if (r < 0) {
+                step_fail(st, "cannot start PutObject %s: %s", key, strerror(-r));
+                return;
+        }
+        st->req_busy = true;
+}
+
+static void manifest_put_done(struct s3_request *req, int error) {
+        struct fstep *st = container_of(req, struct fstep, req);
+        struct flusher *f = st->f;
+
+        st->req_busy = false;
+        if (st->phase == STEP_FAILED) {
+                step_maybe_free(st);
+                return;
+        }
+        if (error < 0) {
+                if (error == -ECANCELED)
+                        return;
+                if (!req->result.permanent) {
+                        step_stall(st, "PutObject (node manifest)", &req->result, error);
+                        return;
+                }
+                char why[400];
+                describe(why, sizeof(why), &req->result, error);
+                step_fail(st, "PutObject of the node manifest: %s", why);
+                return;
+        }
+        log_info("flush: job %s step %" PRIu64 ": node %u manifest stored (%zu objects)",
+                 st->job, st->step, f->opts.node_index, st->nobjs);
+        catalog_ckpt_remote_set(f->catalog, st->job, st->step, CATALOG_REMOTE_MANIFEST, NULL);
+        free(st->text);
+        st->text = NULL;
+        commit_phase_start(st);
+        /* The object queue may move to the next step now. */
+        flusher_pump(f);
+}
+
+static void step_done(struct fstep *st) {
+        struct flusher *f = st->f;
+        char job[CKPT_NAME_MAX + 1];
+
+        st->phase = STEP_DONE;
+        catalog_ckpt_remote_set(f->catalog, st->job, st->step, CATALOG_REMOTE_DONE, NULL);
+        log_info("flush: job %s step %" PRIu64 " is in the object store (COMMIT present)",
+                 st->job, st->step);
+        snprintf(job, sizeof(job), "%s", st->job);
+        uint64_t step = st->step;
+        step_maybe_free(st);
+        if (f->on_changed)
+                f->on_changed(f->userdata, job, step);
+        if (f->opts.node_index == 0)
+                retention_start(f, job);
+}
+
+/* ---- COMMIT ------------------------------------------------------------------------------- */
+
+static void commit_poll_later(struct fstep *st);
+static void commit_list(struct fstep *st, const char *token);
+static void commit_fetch_next(struct fstep *st);
+
+static void commit_head_done(struct s3_request *req, int error) {
+        struct fstep *st = container_of(req, struct fstep, req);
+
+        st->req_busy = false;
+        if (st->phase == STEP_FAILED) {
+                step_maybe_free(st);
+                return;
+        }
+        if (error == 0) {
+                step_done(st);
+        } else if (error == -ENOENT) {
+                commit_poll_later(st);
+        } else if (error != -ECANCELED) {
+                if (req->result.permanent) {
+                        char why[400];
+                        describe(why, sizeof(why), &req->result, error);
+                        step_fail(st, "HeadObject COMMIT: %s", why);
+                } else {
+                        commit_poll_later(st);
+                }
+        }
+}
+
+static void commit_head(struct fstep *st) {
+        struct flusher *f = st->f;
+        char key[OBJECT_KEY_MAX + 1];
+
+        object_key_commit(key, sizeof(key), f->prefix, st->job, st->step);
+        st->req = (struct s3_request){ .done = commit_head_done };
+        int r = s3_head_object(f->s3, &st->req, key);
+        if (r < 0) {
+                step_fail(st, "cannot start HeadObject %s: %s", key, strerror(-r));
+                return;
+        }
+        st->req_busy = true;
+}
+
+static void commit_poll_timeout(struct loop_timer *t) {
+        struct fstep *st = container_of(t, struct fstep, timer);
+        if (step_is_coordinator(st))
+                commit_list(st, NULL);
+        else
+                commit_head(st);
+}
+
+static void commit_poll_later(struct fstep *st) {
+        st->poll_ms = st->poll_ms ? MIN(st->poll_ms * 2, FLUSH_POLL_MAX_MS) : FLUSH_POLL_MIN_MS;
+        loop_timer_start(st->f->loop, &st->timer, st->poll_ms, commit_poll_timeout);
+}
+
+static void commit_put_done(struct s3_request *req, int error) {
+        struct fstep *st = container_of(req, struct fstep, req);
+
+        st->req_busy = false;
+        if (st->phase == STEP_FAILED) {
+                step_maybe_free(st);
+                return;
+        }
+        if (error == 0 || error == -EEXIST) {
+                /* -EEXIST: another coordinator (or our own earlier attempt
+                 * whose answer was lost) wrote it first; it was built from
+                 * the same manifests. */
+                if (error == -EEXIST)
+                        log_info("flush: job %s step %" PRIu64 ": COMMIT already written",
+                                 st->job, st->step);
+                step_done(st);
+                return;
+        }
+        if (error == -ECANCELED)
+                return;
+        if (!req->result.permanent) {
+                commit_poll_later(st);
+                return;
+        }
+        char why[400];
+        describe(why, sizeof(why), &req->result, error);
+        step_fail(st, "PutObject COMMIT: %s", why);
+}
+
+static void commit_write(struct fstep *st) {
+        struct flusher *f = st->f;
+        char err[256] = "";
+        char key[OBJECT_KEY_MAX + 1];
+        struct commit_object co = { 0 };
+        uint32_t n = f->opts.node_count;
+
+        int r = commit_object_build(&co, (const struct node_manifest *const *)st->nms,
+                                    (const char *const *)st->texts, st->lens, n, (int64_t)time(NULL),
+                                    err, sizeof(err));
+        if (r < 0) {
+                step_fail(st, "the node manifests do not make a checkpoint: %s", err);
+                return;
+        }
+        free(st->commit_text);
+        st->commit_text = NULL;
+        r = commit_object_format(&co, &st->commit_text, &st->commit_len);
+        commit_object_clear(&co);
+        if (r < 0 || st->commit_len > S3_MEMORY_BODY_MAX) {
+                step_fail(st, "cannot format the COMMIT object: %s",
+                          r < 0 ? strerror(-r) : "too large");
+                return;
+        }
+        object_key_commit(key, sizeof(key), f->prefix, st->job, st->step);
+        struct s3_body body = s3_body_mem(st->commit_text, st->commit_len);
+        st->req = (struct s3_request){ .done = commit_put_done };
+        r = s3_put_object(f->s3, &st->req, key, &body, S3_PUT_IF_NONE_MATCH);
+        if (r < 0) {
+                step_fail(st, "cannot start PutObject %s: %s", key, strerror(-r));
+                return;
+        }
+        st->req_busy = true;
+}
+
+static void commit_get_done(struct s3_request *req, int error) {
+        struct fstep *st = container_of(req, struct fstep, req);
+        uint32_t node = st->fetch_next;
+
+        st->req_busy = false;
+        if (st->phase == STEP_FAILED) {
+                step_maybe_free(st);
+                return;
+        }
+        if (error < 0) {
+                if (error == -ECANCELED)
+                        return;
+                if (req->result.permanent && error != -ENOENT && error != -EFBIG) {
+                        char why[400];
+                        describe(why, sizeof(why), &req->result, error);
+                        step_fail(st, "GetObject of node %u's manifest: %s", node, why);
+                        return;
+                }
+                /* rewritten meanwhile (size changed) or gone: list again */
+                commit_poll_later(st);
+                return;
+        }
+        int r = node_manifest_parse(&st->nms[node], st->texts[node], st->lens[node]);
+        if (r < 0) {
+                step_fail(st, "node %u's manifest in the store is malformed (%s)", node,
+                          strerror(-r));
+                return;
+        }
+        if (strcmp(st->nms[node]->job, st->job) || st->nms[node]->step != st->step ||
+            st->nms[node]->node != node || st->nms[node]->node_count != st->f->opts.node_count) {
+                step_fail(st, "node %u's manifest describes job %s step %" PRIu64 " node %u of %u",
+                          node, st->nms[node]->job, st->nms[node]->step, st->nms[node]->node,
+                          st->nms[node]->node_count);
+                return;
+        }
+        st->fetch_next++;
+        commit_fetch_next(st);
+}
+
+static void commit_fetch_next(struct fstep *st) {
+        struct flusher *f = st->f;
+        uint32_t n = f->opts.node_count;
+        char key[OBJECT_KEY_MAX + 1];
+
+        if (st->fetch_next >= n) {
+                commit_write(st);
+                return;
+        }
+        uint32_t node = st->fetch_next;
+        uint64_t size = st->manifest_sizes[node];
+        node_manifest_free(st->nms[node]);
+        st->nms[node] = NULL;
+        free(st->texts[node]);
+        st->texts[node] = malloc(size ? size : 1);
+        st->lens[node] = size;
+        if (!st->texts[node]) {
+                step_fail(st, "out of memory");
+                return;
+        }
+        object_key_node_manifest(key, sizeof(key), f->prefix, st->job, st->step, node);
+        st->req = (struct s3_request){ .done = commit_get_done };
+        int r = s3_get_object(f->s3, &st->req, key, st->texts[node], size);
+        if (r < 0) {
+                step_fail(st, "cannot start GetObject %s: %s", key, strerror(-r));
+                return;
+        }
+        st->req_busy = true;
+}
+
+static void commit_list_done(struct s3_request *req, int error) {
+        struct fstep *st = container_of(req, struct fstep, req);
+        struct flusher *f = st->f;
+        uint32_t n = f->opts.node_count;
+        char dir[OBJECT_KEY_MAX + 1];
+
+        st->req_busy = false;
+        if (st->phase == STEP_FAILED) {
+                step_maybe_free(st);
+                return;
+        }
+        if (error < 0) {
+                if (error == -ECANCELED)
+                        return;
+                if (req->result.permanent) {
+                        char why[400];
+                        describe(why, sizeof(why), &req->result, error);
+                        step_fail(st, "listing the node manifests: %s", why);
+                } else {
+                        commit_poll_later(st);
+                }
+                return;
+        }
+        object_key_step_dir(dir, sizeof(dir), f->prefix, st->job, st->step);
+        size_t dlen = strlen(dir);
+        for (size_t i = 0; i < st->olist.count; i++) {
+                const struct s3_object *ob = &st->olist.objects[i];
+                unsigned node;
+                char tail[32];
+                if (strncmp(ob->key, dir, dlen))
+                        continue;
+                if (sscanf(ob->key + dlen, "nodes/%u.manifes%31s", &node, tail) != 2 ||
+                    strcmp(tail, "t") || node >= n)
+                        continue;
+                char expect[OBJECT_KEY_MAX + 1];
+                object_key_node_manifest(expect, sizeof(expect), f->prefix, st->job, st->step,
+                                         node);
+                if (strcmp(expect, ob->key) || ob->size > FLUSH_MANIFEST_MAX)
+                        continue;
+                if (st->manifest_sizes[node] == UINT64_MAX)
+                        st->manifests_seen++;
+                st->manifest_sizes[node] = ob->size;
+        }
+        if (st->olist.truncated) {
+                char token[S3_TOKEN_MAX + 1];
+                snprintf(token, sizeof(token), "%s", st->olist.next_token);
+                commit_list(st, token);
+                return;
+        }
+        if (st->manifests_seen < n) {
+                log_debug("flush: job %s step %" PRIu64 ": %u of %u node manifests present",
+                          st->job, st->step, st->manifests_seen, n);
+                commit_poll_later(st);
+                return;
+        }
+        st->fetch_next = 0;
+        commit_fetch_next(st);
+}
+
+static void commit_list(struct fstep *st, const char *token) {
+        struct flusher *f = st->f;
+        uint32_t n = f->opts.node_count;
+        char prefix[OBJECT_KEY_MAX + 16];
+
+        if (!token) {
+                for (uint32_t i = 0; i < n; i++)
+                        st->manifest_sizes[i] = UINT64_MAX;
+                st->manifests_seen = 0;
+        }
+        object_key_step_dir(prefix, sizeof(prefix), f->prefix, st->job, st->step);
+        strncat(prefix, "nodes/", sizeof(prefix) - strlen(prefix) - 1);
+        st->olist.count = 0;
+        st->req = (struct s3_request){ .done = commit_list_done };
+        int r = s3_list_objects(f->s3, &st->req, prefix, NULL, token, &st->olist);
+        if (r < 0) {
+                step_fail(st, "cannot start ListObjectsV2 %s: %s", prefix, strerror(-r));
+                return;
+        }
+        st->req_busy = true;
+}
+
+static void commit_phase_start(struct fstep *st) {
+        struct flusher *f = st->f;
+        uint32_t n = f->opts.node_count;
+
+        st->phase = STEP_COMMIT;
+        st->poll_ms = 0;
+        if (!step_is_coordinator(st)) {
+                commit_head(st);
+                return;
+        }
+        if (!st->manifest_sizes) {
+                st->manifest_sizes = calloc(n, sizeof(*st->manifest_sizes));
+                st->nms = calloc(n, sizeof(*st->nms));
+                st->texts = calloc(n, sizeof(*st->texts));
+                st->lens = calloc(n, sizeof(*st->lens));
+                st->olist.objects = calloc(S3_LIST_MAX, sizeof(*st->olist.objects));
+                st->olist.capacity = S3_LIST_MAX;
+                if (!st->manifest_sizes || !st->nms || !st->texts || !st->lens ||
+                    !st->olist.objects) {
+                        step_fail(st, "out of memory");
+                        return;
+                }
+        }
+        commit_list(st, NULL);
+}
+
+/* ---- the pump ------------------------------------------------------------------------------ */
+
+/* Start what the head step can start within the request budget. */
+static void step_pump(struct fstep *st) {
+        struct flusher *f = st->f;
+
+        if (f->freeing)
+                return;
+        if (st->phase != STEP_OBJECTS) {
+                step_maybe_free(st);
+                if (st->phase == STEP_FAILED || st->phase == STEP_DONE)
+                        flusher_pump(f);
+                return;
+        }
+        if (st->stalled)
+                return;
+        /* multipart objects already open: parts, completion */
+        for (size_t i = 0; i < st->nobjs && st->phase == STEP_OBJECTS; i++) {
+                struct fobj *o = &st->objs[i];
+                if (o->phase != OBJ_PARTS)
+                        continue;
+                while (f->inflight < f->budget && st->phase == STEP_OBJECTS)
+                        if (obj_start_part(o) <= 0)
+                                break;
+                if (o->parts_done == o->nparts && o->parts_inflight == 0 && !o->req_busy)
+                        obj_complete(o);
+        }
+        /* new objects */
+        while (st->phase == STEP_OBJECTS && f->inflight < f->budget && st->next_obj < st->nobjs) {
+                struct fobj *o = &st->objs[st->next_obj];
+                if (o->phase != OBJ_TODO) {
+                        st->next_obj++;
+                        continue;
+                }
+                if (o->multipart || o->upload_id[0])
+                        obj_start_multipart(o);
+                else
+                        obj_start_put(o);
+                st->next_obj++;
+                if (o->phase == OBJ_PARTS)
+                        while (f->inflight < f->budget && st->phase == STEP_OBJECTS &&
+                               obj_start_part(o) > 0)
+                                ;
+        }
+        if (st->phase != STEP_OBJECTS)
+                return;
+        /* objects sent back to TODO by a stall are picked up again */
+        if (st->next_obj >= st->nobjs && st->objs_done < st->nobjs) {
+                for (size_t i = 0; i < st->nobjs; i++)
+                        if (st->objs[i].phase == OBJ_TODO) {
+                                st->next_obj = i;
+                                if (f->inflight < f->budget) {
+                                        step_pump(st);
+                                        return;
+                                }
+                                break;
+                        }
+        }
+        if (st->objs_done == st->nobjs && st->inflight == 0) {
+                st->phase = STEP_MANIFEST;
+                st->stall_ms = 0;
+                manifest_put(st);
+        }
+}
+
+/* The head of the queue that still uploads objects gets the budget. */
+static void flusher_pump(struct flusher *f) {
+        struct list *pos, *tmp;
+
+        if (f->freeing)
+                return;
+        list_for_each_safe(pos, tmp, &f->steps) {
+                struct fstep *st = list_entry(pos, struct fstep, link);
+                if (st->phase == STEP_OBJECTS) {
+                        step_pump(st);
+                        return;
+                }
+        }
+}
+
+/* ---- queueing ------------------------------------------------------------------------------ */
+
+static struct fstep *step_find(struct flusher *f, const char *job, uint64_t step) {
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &f->steps) {
+                struct fstep *st = list_entry(pos, struct fstep, link);
+                if (st->step == step && !strcmp(st->job, job))
+                        return st;
+        }
+        return NULL;
+}
+
+static int step_queue(struct flusher *f, const char *job, uint64_t step, uint8_t remote_state) {
+        struct ckpt_ckpt_entry e;
+        int r;
+
+        if (step_find(f, job, step))
+                return 0;
+        r = catalog_ckpt_get(f->catalog, job, step, &e);
+        if (r < 0)
+                return r;
+        if (e.state != CKPT_STATE_COMMITTED)
+                return -EINVAL;
+        struct fstep *st = calloc(1, sizeof(*st));
+        if (!st)
+                return -ENOMEM;
+        st->f = f;
+        st->text_fd = -1;
+        list_init(&st->parts);
+        snprintf(st->job, sizeof(st->job), "%s", job);
+        st->step = step;
+        st->world_size = e.world_size;
+        list_init(&st->link);
+        list_add_tail(&f->steps, &st->link);
+
+        if (remote_state == CATALOG_REMOTE_MANIFEST) {
+                /* our part is in the store; only COMMIT is missing */
+                commit_phase_start(st);
+                return 0;
+        }
+        r = step_load(st);
+        if (r < 0) {
+                step_fail(st, "cannot list the step's shards on local disk: %s", strerror(-r));
+                return r;
+        }
+        catalog_ckpt_remote_set(f->catalog, job, step, CATALOG_REMOTE_FLUSHING, NULL);
+        log_info("flush: job %s step %" PRIu64 ": %zu objects to upload (%zu already in the store)",
+                 job, step, st->nobjs - st->objs_done, st->objs_done);
+        flusher_pump(f);
+        return 0;
+}
+
+int flush_step(struct flusher *f, const char *job, uint64_t step) {
+        return step_queue(f, job, step, CATALOG_REMOTE_NONE);
+}
+
+static int resume_cb(void *userdata, const char *job, uint64_t step, uint8_t remote_state) {
+        struct flusher *f = userdata;
+        int r = step_queue(f, job, step, remote_state);
+        if (r < 0)
+                log_warn("flush: cannot resume job %s step %" PRIu64 ": %s", job, step,
+                            strerror(-r));
+        return 0;
+}
+
+int flush_resume(struct flusher *f) {
+        return catalog_remote_pending_foreach(f->catalog, resume_cb, f);
+}
+
+static int retry_cb(void *userdata, const char *job, uint64_t step, uint8_t state) {
+        struct flusher *f = userdata;
+        uint8_t rs;
+
+        if (state != CKPT_STATE_COMMITTED)
+                return 0;
+        if (catalog_ckpt_remote_get(f->catalog, job, step, &rs, NULL, 0) == 0 &&
+            rs == CATALOG_REMOTE_FAILED && !step_find(f, job, step)) {
+                log_info("flush: retrying job %s step %" PRIu64, job, step);
+                catalog_ckpt_remote_set(f->catalog, job, step, CATALOG_REMOTE_NONE, NULL);
+                step_queue(f, job, step, CATALOG_REMOTE_NONE);
+        }
+        return 0;
+}
+
+int flush_retry_failed(struct flusher *f) {
+        f->last_error[0] = 0;
+        f->steps_failed = 0;
+        return catalog_ckpt_foreach(f->catalog, NULL, retry_cb, f);
+}
+
+bool flush_busy(struct flusher *f, const char *job, uint64_t step) {
+        struct fstep *st = f ? step_find(f, job, step) : NULL;
+        return st && st->phase != STEP_DONE && st->phase != STEP_FAILED;
+}
+
+void flush_status(struct flusher *f, struct ckpt_rep_status *out) {
+        struct s3_stats s;
+        struct list *pos, *tmp;
+        uint32_t pending = 0;
+
+        s3_client_stats(f->s3, &s);
+        list_for_each_safe(pos, tmp, &f->steps) {
+                struct fstep *st = list_entry(pos, struct fstep, link);
+                pending += st->phase != STEP_DONE && st->phase != STEP_FAILED;
+        }
+        out->remote_steps_pending = pending;
+        out->remote_steps_failed = f->steps_failed;
+        out->remote_uploads_active = f->uploads_active;
+        out->remote_requests_active = s.active;
+        out->remote_bytes_uploaded = f->bytes_uploaded;
+        out->remote_bytes_downloaded = s.bytes_received;
+        for (int i = 0; i < S3_OP_COUNT; i++) {
+                out->remote_requests += s.requests[i];
+                out->remote_retries += s.retries[i];
+                out->remote_failures += s.failed[i];
+        }
+        snprintf(out->remote_error, sizeof(out->remote_error), "%s", f->last_error);
+}
+
+const char *flush_last_error(struct flusher *f) {
+        return f->last_error;
+}
+
+void flush_set_keep(struct flusher *f, uint32_t keep) {
+        f->opts.keep = keep;
+}
+
+/* ---- remote retention ---------------------------------------------------------------------- */
+
+static void ret_next(struct fret *rt);
+
+static void ret_finish(struct fret *rt) {
+        struct flusher *f = rt->f;
+        bool again = rt->again;
+        char job[CKPT_NAME_MAX + 1];
+
+        snprintf(job, sizeof(job), "%s", rt->job);
+        list_unlink(&rt->link);
+        free(rt->steps);
+        free(rt->keys);
+        free(rt->olist.objects);
+        free(rt->olist.prefixes);
+        free(rt);
+        if (again && !f->freeing)
+                retention_start(f, job);
+}
+
+static void ret_done(struct s3_request *req, int error) {
+        struct fret *rt = container_of(req, struct fret, req);
+        struct flusher *f = rt->f;
+
+        rt->busy = false;
+        if (error == -ECANCELED || f->freeing) {
+                ret_finish(rt);
+                return;
+        }
+        switch (rt->phase) {
+        case RET_LIST_STEPS:
+        case RET_LIST_KEYS:
+                if (error < 0) {
+                        log_warn("retention (store): job %s: listing failed: %s", rt->job,
+                                    strerror(-error));
+                        ret_finish(rt);
+                        return;
+                }
+                if (rt->phase == RET_LIST_STEPS) {
+                        char dir[OBJECT_KEY_MAX + 1];
+                        object_key_steps_dir(dir, sizeof(dir), f->prefix, rt->job);
+                        for (size_t i = 0; i < rt->olist.prefix_count; i++) {
+                                uint64_t step;
+                                if (object_key_parse_step_dir(dir, rt->olist.prefixes[i].prefix,
+                                                              &step) < 0)
+                                        continue;
+                                if (rt->nsteps == rt->cap) {
+                                        size_t cap = rt->cap ? rt->cap * 2 : 64;
+                                        uint64_t *n = realloc(rt->steps, cap * sizeof(*n));
+                                        if (!n) {
+                                                ret_finish(rt);
+                                                return;
+                                        }
+                                        rt->steps = n;
+                                        rt->cap = cap;
+                                }
+                                rt->steps[rt->nsteps++] = step;
+                        }
+                } else {
+                        for (size_t i = 0; i < rt->olist.count; i++) {
+                                if (rt->nkeys == rt->kcap) {
+                                        size_t cap = rt->kcap ? rt->kcap * 2 : 64;
+                                        void *n = realloc(rt->keys, cap * sizeof(*rt->keys));
+                                        if (!n) {
+                                                ret_finish(rt);
+                                                return;
+                                        }
+                                        rt->keys = n;
+                                        rt->kcap = cap;
+                                }
+                                snprintf(rt->keys[rt->nkeys++], sizeof(rt->keys[0]), "%s",
+                                         rt->olist.objects[i].key);
+                        }
+                }
+                if (rt->olist.truncated) {
+                        snprintf(rt->token, sizeof(rt->token), "%s", rt->olist.next_token);
+                } else {
+                        rt->token[0] = 0;
+                        if (rt->phase == RET_LIST_STEPS) {
+                                rt->phase = RET_HEAD;
+                                rt->cursor = 0;
+                                rt->cut = 0;
+                        } else {
+                                /* COMMIT first: a reader must never trust a
+                                 * step whose shards are going away. */
+                                for (size_t i = 0; i < rt->nkeys; i++) {
+                                        size_t l = strlen(rt->keys[i]);
+                                        if (l >= 7 && !strcmp(rt->keys[i] + l - 7, "/COMMIT") &&
+                                            i > 0) {
+                                                char tmp[S3_KEY_MAX + 1];
+                                                memcpy(tmp, rt->keys[0], sizeof(tmp));
+                                                memcpy(rt->keys[0], rt->keys[i], sizeof(tmp));
+                                                memcpy(rt->keys[i], tmp, sizeof(tmp));
+                                                break;
+                                        }
+                                }
+                                rt->phase = RET_DELETE;
+                                rt->del_next = 0;
+                        }
+                }
+                break;
+        case RET_HEAD: {
+                if (error < 0 && error != -ENOENT) {
+                        ret_finish(rt);
+                        return;
+                }
+                size_t idx = rt->nsteps - 1 - rt->cursor;
+                if (error == 0 && ++rt->committed_seen == f->opts.keep)
+                        rt->cut = idx; /* everything older goes */
+                rt->cursor++;
+                break;
+        }
+        case RET_DELETE:
+                if (error < 0)
+                        log_warn("retention (store): delete %s: %s", rt->keys[rt->del_next],
+                                    strerror(-error));
+                rt->del_next++;
+                break;
+        }
+        ret_next(rt);
+}
+
+static void ret_next(struct fret *rt) {
+        struct flusher *f = rt->f;
+        char buf[OBJECT_KEY_MAX + 1];
+        int r = 0;
+
+        rt->req = (struct s3_request){ .done = ret_done };
+        for (;;) {
+                switch (rt->phase) {
+                case RET_LIST_STEPS:
+                        object_key_steps_dir(buf, sizeof(buf), f->prefix, rt->job);
+                        rt->olist.count = rt->olist.prefix_count = 0;
+                        r = s3_list_objects(f->s3, &rt->req, buf, "/", rt->token, &rt->olist);
+                        goto started;
+                case RET_HEAD:
+                        if (rt->committed_seen >= f->opts.keep || rt->cursor >= rt->nsteps) {
+                                if (rt->cut == 0) {
+                                        ret_finish(rt);
+                                        return;
+                                }
+                                rt->del_step = 0;
+                                goto next_step;
+                        }
+                        object_key_commit(buf, sizeof(buf), f->prefix, rt->job,
+                                          rt->steps[rt->nsteps - 1 - rt->cursor]);
+                        r = s3_head_object(f->s3, &rt->req, buf);
+                        goto started;
+                case RET_LIST_KEYS:
+                        object_key_step_dir(buf, sizeof(buf), f->prefix, rt->job,
+                                            rt->steps[rt->del_step]);
+                        rt->olist.count = 0;
+                        r = s3_list_objects(f->s3, &rt->req, buf, NULL, rt->token, &rt->olist);
+                        goto started;
+                case RET_DELETE:
+                        if (rt->del_next < rt->nkeys) {
+                                r = s3_delete_object(f->s3, &rt->req, rt->keys[rt->del_next]);
+                                goto started;
+                        }
+                        log_info("retention (store): job %s step %" PRIu64 " removed (%zu "
+                                 "objects, keep %u)", rt->job, rt->steps[rt->del_step], rt->nkeys,
+                                 f->opts.keep);
+                        rt->del_step++;
+                        goto next_step;
+                }
+        next_step:
+                /* the next step below the cut that is not pinned */
+                while (rt->del_step < rt->cut &&
+                       catalog_pinned(f->catalog, rt->job, rt->steps[rt->del_step]) == 1)
+                        rt->del_step++;
+                if (rt->del_step >= rt->cut) {
+                        ret_finish(rt);
+                        return;
+                }
+                rt->phase = RET_LIST_KEYS;
+                rt->nkeys = 0;
+                rt->token[0] = 0;
+        }
+started:
+        if (r < 0) {
+                log_warn("retention (store): job %s: %s", rt->job, strerror(-r));
+                ret_finish(rt);
+                return;
+        }
+        rt->busy = true;
+}
+
+static void retention_start(struct flusher *f, const char *job) {
+        struct list *pos, *tmp;
+
+        list_for_each_safe(pos, tmp, &f->retention) {
+                struct fret *rt = list_entry(pos, struct fret, link);
+                if (!strcmp(rt->job, job)) {
+                        rt->again = true;
+                        return;
+                }
+        }
+        struct fret *rt = calloc(1, sizeof(*rt));
+        if (!rt)
+                return;
+        rt->f = f;
+        snprintf(rt->job, sizeof(rt->job), "%s", job);
+        rt->olist.objects = calloc(S3_LIST_MAX, sizeof(*rt->olist.objects));
+        rt->olist.prefixes = calloc(S3_LIST_MAX, sizeof(*rt->olist.prefixes));
+        rt->olist.capacity = S3_LIST_MAX;
+        list_init(&rt->link);
+        list_add_tail(&f->retention, &rt->link);
+        if (!rt->olist.objects || !rt->olist.prefixes) {
+                ret_finish(rt);
+                return;
+        }
+        rt->phase = RET_LIST_STEPS;
+        ret_next(rt);
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------ */
+
+int flush_new(struct flusher **out, struct loop *loop, struct s3_client *s3,
+              struct catalog *catalog, struct store *store, const struct flush_options *opts,
+              void (*on_changed)(void *userdata, const char *job, uint64_t step),
+              void *userdata) {
+        if (opts->node_count < 1 || opts->node_index >= opts->node_count ||
+            opts->part_size < (5u << 20) || opts->concurrency < 1 || opts->keep < 1)
+                return -EINVAL;
+        struct flusher *f = calloc(1, sizeof(*f));
+        if (!f)
+                return -ENOMEM;
+        f->loop = loop;
+        f->s3 = s3;
+        f->catalog = catalog;
+        f->store = store;
+        f->opts = *opts;
+        snprintf(f->prefix, sizeof(f->prefix), "%s", opts->prefix ? opts->prefix : "");
+        snprintf(f->bucket, sizeof(f->bucket), "%s", opts->bucket ? opts->bucket : "");
+        f->opts.prefix = f->prefix;
+        f->budget = 2 * opts->concurrency;
+        f->on_changed = on_changed;
+        f->userdata = userdata;
+        list_init(&f->steps);
+        list_init(&f->retention);
+        *out = f;
+        return 0;
+}
+
+struct flusher *flush_free(struct flusher *f) {
+        struct list *pos, *tmp;
+
+        if (!f)
+                return NULL;
+        /* Cancel everything; every done() runs now, sees f->freeing and
+         * only drops its accounting (no step frees itself meanwhile).  The
+         * catalog keeps each step's progress for the next start. */
+        f->freeing = true;
+        list_for_each_safe(pos, tmp, &f->retention) {
+                struct fret *rt = list_entry(pos, struct fret, link);
+                if (rt->busy)
+                        s3_request_cancel(f->s3, &rt->req); /* frees rt */
+                else
+                        ret_finish(rt);
+        }
+        list_for_each_safe(pos, tmp, &f->steps) {
+                struct fstep *st = list_entry(pos, struct fstep, link);
+                st->phase = STEP_FAILED;
+                step_cancel_all(st);
+        }
+        list_for_each_safe(pos, tmp, &f->steps) {
+                struct fstep *st = list_entry(pos, struct fstep, link);
+                step_free(st);
+        }
+        free(f);
+        return NULL;
+}
