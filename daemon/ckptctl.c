@@ -6,6 +6,7 @@
  *   ckptctl [--socket PATH] [--json] list [JOB]
  *   ckptctl [--socket PATH] [--json] show JOB STEP
  *   ckptctl [--socket PATH] [--json] restore JOB [STEP] [--node N | --rank R | --all]
+ *   ckptctl [--socket PATH] pin|unpin JOB STEP
  *
  * Tables for people, --json for scripts.  Exit status: 0 ok, 1 the daemon
  * reported an error, 2 usage, 3 no daemon is running at the socket.
@@ -330,16 +331,17 @@ static int cmd_list(const char *job) {
                                c[i].world_size, c[i].ranks_local, c[i].shards, c[i].bytes,
                                c[i].committed_at);
                         json_str(ckpt_remote_state_name(c[i].remote_state));
-                        fprintf(out, "}");
+                        fprintf(out, ",\"pinned\":%s}", c[i].pinned ? "true" : "false");
                 }
                 fprintf(out, "]\n");
         } else {
-                fprintf(out, "%-20s %-10s %6s %6s %7s %12s  %-20s  %s\n", "STEP", "STATE", "WORLD",
-                       "RANKS", "SHARDS", "BYTES", "COMMITTED AT", "REMOTE");
+                fprintf(out, "%-20s %-10s %6s %6s %7s %12s  %-20s  %-6s  %s\n", "STEP", "STATE",
+                       "WORLD", "RANKS", "SHARDS", "BYTES", "COMMITTED AT", "PIN", "REMOTE");
                 for (uint32_t i = 0; i < n; i++)
-                        fprintf(out, "%-20" PRIu64 " %-10s %6u %6u %7u %12s  %-20s  %s\n", c[i].step,
+                        fprintf(out, "%-20" PRIu64 " %-10s %6u %6u %7u %12s  %-20s  %-6s  %s\n", c[i].step,
                                ckpt_state_name(c[i].state), c[i].world_size, c[i].ranks_local,
                                c[i].shards, human_bytes(c[i].bytes, b), fmt_time(c[i].committed_at, t),
+                               c[i].pinned ? "pinned" : "",
                                ckpt_remote_state_name(c[i].remote_state));
                 if (n == 0)
                         fprintf(out, "(no checkpoints)\n");
@@ -529,6 +531,28 @@ usage:
         return EXIT_USAGE;
 }
 
+static int cmd_pin(const char *job, const char *step_str, bool pinned) {
+        uint64_t step;
+        if (parse_u64("STEP", step_str, CKPT_STEP_MAX, &step) < 0)
+                return EXIT_USAGE;
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_PIN };
+        struct ckpt_reply rep;
+        if (ckpt_name_set(&req.pin.job, job) < 0) {
+                fprintf(stderr, "ckptctl: '%s' is not a valid job name\n", job);
+                return EXIT_USAGE;
+        }
+        req.pin.step = step;
+        req.pin.pinned = pinned;
+        int r = wire_call(&wire, &req, &rep, NULL);
+        if (r < 0)
+                return report(r, pinned ? "pin" : "unpin");
+        if (!json)
+                fprintf(out, "job %s step %" PRIu64 " %s\n", job, step,
+                        pinned ? "pinned: retention keeps it here and in the object store"
+                               : "unpinned");
+        return 0;
+}
+
 static void usage(FILE *f) {
         fprintf(f, "Usage: ckptctl [--socket PATH] [--json] COMMAND\n\n"
                    "Commands:\n"
@@ -538,7 +562,9 @@ static void usage(FILE *f) {
                    "  restore JOB [STEP] [--node N | --rank R | --all]\n"
                    "                   copy a committed step (default: the newest) from the\n"
                    "                   object store to local disk: the ranks node N held\n"
-                   "                   (default: this node's index), one rank, or all\n\n"
+                   "                   (default: this node's index), one rank, or all\n"
+                   "  pin JOB STEP     keep a step whatever retention says (local and store)\n"
+                   "  unpin JOB STEP   let retention decide again\n\n"
                    "Options:\n"
                    "  --socket PATH    daemon socket (default: $CKPT_SOCKET, the per-user socket,\n"
                    "                   or /run/ckptd/ckptd.sock)\n"
@@ -585,7 +611,8 @@ int main(int argc, char **argv) {
         int nargs = argc - optind - 1;
         char **args = argv + optind + 1;
         if (!((!strcmp(cmd, "status") && nargs == 0) || (!strcmp(cmd, "list") && nargs <= 1) ||
-              (!strcmp(cmd, "show") && nargs == 2) || (!strcmp(cmd, "restore") && nargs >= 1))) {
+              (!strcmp(cmd, "show") && nargs == 2) || (!strcmp(cmd, "restore") && nargs >= 1) ||
+              ((!strcmp(cmd, "pin") || !strcmp(cmd, "unpin")) && nargs == 2))) {
                 fprintf(stderr, "ckptctl: unknown command or wrong arguments: %s\n", cmd);
                 usage(stderr);
                 return EXIT_USAGE;
@@ -618,6 +645,8 @@ int main(int argc, char **argv) {
                 r = cmd_list(nargs ? args[0] : NULL);
         else if (!strcmp(cmd, "restore"))
                 r = cmd_restore(nargs, args);
+        else if (!strcmp(cmd, "pin") || !strcmp(cmd, "unpin"))
+                r = cmd_pin(args[0], args[1], !strcmp(cmd, "pin"));
         else
                 r = cmd_show(args[0], args[1]);
         wire_close(&wire);

@@ -329,6 +329,7 @@ static void daemon_reload(struct daemon *d) {
                 d->server->opts.pool_wait_ms = d->cfg->pool_wait_ms;
                 if (d->flusher) {
                         flush_set_keep(d->flusher, d->cfg->remote_keep);
+                        s3_client_set_bandwidth(d->s3, d->cfg->remote_bandwidth);
                         flush_retry_failed(d->flusher);
                 }
                 log_info("reload: done");

@@ -70,6 +70,7 @@ enum ckpt_msg_type {
         CKPT_MSG_JOB_LIST = 16,
         CKPT_MSG_CKPT_LIST = 17,
         CKPT_MSG_FETCH = 18,
+        CKPT_MSG_PIN = 19,
         CKPT_MSG_REQUEST_MAX_,
 
         /* A reply has the request's type with this bit set ... */
@@ -221,6 +222,13 @@ struct ckpt_req_fetch {
         uint32_t timeout_ms;
 };
 
+/* PIN: keep (job, step) whatever retention says (pinned 1), or stop (0). */
+struct ckpt_req_pin {
+        struct ckpt_name job;
+        uint64_t step;
+        uint8_t pinned;
+};
+
 struct ckpt_request {
         struct ckpt_hdr hdr;
         union {
@@ -237,6 +245,7 @@ struct ckpt_request {
                 struct ckpt_req_read_done read_done;
                 struct ckpt_req_list list; /* JOB_LIST, CKPT_LIST */
                 struct ckpt_req_fetch fetch;
+                struct ckpt_req_pin pin;
                 /* STATUS has an empty body. */
         };
 };
@@ -314,7 +323,7 @@ struct ckpt_rep_status {
          * other remote fields are zero */
         uint8_t remote_enabled;
         uint32_t node_index, node_count;
-        char remote_target[CKPT_ERRMSG_MAX + 1]; /* "endpoint/bucket/prefix" */
+        char remote_target[CKPT_ERRMSG_MAX + 1]; /* "endpoint bucket/prefix" */
         uint32_t remote_steps_pending;  /* committed here, COMMIT not yet seen */
         uint32_t remote_steps_failed;   /* stopped on a permanent error */
         uint32_t remote_uploads_active; /* shard objects being uploaded */
@@ -347,6 +356,7 @@ struct ckpt_ckpt_entry {
         uint32_t shards;
         int64_t committed_at; /* unix seconds, 0 if not committed */
         uint8_t remote_state; /* enum ckpt_remote_state */
+        uint8_t pinned;       /* kept whatever retention says */
 };
 
 struct ckpt_rep_ckpt_list {

@@ -322,6 +322,11 @@ static int check_request(const struct ckpt_request *m) {
                         check_rank(&c, m->fetch.index);
                 inval(&c, m->fetch.which == CKPT_FETCH_ALL && m->fetch.index != 0);
                 break;
+        case CKPT_MSG_PIN:
+                check_name(&c, &m->pin.job);
+                check_step(&c, m->pin.step);
+                check_bool(&c, m->pin.pinned);
+                break;
         default:
                 bad(&c, true);
         }
@@ -402,6 +407,11 @@ static void put_request_body(struct wbuf *w, const struct ckpt_request *m) {
                 w_u32(w, m->fetch.index);
                 w_u32(w, m->fetch.timeout_ms);
                 break;
+        case CKPT_MSG_PIN:
+                w_name(w, &m->pin.job);
+                w_u64(w, m->pin.step);
+                w_u8(w, m->pin.pinned);
+                break;
         default: /* STATUS: empty */
                 break;
         }
@@ -480,6 +490,11 @@ static void get_request_body(struct rbuf *r, struct ckpt_request *m) {
                 m->fetch.which = r_u8(r);
                 m->fetch.index = r_u32(r);
                 m->fetch.timeout_ms = r_u32(r);
+                break;
+        case CKPT_MSG_PIN:
+                r_name(r, &m->pin.job);
+                m->pin.step = r_u64(r);
+                m->pin.pinned = r_u8(r);
                 break;
         default: /* STATUS: empty */
                 break;
@@ -566,6 +581,7 @@ static int check_reply(const struct ckpt_reply *m) {
                         inval(&c, e->ranks_local > e->world_size);
                         inval(&c, e->committed_at < 0);
                         bad(&c, e->remote_state >= CKPT_REMOTE_MAX_);
+                        check_bool(&c, e->pinned);
                 }
                 break;
         }
@@ -694,6 +710,7 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                         w_u32(w, e->shards);
                         w_i64(w, e->committed_at);
                         w_u8(w, e->remote_state);
+                        w_u8(w, e->pinned);
                 }
                 break;
         default: /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE */
@@ -830,6 +847,7 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                         e->shards = r_u32(r);
                         e->committed_at = r_i64(r);
                         e->remote_state = r_u8(r);
+                        e->pinned = r_u8(r);
                 }
                 break;
         }
@@ -1006,6 +1024,7 @@ static const char *const request_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_JOB_LIST] = "JOB_LIST",
         [CKPT_MSG_CKPT_LIST] = "CKPT_LIST",
         [CKPT_MSG_FETCH] = "FETCH",
+        [CKPT_MSG_PIN] = "PIN",
 };
 
 static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
@@ -1027,6 +1046,7 @@ static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_JOB_LIST] = "JOB_LIST_REPLY",
         [CKPT_MSG_CKPT_LIST] = "CKPT_LIST_REPLY",
         [CKPT_MSG_FETCH] = "FETCH_REPLY",
+        [CKPT_MSG_PIN] = "PIN_REPLY",
 };
 
 /* Never NULL, so it can go straight into a log format. */

@@ -188,7 +188,8 @@ enum stmt_id {
  * committed_at, ranks_local, bytes, shards. */
 #define CKPT_ENTRY_SELECT                                                          \
         "SELECT c.step, c.world_size, c.state, c.committed_at, COUNT(r.rank),"    \
-        " COALESCE(SUM(r.bytes), 0), COALESCE(SUM(r.shards), 0), c.remote_state"  \
+        " COALESCE(SUM(r.bytes), 0), COALESCE(SUM(r.shards), 0), c.remote_state," \
+        " EXISTS (SELECT 1 FROM pins p WHERE p.job = c.job AND p.step = c.step)"  \
         " FROM checkpoints c LEFT JOIN ranks r ON r.job = c.job AND r.step = c.step"
 
 static const char *const stmt_sql[STMT_MAX_] = {
@@ -467,6 +468,7 @@ static void ckpt_entry_fill(struct ckpt_ckpt_entry *e, sqlite3_stmt *s) {
                 .bytes = col_u64(s, 5),
                 .shards = col_u32(s, 6),
                 .remote_state = (uint8_t)sqlite3_column_int(s, 7),
+                .pinned = (uint8_t)sqlite3_column_int(s, 8),
         };
 }
 

@@ -20,9 +20,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,16 +28,17 @@
 #include "crc32c.h"
 #include "local/manifest.h"
 #include "util/cleanup.h"
+#include "util/textfmt.h"
 
 #define MANIFEST_MAGIC "ckptd-manifest 1"
 #define COMMIT_MAGIC "ckptd-commit 1"
 /* Longest line a manifest may hold: "shard" + a 255-byte name + a 20-digit
  * size + a CRC is under 300; blocks lines are shorter. */
-#define LINE_MAX_BYTES 512
+#define LINE_MAX_BYTES TEXT_LINE_MAX
+/* The last line is "end <crc32c>" (text_finish(), body_verify()). */
+#define CRC_KEY "end"
 /* Block CRCs per "blocks" line, so lines stay short for any shard size. */
 #define BLOCKS_PER_LINE 16
-/* The end line: "end " + 8 hex digits + "\n". */
-#define END_LINE_LEN 13
 #define BLOCK_SIZE_MIN 4096u
 #define BLOCK_SIZE_MAX (1u << 30)
 /* Fewest bytes a shard entry ("shard a 0 00000000\n") or one block CRC
@@ -80,233 +79,23 @@ static bool blocks_match(const uint32_t *crcs, uint64_t nblocks, uint64_t size,
         return acc == crc;
 }
 
-/* ---- a growing text buffer for the formatters -------------------------- */
+/* ---- name tokens -------------------------------------------------------- */
 
-struct text {
-        char *buf;
-        size_t len, cap;
-        bool failed;
-};
-
-static void text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void text_printf(struct text *t, const char *fmt, ...) {
-        va_list ap;
-
-        if (t->failed)
-                return;
-        for (;;) {
-                va_start(ap, fmt);
-                int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-                va_end(ap);
-                if (n < 0) {
-                        t->failed = true;
-                        return;
-                }
-                if ((size_t)n < t->cap - t->len) {
-                        t->len += (size_t)n;
-                        return;
-                }
-                size_t cap = t->cap * 2 > t->len + (size_t)n + 1 ? t->cap * 2
-                                                                 : t->len + (size_t)n + 1;
-                char *b = realloc(t->buf, cap);
-                if (!b) {
-                        t->failed = true;
-                        return;
-                }
-                t->buf = b;
-                t->cap = cap;
-        }
-}
-
-/* Append the end line and hand the buffer over. */
-static int text_finish(struct text *t, char **out, size_t *len) {
-        text_printf(t, "end %08" PRIx32 "\n", crc32c(0, t->buf, t->len));
-        if (t->failed) {
-                free(t->buf);
-                return -ENOMEM;
-        }
-        *out = t->buf;
-        *len = t->len;
-        return 0;
-}
-
-static int text_init(struct text *t, size_t cap) {
-        *t = (struct text){ .buf = malloc(cap), .cap = cap };
-        return t->buf ? 0 : -ENOMEM;
-}
-
-/* ---- strict line and token readers ------------------------------------- */
-
-struct cursor {
-        const char *p, *end;
-};
-
-/* Take the next line (without its '\n') from c into l; a line longer than
- * max or without a newline is malformed. */
-static int line_next(struct cursor *c, struct cursor *l, size_t max) {
-        size_t avail = (size_t)(c->end - c->p);
-        const char *nl = memchr(c->p, '\n', avail < max + 1 ? avail : max + 1);
-
-        if (!nl)
-                return -EBADMSG;
-        *l = (struct cursor){ c->p, nl };
-        c->p = nl + 1;
-        return 0;
-}
-
-/* Next token of a line: tokens are separated by exactly one space, with none
- * leading or trailing. */
-static int tok_next(struct cursor *l, const char **tok, size_t *len) {
-        if (l->p >= l->end)
-                return -EBADMSG;
-        const char *sp = memchr(l->p, ' ', (size_t)(l->end - l->p));
-        const char *e = sp ? sp : l->end;
-        if (e == l->p)
-                return -EBADMSG;
-        *tok = l->p;
-        *len = (size_t)(e - l->p);
-        l->p = sp ? sp + 1 : l->end;
-        if (sp && l->p == l->end)
-                return -EBADMSG;
-        return 0;
-}
-
-static int line_done(const struct cursor *l) {
-        return l->p == l->end ? 0 : -EBADMSG;
-}
-
-static int tok_word(struct cursor *l, const char *word) {
-        const char *t;
-        size_t n;
-        int r = tok_next(l, &t, &n);
-        if (r < 0)
-                return r;
-        return n == strlen(word) && memcmp(t, word, n) == 0 ? 0 : -EBADMSG;
-}
-
-/* Plain decimal: digits only, no sign, no leading zero except "0", <= max. */
-static int tok_u64(struct cursor *l, uint64_t max, uint64_t *out) {
-        const char *t;
-        size_t n;
-        uint64_t v = 0;
-        int r = tok_next(l, &t, &n);
-        if (r < 0)
-                return r;
-        if (n > 1 && t[0] == '0')
-                return -EBADMSG;
-        for (size_t i = 0; i < n; i++) {
-                if (t[i] < '0' || t[i] > '9')
-                        return -EBADMSG;
-                unsigned d = (unsigned)(t[i] - '0');
-                if (d > max || v > (max - d) / 10)
-                        return -EBADMSG;
-                v = v * 10 + d;
-        }
-        *out = v;
-        return 0;
-}
-
-static int tok_u32(struct cursor *l, uint32_t max, uint32_t *out) {
-        uint64_t v;
-        int r = tok_u64(l, max, &v);
-        if (r >= 0)
-                *out = (uint32_t)v;
-        return r;
-}
-
-/* Exactly 8 lowercase hex digits. */
-static int tok_hex32(struct cursor *l, uint32_t *out) {
-        const char *t;
-        size_t n;
-        uint32_t v = 0;
-        int r = tok_next(l, &t, &n);
-        if (r < 0)
-                return r;
-        if (n != 8)
-                return -EBADMSG;
-        for (size_t i = 0; i < n; i++) {
-                unsigned d;
-                if (t[i] >= '0' && t[i] <= '9')
-                        d = (unsigned)(t[i] - '0');
-                else if (t[i] >= 'a' && t[i] <= 'f')
-                        d = (unsigned)(t[i] - 'a' + 10);
-                else
-                        return -EBADMSG;
-                v = v << 4 | d;
-        }
-        *out = v;
-        return 0;
+/* n is what tok_str()/line_str() returned for out: 0 if it read a name
+ * ckpt_name_validate() accepts, else -EBADMSG (or their error). */
+static int name_token(const char *out, int n) {
+        if (n < 0)
+                return n;
+        return ckpt_name_validate(out, (size_t)n) < 0 ? -EBADMSG : 0;
 }
 
 static int tok_name(struct cursor *l, char out[static CKPT_NAME_MAX + 1]) {
-        const char *t;
-        size_t n;
-        int r = tok_next(l, &t, &n);
-        if (r < 0)
-                return r;
-        if (ckpt_name_validate(t, n) < 0)
-                return -EBADMSG;
-        memcpy(out, t, n);
-        out[n] = '\0';
-        return 0;
+        return name_token(out, tok_str(l, out, CKPT_NAME_MAX + 1));
 }
 
-/* Whole lines of the form "<key> <value>". */
-static int line_u64(struct cursor *c, const char *key, uint64_t max, uint64_t *out) {
-        struct cursor l;
-        int r = line_next(c, &l, LINE_MAX_BYTES);
-        if (r >= 0)
-                r = tok_word(&l, key);
-        if (r >= 0)
-                r = tok_u64(&l, max, out);
-        return r < 0 ? r : line_done(&l);
-}
-
-static int line_u32(struct cursor *c, const char *key, uint32_t max, uint32_t *out) {
-        uint64_t v;
-        int r = line_u64(c, key, max, &v);
-        if (r >= 0)
-                *out = (uint32_t)v;
-        return r;
-}
-
+/* A "<key> <name>" line. */
 static int line_name(struct cursor *c, const char *key, char out[static CKPT_NAME_MAX + 1]) {
-        struct cursor l;
-        int r = line_next(c, &l, LINE_MAX_BYTES);
-        if (r >= 0)
-                r = tok_word(&l, key);
-        if (r >= 0)
-                r = tok_name(&l, out);
-        return r < 0 ? r : line_done(&l);
-}
-
-static int line_magic(struct cursor *c, const char *magic) {
-        struct cursor l;
-        int r = line_next(c, &l, LINE_MAX_BYTES);
-        if (r < 0)
-                return r;
-        size_t n = (size_t)(l.end - l.p);
-        return n == strlen(magic) && memcmp(l.p, magic, n) == 0 ? 0 : -EBADMSG;
-}
-
-/* Check the trailing "end <crc>\n" line against the CRC32C of everything
- * before it; on success the cursor covers just the body. */
-static int body_verify(struct cursor *c, const char *text, size_t len) {
-        struct cursor l;
-        uint32_t crc;
-
-        if (!text || len < END_LINE_LEN || text[len - 1] != '\n')
-                return -EBADMSG;
-        if (len > END_LINE_LEN && text[len - END_LINE_LEN - 1] != '\n')
-                return -EBADMSG;
-        l = (struct cursor){ text + len - END_LINE_LEN, text + len - 1 };
-        if (tok_word(&l, "end") < 0 || tok_hex32(&l, &crc) < 0 || line_done(&l) < 0)
-                return -EBADMSG;
-        if (crc32c(0, text, len - END_LINE_LEN) != crc)
-                return -EBADMSG;
-        *c = (struct cursor){ text, text + len - END_LINE_LEN };
-        return 0;
+        return name_token(out, line_str(c, key, out, CKPT_NAME_MAX + 1));
 }
 
 /* ---- manifest ---------------------------------------------------------- */
@@ -520,7 +309,7 @@ int manifest_format(const struct manifest *m, char **out, size_t *len) {
                                             ? "\n"
                                             : "");
         }
-        return text_finish(&t, out, len);
+        return text_finish(&t, CRC_KEY, out, len);
 }
 
 /* One shard entry: the shard line and its blocks lines. */
@@ -580,7 +369,7 @@ int manifest_parse(struct manifest **out, const char *text, size_t len) {
 
         if (!out)
                 return -EINVAL;
-        r = body_verify(&c, text, len);
+        r = body_verify(&c, text, len, CRC_KEY);
         if (r < 0)
                 return r;
 
@@ -681,7 +470,7 @@ int commit_record_format(const struct commit_record *r, char **out, size_t *len)
         for (uint32_t i = 0; i < r->nranks; i++)
                 text_printf(&t, " %" PRIu32, r->ranks[i]);
         text_printf(&t, "\ncommitted_at %" PRId64 "\n", r->committed_at);
-        return text_finish(&t, out, len);
+        return text_finish(&t, CRC_KEY, out, len);
 }
 
 /* Fills *r, overwriting it without freeing (clear it first if it holds
@@ -696,7 +485,7 @@ int commit_record_parse(struct commit_record *r, const char *text, size_t len) {
         if (!r)
                 return -EINVAL;
         memset(r, 0, sizeof(*r));
-        ret = body_verify(&c, text, len);
+        ret = body_verify(&c, text, len, CRC_KEY);
         if (ret < 0)
                 return ret;
 

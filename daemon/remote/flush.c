@@ -348,6 +348,30 @@ static void step_request_failed(struct fstep *st, const char *what, const char *
         step_fail(st, "%s %s (bucket %s): %s", what, key, st->f->bucket, why);
 }
 
+/* Bookkeeping every object request's done() starts with.  false: the step
+ * failed meanwhile, and there is nothing more to do. */
+static bool obj_req_ended(struct fobj *o) {
+        struct fstep *st = o->st;
+
+        o->req_busy = false;
+        st->inflight--;
+        st->f->inflight--;
+        if (st->phase != STEP_FAILED)
+                return true;
+        step_maybe_free(st);
+        flusher_pump(st->f);
+        return false;
+}
+
+/* The same for the step's own request (manifest, listing, COMMIT). */
+static bool step_req_ended(struct fstep *st) {
+        st->req_busy = false;
+        if (st->phase != STEP_FAILED)
+                return true;
+        step_maybe_free(st);
+        return false;
+}
+
 /* ---- objects ------------------------------------------------------------------------------ */
 
 static void obj_done(struct fobj *o, const char *etag) {
@@ -382,14 +406,8 @@ static void put_done(struct s3_request *req, int error) {
         struct fstep *st = o->st;
         struct flusher *f = st->f;
 
-        o->req_busy = false;
-        st->inflight--;
-        f->inflight--;
-        if (st->phase == STEP_FAILED) {
-                step_maybe_free(st);
-                flusher_pump(f);
+        if (!obj_req_ended(o))
                 return;
-        }
         if (error == 0) {
                 f->bytes_uploaded += o->size;
                 obj_done(o, req->result.etag);
@@ -461,14 +479,8 @@ static void head_after_complete_done(struct s3_request *req, int error) {
         struct fstep *st = o->st;
         struct flusher *f = st->f;
 
-        o->req_busy = false;
-        st->inflight--;
-        f->inflight--;
-        if (st->phase == STEP_FAILED) {
-                step_maybe_free(st);
-                flusher_pump(f);
+        if (!obj_req_ended(o))
                 return;
-        }
         if (error == 0 && req->result.bytes == o->size) {
                 obj_done(o, req->result.etag);
         } else if (error == -ENOENT || (error == 0 && req->result.bytes != o->size)) {
@@ -526,16 +538,9 @@ static void obj_complete(struct fobj *o) {
 static void complete_done(struct s3_request *req, int error) {
         struct fobj *o = container_of(req, struct fobj, req);
         struct fstep *st = o->st;
-        struct flusher *f = st->f;
 
-        o->req_busy = false;
-        st->inflight--;
-        f->inflight--;
-        if (st->phase == STEP_FAILED) {
-                step_maybe_free(st);
-                flusher_pump(f);
+        if (!obj_req_ended(o))
                 return;
-        }
         if (error == 0) {
                 /* radosgw answers with an empty ETag: the catalog keeps
                  * what there is; nothing depends on it. */
@@ -646,14 +651,8 @@ static void create_done(struct s3_request *req, int error) {
         struct fstep *st = o->st;
         struct flusher *f = st->f;
 
-        o->req_busy = false;
-        st->inflight--;
-        f->inflight--;
-        if (st->phase == STEP_FAILED) {
-                step_maybe_free(st);
-                flusher_pump(f);
+        if (!obj_req_ended(o))
                 return;
-        }
         if (error < 0) {
                 o->phase = OBJ_TODO;
                 f->uploads_active--;
@@ -681,14 +680,8 @@ static void list_parts_done(struct s3_request *req, int error) {
         struct fstep *st = o->st;
         struct flusher *f = st->f;
 
-        o->req_busy = false;
-        st->inflight--;
-        f->inflight--;
-        if (st->phase == STEP_FAILED) {
-                step_maybe_free(st);
-                flusher_pump(f);
+        if (!obj_req_ended(o))
                 return;
-        }
         if (error == -ENOENT) {
                 /* The upload is gone: completed just before the crash (then
                  * the object is there), or aborted.  HEAD decides. */
@@ -919,11 +912,8 @@ static void manifest_put_done(struct s3_request *req, int error) {
         struct fstep *st = container_of(req, struct fstep, req);
         struct flusher *f = st->f;
 
-        st->req_busy = false;
-        if (st->phase == STEP_FAILED) {
-                step_maybe_free(st);
+        if (!step_req_ended(st))
                 return;
-        }
         if (error < 0) {
                 if (error == -ECANCELED)
                         return;
@@ -972,11 +962,8 @@ static void commit_fetch_next(struct fstep *st);
 static void commit_head_done(struct s3_request *req, int error) {
         struct fstep *st = container_of(req, struct fstep, req);
 
-        st->req_busy = false;
-        if (st->phase == STEP_FAILED) {
-                step_maybe_free(st);
+        if (!step_req_ended(st))
                 return;
-        }
         if (error == 0) {
                 step_done(st);
         } else if (error == -ENOENT) {
@@ -1022,11 +1009,8 @@ static void commit_poll_later(struct fstep *st) {
 static void commit_put_done(struct s3_request *req, int error) {
         struct fstep *st = container_of(req, struct fstep, req);
 
-        st->req_busy = false;
-        if (st->phase == STEP_FAILED) {
-                step_maybe_free(st);
+        if (!step_req_ended(st))
                 return;
-        }
         if (error == 0 || error == -EEXIST) {
                 /* -EEXIST: another coordinator (or our own earlier attempt
                  * whose answer was lost) wrote it first; it was built from
@@ -1086,11 +1070,8 @@ static void commit_get_done(struct s3_request *req, int error) {
         struct fstep *st = container_of(req, struct fstep, req);
         uint32_t node = st->fetch_next;
 
-        st->req_busy = false;
-        if (st->phase == STEP_FAILED) {
-                step_maybe_free(st);
+        if (!step_req_ended(st))
                 return;
-        }
         if (error < 0) {
                 if (error == -ECANCELED)
                         return;
@@ -1157,11 +1138,8 @@ static void commit_list_done(struct s3_request *req, int error) {
         uint32_t n = f->opts.node_count;
         char dir[OBJECT_KEY_MAX + 1];
 
-        st->req_busy = false;
-        if (st->phase == STEP_FAILED) {
-                step_maybe_free(st);
+        if (!step_req_ended(st))
                 return;
-        }
         if (error < 0) {
                 if (error == -ECANCELED)
                         return;

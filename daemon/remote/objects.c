@@ -29,6 +29,7 @@
 #include "remote/objects.h"
 #include "util/cleanup.h"
 #include "util/errbuf.h"
+#include "util/textfmt.h"
 
 #define NODE_MANIFEST_MAGIC "ckptd-node-manifest 1"
 /* Not "ckptd-commit 1": that names the local COMMITTED record, a different
@@ -36,9 +37,9 @@
 #define COMMIT_OBJECT_MAGIC "ckptd-global-commit 1"
 /* Header and "rank" lines are short; only a commit object's "node" lines
  * can be long (bounded by the world size through their rank count). */
-#define LINE_MAX_BYTES 512
-/* The last line: "crc32c " + 8 hex digits + "\n". */
-#define CRC_LINE_LEN 16
+#define LINE_MAX_BYTES TEXT_LINE_MAX
+/* The last line is "crc32c <crc32c>" (text_finish(), body_verify()). */
+#define CRC_KEY "crc32c"
 /* Fewer bytes than any rank entry of a node manifest (a "rank" line plus a
  * MANIFEST) or any "node" line of a commit object ("node 0 0 00000000 0\n")
  * can take: bounds allocations by the text's length. */
@@ -158,260 +159,14 @@ int object_key_parse_step_dir(const char *steps_dir, const char *key, uint64_t *
         return 0;
 }
 
-/* ---- a growing text buffer for the formatters -------------------------- */
+/* ---- name tokens -------------------------------------------------------- */
 
-struct text {
-        char *buf;
-        size_t len, cap;
-        bool failed;
-};
-
-static int text_init(struct text *t, size_t cap) {
-        *t = (struct text){ .buf = malloc(cap), .cap = cap };
-        return t->buf ? 0 : -ENOMEM;
-}
-
-static bool text_reserve(struct text *t, size_t n) {
-        if (t->failed)
-                return false;
-        if (n <= t->cap - t->len)
-                return true;
-        if (n > SIZE_MAX / 2 - t->len) {
-                t->failed = true;
-                return false;
-        }
-        size_t cap = t->cap * 2 > t->len + n ? t->cap * 2 : t->len + n;
-        char *b = realloc(t->buf, cap);
-        if (!b) {
-                t->failed = true;
-                return false;
-        }
-        t->buf = b;
-        t->cap = cap;
-        return true;
-}
-
-static void text_append(struct text *t, const char *data, size_t n) {
-        if (!text_reserve(t, n))
-                return;
-        memcpy(t->buf + t->len, data, n);
-        t->len += n;
-}
-
-static void text_printf(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void text_printf(struct text *t, const char *fmt, ...) {
-        va_list ap;
-
-        if (t->failed)
-                return;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-                t->failed = true;
-                return;
-        }
-        if ((size_t)n >= t->cap - t->len) {
-                if (!text_reserve(t, (size_t)n + 1))
-                        return;
-                va_start(ap, fmt);
-                vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-                va_end(ap);
-        }
-        t->len += (size_t)n;
-}
-
-/* Append the CRC line and hand the buffer over (or free it). */
-static int text_finish(struct text *t, char **out, size_t *len) {
-        if (!t->failed)
-                text_printf(t, "crc32c %08" PRIx32 "\n", crc32c(0, t->buf, t->len));
-        if (t->failed) {
-                free(t->buf);
-                return -ENOMEM;
-        }
-        *out = t->buf;
-        *len = t->len;
-        return 0;
-}
-
-/* ---- strict line and token readers (the rules of docs/on-disk.md) ------ */
-
-struct cursor {
-        const char *p, *end;
-};
-
-/* Next line (without its '\n') into l; longer than max or unterminated is
- * malformed. */
-static int line_next(struct cursor *c, struct cursor *l, size_t max) {
-        size_t avail = (size_t)(c->end - c->p);
-        const char *nl = memchr(c->p, '\n', avail < max + 1 ? avail : max + 1);
-
-        if (!nl)
-                return -EBADMSG;
-        *l = (struct cursor){ c->p, nl };
-        c->p = nl + 1;
-        return 0;
-}
-
-/* Tokens are separated by exactly one space, none leading or trailing. */
-static int tok_next(struct cursor *l, const char **tok, size_t *len) {
-        if (l->p >= l->end)
-                return -EBADMSG;
-        const char *sp = memchr(l->p, ' ', (size_t)(l->end - l->p));
-        const char *e = sp ? sp : l->end;
-        if (e == l->p)
-                return -EBADMSG;
-        *tok = l->p;
-        *len = (size_t)(e - l->p);
-        l->p = sp ? sp + 1 : l->end;
-        if (sp && l->p == l->end)
-                return -EBADMSG;
-        return 0;
-}
-
-static int line_done(const struct cursor *l) {
-        return l->p == l->end ? 0 : -EBADMSG;
-}
-
-static int tok_word(struct cursor *l, const char *word) {
-        const char *t;
-        size_t n;
-        int r = tok_next(l, &t, &n);
-        if (r < 0)
-                return r;
-        return n == strlen(word) && memcmp(t, word, n) == 0 ? 0 : -EBADMSG;
-}
-
-/* Plain decimal at *p (advanced past it): digits only, no leading zero
- * except "0", <= max. */
-static int dec_parse(const char **p, const char *end, uint64_t max, uint64_t *out) {
-        const char *s = *p;
-        uint64_t v = 0;
-
-        if (s >= end || *s < '0' || *s > '9')
-                return -EBADMSG;
-        if (*s == '0' && s + 1 < end && s[1] >= '0' && s[1] <= '9')
-                return -EBADMSG;
-        for (; s < end && *s >= '0' && *s <= '9'; s++) {
-                unsigned d = (unsigned)(*s - '0');
-                if (d > max || v > (max - d) / 10)
-                        return -EBADMSG;
-                v = v * 10 + d;
-        }
-        *p = s;
-        *out = v;
-        return 0;
-}
-
-static int tok_u64(struct cursor *l, uint64_t max, uint64_t *out) {
-        const char *t;
-        size_t n;
-        int r = tok_next(l, &t, &n);
-        if (r < 0)
-                return r;
-        const char *e = t + n;
-        r = dec_parse(&t, e, max, out);
-        if (r < 0)
-                return r;
-        return t == e ? 0 : -EBADMSG;
-}
-
-static int tok_u32(struct cursor *l, uint32_t max, uint32_t *out) {
-        uint64_t v;
-        int r = tok_u64(l, max, &v);
-        if (r >= 0)
-                *out = (uint32_t)v;
-        return r;
-}
-
-/* Exactly 8 lowercase hex digits. */
-static int tok_hex32(struct cursor *l, uint32_t *out) {
-        const char *t;
-        size_t n;
-        uint32_t v = 0;
-        int r = tok_next(l, &t, &n);
-        if (r < 0)
-                return r;
-        if (n != 8)
-                return -EBADMSG;
-        for (size_t i = 0; i < n; i++) {
-                unsigned d;
-                if (t[i] >= '0' && t[i] <= '9')
-                        d = (unsigned)(t[i] - '0');
-                else if (t[i] >= 'a' && t[i] <= 'f')
-                        d = (unsigned)(t[i] - 'a' + 10);
-                else
-                        return -EBADMSG;
-                v = v << 4 | d;
-        }
-        *out = v;
-        return 0;
-}
-
-static int line_u64(struct cursor *c, const char *key, uint64_t max, uint64_t *out) {
-        struct cursor l;
-        int r = line_next(c, &l, LINE_MAX_BYTES);
-        if (r >= 0)
-                r = tok_word(&l, key);
-        if (r >= 0)
-                r = tok_u64(&l, max, out);
-        return r < 0 ? r : line_done(&l);
-}
-
-static int line_u32(struct cursor *c, const char *key, uint32_t max, uint32_t *out) {
-        uint64_t v;
-        int r = line_u64(c, key, max, &v);
-        if (r >= 0)
-                *out = (uint32_t)v;
-        return r;
-}
-
+/* A "<key> <name>" line, the name one ckpt_name_validate() accepts. */
 static int line_name(struct cursor *c, const char *key, char out[static CKPT_NAME_MAX + 1]) {
-        struct cursor l;
-        const char *t;
-        size_t n;
-        int r = line_next(c, &l, LINE_MAX_BYTES);
-        if (r >= 0)
-                r = tok_word(&l, key);
-        if (r >= 0)
-                r = tok_next(&l, &t, &n);
-        if (r >= 0)
-                r = line_done(&l);
-        if (r < 0)
-                return r;
-        if (ckpt_name_validate(t, n) < 0)
-                return -EBADMSG;
-        memcpy(out, t, n);
-        out[n] = '\0';
-        return 0;
-}
-
-static int line_magic(struct cursor *c, const char *magic) {
-        struct cursor l;
-        int r = line_next(c, &l, LINE_MAX_BYTES);
-        if (r < 0)
-                return r;
-        size_t n = (size_t)(l.end - l.p);
-        return n == strlen(magic) && memcmp(l.p, magic, n) == 0 ? 0 : -EBADMSG;
-}
-
-/* Check the trailing "crc32c <hex8>\n" line against the CRC32C of everything
- * before it; on success the cursor covers just the body. */
-static int body_verify(struct cursor *c, const char *text, size_t len) {
-        struct cursor l;
-        uint32_t crc;
-
-        if (!text || len < CRC_LINE_LEN || text[len - 1] != '\n')
-                return -EBADMSG;
-        if (len > CRC_LINE_LEN && text[len - CRC_LINE_LEN - 1] != '\n')
-                return -EBADMSG;
-        l = (struct cursor){ text + len - CRC_LINE_LEN, text + len - 1 };
-        if (tok_word(&l, "crc32c") < 0 || tok_hex32(&l, &crc) < 0 || line_done(&l) < 0)
-                return -EBADMSG;
-        if (crc32c(0, text, len - CRC_LINE_LEN) != crc)
-                return -EBADMSG;
-        *c = (struct cursor){ text, text + len - CRC_LINE_LEN };
-        return 0;
+        int n = line_str(c, key, out, CKPT_NAME_MAX + 1);
+        if (n < 0)
+                return n;
+        return ckpt_name_validate(out, (size_t)n) < 0 ? -EBADMSG : 0;
 }
 
 /* ---- node manifest ----------------------------------------------------- */
@@ -556,7 +311,7 @@ int node_manifest_format(const struct node_manifest *nm, char **out, size_t *len
                 text_printf(&t, "rank %" PRIu32 " %zu\n", nm->ranks[i]->rank, ml);
                 text_append(&t, mt, ml);
         }
-        return text_finish(&t, out, len);
+        return text_finish(&t, CRC_KEY, out, len);
 }
 
 int node_manifest_parse(struct node_manifest **out, const char *text, size_t len) {
@@ -567,7 +322,7 @@ int node_manifest_parse(struct node_manifest **out, const char *text, size_t len
 
         if (!out)
                 return -EINVAL;
-        r = body_verify(&c, text, len);
+        r = body_verify(&c, text, len, CRC_KEY);
         if (r < 0)
                 return r;
         nm = calloc(1, sizeof(*nm));
@@ -833,7 +588,7 @@ int commit_object_format(const struct commit_object *co, char **out, size_t *len
                 }
                 text_append(&t, "\n", 1);
         }
-        return text_finish(&t, out, len);
+        return text_finish(&t, CRC_KEY, out, len);
 }
 
 /* The rank list of a "node" line: exactly n ranks < world_size, written as
@@ -925,7 +680,7 @@ int commit_object_parse(struct commit_object *co, const char *text, size_t len) 
         if (!co)
                 return -EINVAL;
         memset(co, 0, sizeof(*co));
-        r = body_verify(&c, text, len);
+        r = body_verify(&c, text, len, CRC_KEY);
         if (r < 0)
                 return r;
 

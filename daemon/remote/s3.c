@@ -785,6 +785,21 @@ static void bandwidth_update(struct s3_client *c) {
         }
 }
 
+void s3_client_set_bandwidth(struct s3_client *c, uint64_t bytes_per_sec) {
+        struct list *pos, *tmp;
+
+        c->max_send_bytes_per_sec = bytes_per_sec;
+        if (bytes_per_sec) {
+                bandwidth_update(c);
+                return;
+        }
+        list_for_each_safe(pos, tmp, &c->active) {
+                struct s3_transfer *t = list_entry(pos, struct s3_transfer, link);
+                if (t->has_body && t->body_length > 0)
+                        curl_easy_setopt(t->easy, CURLOPT_MAX_SEND_SPEED_LARGE, (curl_off_t)0);
+        }
+}
+
 static bool use_path_style(const struct s3_client *c, const char *bucket) {
         switch (c->addressing) {
         case S3_ADDRESSING_PATH:

@@ -278,6 +278,10 @@ struct s3_client *s3_client_free(struct s3_client *c);
 
 void s3_client_stats(const struct s3_client *c, struct s3_stats *out);
 
+/* Change the upload cap (0: none); requests on the wire get their new
+ * share at once (SIGHUP of [remote] bandwidth). */
+void s3_client_set_bandwidth(struct s3_client *c, uint64_t bytes_per_sec);
+
 /* Stop a request started on c: done(req, -ECANCELED) runs before this
  * returns.  Nothing happens if req is not in flight.  Call it from the
  * loop thread, never from inside req's own done(). */

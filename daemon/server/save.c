@@ -1206,6 +1206,8 @@ static int retention_collect(void *userdata, const char *job, uint64_t step, uin
  * files are its only source.  A flush that failed permanently does not
  * pin the disk (status shows the failure). */
 static bool step_idle(struct server *srv, const char *job, uint64_t step) {
+        if (catalog_pinned(srv->catalog, job, step) == 1)
+                return false;
         if (srv->flusher) {
                 uint8_t rs = 0;
                 if (flush_busy(srv->flusher, job, step))

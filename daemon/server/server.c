@@ -303,6 +303,34 @@ static void handle_ckpt_list(struct conn *c, const struct ckpt_req_list *req) {
         free(rep);
 }
 
+/* Pins keep a step through local and object-store retention alike. */
+static void handle_pin(struct conn *c, const struct ckpt_req_pin *req) {
+        int r = conn_check_job(c, req->job.str, true);
+        if (r == -EACCES) {
+                conn_error(c, r, "job '%s' belongs to another user", req->job.str);
+                return;
+        }
+        if (r < 0) {
+                conn_error(c, r, "no job named '%s'", req->job.str);
+                return;
+        }
+        r = catalog_pin(c->srv->catalog, req->job.str, req->step, req->pinned);
+        if (r == -ENOENT) {
+                conn_error(c, r, "job '%s' has no step %" PRIu64 " on this node", req->job.str,
+                           req->step);
+                return;
+        }
+        if (r < 0) {
+                conn_error(c, r, "cannot record the pin: catalog error");
+                return;
+        }
+        log_info("job %s step %" PRIu64 ": %s by uid %u", req->job.str, req->step,
+                 req->pinned ? "pinned" : "unpinned", c->uid);
+        conn_reply_empty(c);
+        if (!req->pinned)
+                save_retention_run(c->srv, req->job.str);
+}
+
 static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
         uint16_t t = req->hdr.type;
 
@@ -368,6 +396,9 @@ static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
                 break;
         case CKPT_MSG_FETCH:
                 restore_handle_fetch(c, &req->fetch);
+                break;
+        case CKPT_MSG_PIN:
+                handle_pin(c, &req->pin);
                 break;
         default:
                 conn_error(c, -EBADMSG, "unknown request type %u", t);

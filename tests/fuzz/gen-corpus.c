@@ -75,8 +75,8 @@ static void set_le32(uint8_t *p, uint32_t v) {
 }
 
 /* The branches the one-per-type loop below cannot reach: the remote tier,
- * FETCH's other selections and its sentinel step, and its two kinds of
- * invalid selection. */
+ * FETCH's other selections and its sentinel step, and invalid selections
+ * (malformed `which`, an index where ALL wants 0, a rank out of range). */
 static void more_requests(void) {
         struct ckpt_request m;
         int n;
@@ -204,6 +204,11 @@ static void requests(void) {
                         m.fetch.index = 1;
                         m.fetch.timeout_ms = 600000;
                         break;
+                case CKPT_MSG_PIN:
+                        name(&m.pin.job, "llama-70b");
+                        m.pin.step = 1000;
+                        m.pin.pinned = 1;
+                        break;
                 default:
                         break;
                 }
@@ -268,7 +273,7 @@ static void replies(void) {
                 CKPT_MSG_CHUNK_GET, CKPT_MSG_CHUNK_PUT, CKPT_MSG_SAVE_FINISH, CKPT_MSG_SAVE_ABORT,
                 CKPT_MSG_WAIT, CKPT_MSG_COMMIT, CKPT_MSG_LATEST, CKPT_MSG_SHARD_LIST,
                 CKPT_MSG_READ, CKPT_MSG_READ_DONE, CKPT_MSG_MAP, CKPT_MSG_STATUS,
-                CKPT_MSG_JOB_LIST, CKPT_MSG_CKPT_LIST, CKPT_MSG_FETCH,
+                CKPT_MSG_JOB_LIST, CKPT_MSG_CKPT_LIST, CKPT_MSG_FETCH, CKPT_MSG_PIN,
         };
         char fn[64];
 

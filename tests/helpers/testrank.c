@@ -13,7 +13,8 @@
  *   ckpt-testrank read   --job J --step S --rank R --shard NAME --offset O --length L [--seed N]
  *   ckpt-testrank latest --job J           prints "STEP WORLD"
  *   ckpt-testrank commit --job J --step S
- *   ckpt-testrank wait   --job J --step S --tier staged|local|committed [--timeout MS]
+ *   ckpt-testrank wait   --job J --step S --tier staged|local|committed|remote
+ *                        [--timeout MS]
  *   ckpt-testrank list   --job J --step S --rank R      prints "name size crc"
  *
  * Exit 0 on success; on failure prints "ERROR <errno-name> <code>: <daemon message>" to
@@ -372,7 +373,8 @@ int main(int argc, char **argv) {
         } else if (!strcmp(cmd, "wait")) {
                 enum ckpt_wait_tier t = !strcmp(opt.tier ? opt.tier : "", "staged") ? CKPT_STAGED
                                         : !strcmp(opt.tier ? opt.tier : "", "committed") ? CKPT_COMMITTED
-                                                                              : CKPT_LOCAL;
+                                        : !strcmp(opt.tier ? opt.tier : "", "remote")    ? CKPT_REMOTE
+                                                                                         : CKPT_LOCAL;
                 r = ckpt_wait(conn, opt.job, opt.step, t, opt.timeout);
                 if (r < 0)
                         r = fail(r, "wait");

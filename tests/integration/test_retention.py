@@ -10,13 +10,18 @@ than it is kept (a trainer may still commit it).  Another job's
 checkpoints are never touched.
 
 Then keep from a config file, reloaded on SIGHUP: keep = 1, raised to 3,
-a broken file (changes nothing), and lowered back to 1."""
+a broken file (changes nothing), and lowered back to 1.
+
+Pins: a pinned step outlives retention (and shows as pinned in ckptctl
+list); pinning a missing step or another user's job is refused; unpinned,
+it goes at the next retention pass."""
 import os
 import signal
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Daemon, check, ctl_json, log, run_test, shards_arg,  # noqa: E402
+from harness import (CKPTCTL, Daemon, check, ctl_json, log, run_test, shards_arg,  # noqa: E402
                      step_dirs, wait_until)
 
 JOB = "retained-job"
@@ -157,9 +162,47 @@ def keep_reload(tmp):
     check(d.stop() == 0, "ckptd did not exit cleanly")
 
 
+def pins(tmp):
+    os.chmod(tmp, 0o711)  # the other-user check needs to reach the socket
+    d = Daemon(tmp, name="pins", extra=["--local-keep", "1", "--socket-mode", "0666"]).start()
+    job = "pinned-job"
+    save(d, job, 1)
+    out = d.ctl("pin", job, 1).stdout
+    check("pinned" in out, "ckptctl pin says: %r" % out)
+    rows = {c["step"]: c for c in ctl_json(d, "list", job)}
+    check(rows[1]["pinned"] is True, "step 1 not listed as pinned: %s" % rows)
+    text = d.ctl("list", job).stdout
+    check(" pinned " in text.splitlines()[1], "list table lacks the pin: %r" % text)
+    save(d, job, 2)
+    save(d, job, 3)
+    # keep 1: only 3 would remain, but the pinned 1 stays (2 goes)
+    expect_steps(d, job, [1, 3])
+    verify(d, job, 1)
+
+    p = d.ctl("pin", job, 7, check_rc=False)
+    check(p.returncode == 1 and "no step 7" in p.stderr,
+          "pin of a missing step: rc %d %r" % (p.returncode, p.stderr))
+    p = d.ctl("pin", "no-such-job", 1, check_rc=False)
+    check(p.returncode == 1 and "no job named" in p.stderr,
+          "pin of a missing job: rc %d %r" % (p.returncode, p.stderr))
+    p = d.ctl("pin", job, "x", check_rc=False)
+    check(p.returncode == 2, "pin with a bad step: rc %d" % p.returncode)
+    if os.getuid() == 0:
+        p = subprocess.run([CKPTCTL, "--socket", d.socket, "pin", job, "1"], user=65534,
+                           capture_output=True, text=True, timeout=60)
+        check(p.returncode == 1 and "another user" in p.stderr,
+              "pin by another uid: rc %d %r" % (p.returncode, p.stderr))
+
+    # unpinned, retention runs at once: step 1 goes
+    d.ctl("unpin", job, 1)
+    expect_steps(d, job, [3])
+    check(d.stop() == 0, "ckptd did not exit cleanly")
+
+
 def main(tmp):
     keep_two(tmp)
     keep_reload(tmp)
+    pins(tmp)
 
 
 run_test(main)

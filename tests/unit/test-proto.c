@@ -208,6 +208,11 @@ static void make_request(struct ckpt_request *m, uint16_t type) {
                 m->fetch.index = 77;
                 m->fetch.timeout_ms = 5000;
                 break;
+        case CKPT_MSG_PIN:
+                set_name(&m->pin.job, "pinned-job");
+                m->pin.step = 0x7fffffffffffffffull;
+                m->pin.pinned = 1;
+                break;
         }
 }
 
@@ -343,6 +348,8 @@ static void make_reply(struct ckpt_reply *m, uint16_t type, uint32_t count) {
                         e->bytes = 0xa000000000000000ull + i;
                         e->shards = 0xb0000000u + i;
                         e->committed_at = i % 4 == 2 ? 1700000000 + i : 0;
+                        e->remote_state = (uint8_t)(i % CKPT_REMOTE_MAX_);
+                        e->pinned = (uint8_t)(i % 2);
                 }
                 break;
         default: /* empty bodies */
@@ -558,10 +565,10 @@ static void test_golden(void) {
                 .bytes = 0x1122, .shards = 6, .committed_at = 0x0102,
         };
         static const uint8_t ckpt_list[] = {
-                'C', 'K', 'P', 'T', 2, 0, 17, 0x80, 62, 0, 0, 0, 1, 0, 0, 0,
+                'C', 'K', 'P', 'T', 2, 0, 17, 0x80, 63, 0, 0, 0, 1, 0, 0, 0,
                 9, 0, 0, 0, 1, 0, 0, 0,
                 100, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 2, 0, 0, 0, 3,
-                0x22, 0x11, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 0,
+                0x22, 0x11, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 0, 0,
         };
         check_bytes("CKPT_LIST reply", buf, ckpt_reply_encode(&rep_a, buf, sizeof(buf)), ckpt_list,
                     sizeof(ckpt_list));
@@ -1120,8 +1127,64 @@ static void test_values(void) {
                 raw_u32(0);
                 raw_u64((uint64_t)entries[i].at);
                 raw_u8(CKPT_REMOTE_DONE);
+                raw_u8(0);
                 raw_end();
                 CHECK_RC(raw_decode_rep(), entries[i].want, "ckpt entry %zu", i);
+        }
+        /* CKPT_LIST entry: remote state and pinned are enums/booleans */
+        const uint8_t tails[][2] = { { CKPT_REMOTE_MAX_, 0 }, { 0, 2 }, { 255, 1 } };
+        for (size_t i = 0; i < 3; i++) {
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY, 1);
+                raw_u32(1);
+                raw_u32(1);
+                raw_u64(10);
+                raw_u32(2);
+                raw_u32(2);
+                raw_u8(CKPT_STATE_COMMITTED);
+                raw_u64(0);
+                raw_u32(0);
+                raw_u64(1);
+                raw_u8(tails[i][0]);
+                raw_u8(tails[i][1]);
+                raw_end();
+                CHECK_RC(raw_decode_rep(), -EBADMSG, "ckpt entry remote %u pinned %u", tails[i][0],
+                         tails[i][1]);
+        }
+        /* PIN: pinned is a boolean, the step in range */
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_PIN, 1);
+        raw_str("job", 3);
+        raw_u64(5);
+        raw_u8(2);
+        raw_end();
+        CHECK_RC(raw_decode_req(), -EBADMSG, "PIN pinned 2");
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_PIN, 1);
+        raw_str("job", 3);
+        raw_u64((uint64_t)CKPT_STEP_MAX + 1);
+        raw_u8(1);
+        raw_end();
+        CHECK_RC(raw_decode_req(), -EINVAL, "PIN step past max");
+        /* FETCH: which enum, ALL takes no index, RANK below the world max */
+        const struct {
+                uint8_t which;
+                uint32_t index;
+                int want;
+        } fetches[] = {
+                { 0, 0, -EBADMSG },
+                { CKPT_FETCH_MAX_, 0, -EBADMSG },
+                { CKPT_FETCH_ALL, 1, -EINVAL },
+                { CKPT_FETCH_RANK, CKPT_WORLD_MAX, -EINVAL },
+                { CKPT_FETCH_NODE, 70000, 0 },
+        };
+        for (size_t i = 0; i < sizeof(fetches) / sizeof(fetches[0]); i++) {
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_FETCH, 1);
+                raw_str("job", 3);
+                raw_u64(CKPT_STEP_LATEST);
+                raw_u8(fetches[i].which);
+                raw_u32(fetches[i].index);
+                raw_u32(0);
+                raw_end();
+                CHECK_RC(raw_decode_req(), fetches[i].want, "FETCH which %u index %u",
+                         fetches[i].which, fetches[i].index);
         }
         /* JOB_LIST entry latest_committed below -1 */
         raw_start(CKPT_PROTO_VERSION, CKPT_MSG_JOB_LIST | CKPT_MSG_REPLY, 1);
