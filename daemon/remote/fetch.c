@@ -180,15 +180,6 @@ static void op_fail(struct fetch_op *op, int error, const char *fmt, ...) {
         op_finish(op);
 }
 
-static void describe(char *out, size_t size, const struct s3_result *res, int error) {
-        if (res->status && res->code[0])
-                snprintf(out, size, "%ld %s", res->status, res->code);
-        else if (res->status)
-                snprintf(out, size, "HTTP %ld (%s)", res->status, strerror(-error));
-        else
-                snprintf(out, size, "%s", strerror(-error));
-}
-
 /* ---- metadata ------------------------------------------------------------------------------ */
 
 static void meta_done(struct s3_request *req, int error) {
@@ -206,7 +197,7 @@ static void meta_done(struct s3_request *req, int error) {
                 op_fail(op, error, "cancelled");
                 return;
         }
-        describe(why, sizeof(why), &req->result, error);
+        s3_result_describe(&req->result, error, why, sizeof(why));
         switch (op->phase) {
         case PH_LIST_STEPS:
                 if (error < 0) {
@@ -530,7 +521,7 @@ static void chunk_got(struct s3_request *req, int error) {
         ch->req_busy = false;
         if (error < 0 || op->error) {
                 char why[400];
-                describe(why, sizeof(why), &req->result, error);
+                s3_result_describe(&req->result, error, why, sizeof(why));
                 if (!op->error)
                         op_fail(op, error, "GET of shard '%s' of rank %u (bytes %" PRIu64 "+%"
                                 PRIu64 "): %s", op->rank_m->shards[ch->shard].name,

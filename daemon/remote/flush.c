@@ -168,16 +168,6 @@ static void retention_start(struct flusher *f, const char *job);
 /* ---- helpers ----------------------------------------------------------------------------- */
 
 /* "403 SignatureDoesNotMatch: The request signature we calculated..." */
-static void describe(char *out, size_t size, const struct s3_result *res, int error) {
-        if (res->status && res->code[0])
-                snprintf(out, size, "%ld %s%s%s", res->status, res->code,
-                         res->message[0] ? ": " : "", res->message);
-        else if (res->status)
-                snprintf(out, size, "HTTP %ld (%s)", res->status, strerror(-error));
-        else
-                snprintf(out, size, "%s", strerror(-error));
-}
-
 static void set_last_error(struct flusher *f, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));
 static void set_last_error(struct flusher *f, const char *fmt, ...) {
@@ -318,7 +308,7 @@ static void step_stall(struct fstep *st, const char *what, const struct s3_resul
         struct flusher *f = st->f;
         char why[400];
 
-        describe(why, sizeof(why), res, error);
+        s3_result_describe(res, error, why, sizeof(why));
         set_last_error(f, "job %s step %" PRIu64 ": %s: %s (will retry)", st->job, st->step,
                        what, why);
         st->stall_ms = st->stall_ms ? MIN(st->stall_ms * 2, FLUSH_STALL_MAX_MS)
@@ -344,7 +334,7 @@ static void step_request_failed(struct fstep *st, const char *what, const char *
                 step_stall(st, what, res, error);
                 return;
         }
-        describe(why, sizeof(why), res, error);
+        s3_result_describe(res, error, why, sizeof(why));
         step_fail(st, "%s %s (bucket %s): %s", what, key, st->f->bucket, why);
 }
 
@@ -922,7 +912,7 @@ static void manifest_put_done(struct s3_request *req, int error) {
                         return;
                 }
                 char why[400];
-                describe(why, sizeof(why), &req->result, error);
+                s3_result_describe(&req->result, error, why, sizeof(why));
                 step_fail(st, "PutObject of the node manifest: %s", why);
                 return;
         }
@@ -971,7 +961,7 @@ static void commit_head_done(struct s3_request *req, int error) {
         } else if (error != -ECANCELED) {
                 if (req->result.permanent) {
                         char why[400];
-                        describe(why, sizeof(why), &req->result, error);
+                        s3_result_describe(&req->result, error, why, sizeof(why));
                         step_fail(st, "HeadObject COMMIT: %s", why);
                 } else {
                         commit_poll_later(st);
@@ -1028,7 +1018,7 @@ static void commit_put_done(struct s3_request *req, int error) {
                 return;
         }
         char why[400];
-        describe(why, sizeof(why), &req->result, error);
+        s3_result_describe(&req->result, error, why, sizeof(why));
         step_fail(st, "PutObject COMMIT: %s", why);
 }
 
@@ -1077,7 +1067,7 @@ static void commit_get_done(struct s3_request *req, int error) {
                         return;
                 if (req->result.permanent && error != -ENOENT && error != -EFBIG) {
                         char why[400];
-                        describe(why, sizeof(why), &req->result, error);
+                        s3_result_describe(&req->result, error, why, sizeof(why));
                         step_fail(st, "GetObject of node %u's manifest: %s", node, why);
                         return;
                 }
@@ -1145,7 +1135,7 @@ static void commit_list_done(struct s3_request *req, int error) {
                         return;
                 if (req->result.permanent) {
                         char why[400];
-                        describe(why, sizeof(why), &req->result, error);
+                        s3_result_describe(&req->result, error, why, sizeof(why));
                         step_fail(st, "listing the node manifests: %s", why);
                 } else {
                         commit_poll_later(st);

@@ -785,6 +785,16 @@ static void bandwidth_update(struct s3_client *c) {
         }
 }
 
+void s3_result_describe(const struct s3_result *res, int error, char *out, size_t size) {
+        if (res->status && res->code[0])
+                snprintf(out, size, "%ld %s%s%s", res->status, res->code,
+                         res->message[0] ? ": " : "", res->message);
+        else if (res->status)
+                snprintf(out, size, "HTTP %ld (%s)", res->status, strerror(-error));
+        else
+                snprintf(out, size, "%s", strerror(-error));
+}
+
 void s3_client_set_bandwidth(struct s3_client *c, uint64_t bytes_per_sec) {
         struct list *pos, *tmp;
 

@@ -363,6 +363,11 @@ int s3_list_parts(struct s3_client *c, struct s3_request *req, const char *key,
 int s3_list_objects(struct s3_client *c, struct s3_request *req, const char *prefix,
                     const char *delimiter, const char *token, struct s3_object_list *out);
 
+/* A one-line account of a failed request for logs and status, naming no
+ * secret: "403 SignatureDoesNotMatch: The request signature ...", "HTTP
+ * 500 (Input/output error)", or strerror() when no answer came. */
+void s3_result_describe(const struct s3_result *res, int error, char *out, size_t size);
+
 /* ---- pieces exposed for tests ---- */
 
 /* How a failed answer is classified: returns the -errno of the table at
