@@ -20,7 +20,17 @@
  * The [remote] checks (endpoint, bucket) call the same validators the S3
  * client uses (remote/sigv4.h), so that a config that passes here is one
  * the client accepts at start; config only adds the reasons a user needs.
+ * Likewise the [cluster] placement is judged by cluster/topology's own
+ * topology_check(), so the daemon never starts with a placement its
+ * replication code would refuse.
+ *
+ * [cluster] peers is the one key whose value is a list, and it and listen
+ * are the ones parsed into a struct (config_peer) rather than kept as text:
+ * the peer code connects to and binds those addresses, and a host or port
+ * that cannot work is a start-up error, not a connect failure minutes into
+ * a job.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <pwd.h>
@@ -65,6 +75,19 @@
 
 #define PREFIX_MAX 512
 
+/* A replica per node beyond 16 costs 16x the network and disk of one save
+ * for no failure model a job has. */
+#define REPLICATION_FACTOR_MAX 16
+
+/* Below 100 ms a connect across a busy fabric fails for no reason; above
+ * ten minutes a dead peer holds a save for longer than anyone waits. */
+#define PEER_CONNECT_TIMEOUT_MIN 100
+#define PEER_CONNECT_TIMEOUT_MAX (10 * MS_PER_MIN)
+
+/* RFC 1035: a DNS name is at most 253 characters, a label 63. */
+#define HOST_NAME_MAX_LEN 253
+#define HOST_LABEL_MAX 63
+
 enum key_type {
         TYPE_PATH,     /* char *, absolute; not empty unless key.empty_ok */
         TYPE_STRING,   /* char *, empty means NULL (the built-in choice) */
@@ -75,6 +98,8 @@ enum key_type {
         TYPE_MODE,     /* uint32_t, octal permission bits */
         TYPE_LOGLEVEL, /* int, LOG_ERR..LOG_DEBUG */
         TYPE_CHOICE,   /* int, index into key.choices */
+        TYPE_PEERS,    /* struct config_peer * list + uint32_t count (count_offset) */
+        TYPE_ADDRESS,  /* struct config_peer, host NULL when empty */
 };
 
 struct key;
@@ -88,7 +113,8 @@ struct key {
         const char *name;
         enum key_type type;
         size_t offset;   /* into struct config */
-        bool reloadable; /* SIGHUP may change it */
+        size_t count_offset; /* TYPE_PEERS: the uint32_t entry count */
+        bool reloadable; /* SIGHUP may change it; never for TYPE_PEERS/TYPE_ADDRESS */
         bool empty_ok;   /* TYPE_PATH: empty means NULL (the built-in choice) */
         /* Never printed or logged, refused as a flag, only read from a file
          * that group and others cannot access, wiped when freed. */
@@ -115,6 +141,11 @@ static const char *const addressing_names[] = { "auto", "path", "virtual", NULL 
 _Static_assert(S3_ADDRESSING_AUTO == 0 && S3_ADDRESSING_PATH == 1 &&
                        S3_ADDRESSING_VIRTUAL == 2,
                "addressing_names[] must follow enum s3_addressing");
+
+/* In the order of enum placement, likewise. */
+static const char *const placement_names[] = { "clique", "ring", NULL };
+_Static_assert(PLACEMENT_CLIQUE == 0 && PLACEMENT_RING == 1,
+               "placement_names[] must follow enum placement");
 
 /* offsetof() that refuses to compile when the field's C type is not the one
  * the key's type stores through — the table writes via untyped pointers. */
@@ -245,6 +276,38 @@ static const struct key keys[] = {
           .offset = FIELD(cluster_node_count, uint32_t), .min = 1, .max = NODE_COUNT_MAX,
           .def = "1", .env = "SLURM_NNODES",
           .help = "nodes in the job (default: $SLURM_NNODES, else 1)" },
+        { .section = "cluster", .name = "peers", .type = TYPE_PEERS,
+          .offset = FIELD(cluster_peers, struct config_peer *),
+          .count_offset = FIELD(cluster_npeers, uint32_t), .empty_ok = true, .def = "",
+          .metavar = "HOST:PORT,...",
+          .help = "peer address of every node, node i's at position i, node_count of them "
+                  "(IPv6 in brackets; empty: no peers)" },
+        { .section = "cluster", .name = "listen", .type = TYPE_ADDRESS,
+          .offset = FIELD(cluster_listen, struct config_peer), .empty_ok = true, .def = "",
+          .metavar = "HOST:PORT",
+          .help = "address the peer server binds (empty: 0.0.0.0 and the port of this "
+                  "node's peers entry)" },
+        { .section = "cluster", .name = "replication_jump", .type = TYPE_U32,
+          .offset = FIELD(cluster_replication_jump, uint32_t), .min = 1,
+          .max = NODE_COUNT_MAX - 1, .def = "1",
+          .help = "distance between the nodes that hold each other's replicas" },
+        { .section = "cluster", .name = "replication_factor", .type = TYPE_U32,
+          .offset = FIELD(cluster_replication_factor, uint32_t), .min = 1,
+          .max = REPLICATION_FACTOR_MAX, .def = "1",
+          .help = "copies of each checkpoint on distinct nodes, the own one included (1: "
+                  "no replication)" },
+        { .section = "cluster", .name = "placement", .type = TYPE_CHOICE,
+          .offset = FIELD(cluster_placement, int), .choices = placement_names,
+          .max = ARRAY_SIZE(placement_names) - 2, .def = "clique", .metavar = "RULE",
+          .help = "clique or ring: how replicas are placed (docs/replication.md)" },
+        { .section = "cluster", .name = "psk_file", .type = TYPE_PATH,
+          .offset = FIELD(cluster_psk_file, char *), .empty_ok = true, .def = "",
+          .help = "pre-shared key that authenticates peers, mode 0600 (required when "
+                  "replication_factor > 1)" },
+        { .section = "cluster", .name = "peer_connect_timeout", .type = TYPE_DURATION,
+          .offset = FIELD(cluster_peer_connect_timeout_ms, uint64_t),
+          .min = PEER_CONNECT_TIMEOUT_MIN, .max = PEER_CONNECT_TIMEOUT_MAX, .def = "5s",
+          .help = "how long a connection to a peer may take to be set up" },
 };
 
 /* Sections accepted in the file, in the order help lists them. */
@@ -280,6 +343,8 @@ static uint64_t key_get_u64(const struct config *c, const struct key *k) {
                 return (uint64_t)*(const int *)p;
         case TYPE_PATH:
         case TYPE_STRING:
+        case TYPE_PEERS:
+        case TYPE_ADDRESS:
                 break;
         }
         return 0;
@@ -306,6 +371,8 @@ static void key_set_u64(struct config *c, const struct key *k, uint64_t v) {
                 break;
         case TYPE_PATH:
         case TYPE_STRING:
+        case TYPE_PEERS:
+        case TYPE_ADDRESS:
                 break;
         }
 }
@@ -324,6 +391,101 @@ static void key_set_str(struct config *c, const struct key *k, char *s) {
 
 static const char *key_get_str(const struct config *c, const struct key *k) {
         return *(char *const *)field_cptr(c, k);
+}
+
+/* ---- address keys ([cluster] peers, listen) ------------------------------ */
+
+static bool key_is_address(const struct key *k) {
+        return k->type == TYPE_PEERS || k->type == TYPE_ADDRESS;
+}
+
+/* Keys whose value the struct owns on the heap. */
+static bool key_owns_memory(const struct key *k) {
+        return key_is_string(k) || key_is_address(k);
+}
+
+static struct config_peer **peers_field(struct config *c, const struct key *k) {
+        return field_ptr(c, k);
+}
+
+static uint32_t *npeers_field(struct config *c, const struct key *k) {
+        return (uint32_t *)((char *)c + k->count_offset);
+}
+
+static const struct config_peer *peers_get(const struct config *c, const struct key *k,
+                                           uint32_t *n) {
+        *n = *(const uint32_t *)((const char *)c + k->count_offset);
+        return *(struct config_peer *const *)field_cptr(c, k);
+}
+
+static void peers_free(struct config_peer *v, uint32_t n) {
+        if (!v)
+                return;
+        for (uint32_t i = 0; i < n; i++)
+                free(v[i].host);
+        free(v);
+}
+
+/* Takes ownership of v (n entries; NULL when n is 0). */
+static void peers_set(struct config *c, const struct key *k, struct config_peer *v, uint32_t n) {
+        struct config_peer **p = peers_field(c, k);
+        uint32_t *count = npeers_field(c, k);
+
+        peers_free(*p, *count);
+        *p = v;
+        *count = n;
+}
+
+/* Deep copy of n entries into *out (NULL when n is 0).  0 or -ENOMEM. */
+static int peers_dup(struct config_peer **out, const struct config_peer *v, uint32_t n) {
+        struct config_peer *copy;
+
+        *out = NULL;
+        if (!n || !v)
+                return 0;
+        copy = calloc(n, sizeof(*copy));
+        if (!copy)
+                return -ENOMEM;
+        for (uint32_t i = 0; i < n; i++) {
+                copy[i].port = v[i].port;
+                if (v[i].host && !(copy[i].host = strdup(v[i].host))) {
+                        peers_free(copy, n);
+                        return -ENOMEM;
+                }
+        }
+        *out = copy;
+        return 0;
+}
+
+/* Takes ownership of a->host. */
+static void address_set(struct config *c, const struct key *k, struct config_peer *a) {
+        struct config_peer *p = field_ptr(c, k);
+
+        free(p->host);
+        *p = *a;
+        *a = (struct config_peer){ 0 };
+}
+
+static const struct config_peer *address_get(const struct config *c, const struct key *k) {
+        return field_cptr(c, k);
+}
+
+static bool peer_equal(const struct config_peer *a, const struct config_peer *b) {
+        if (a->port != b->port || (a->host == NULL) != (b->host == NULL))
+                return false;
+        return !a->host || strcmp(a->host, b->host) == 0;
+}
+
+const char *config_peer_format(const struct config_peer *p, char *buf, size_t size) {
+        if (!size)
+                return buf;
+        if (!p->host)
+                buf[0] = '\0';
+        else if (strchr(p->host, ':'))
+                snprintf(buf, size, "[%s]:%u", p->host, (unsigned)p->port);
+        else
+                snprintf(buf, size, "%s:%u", p->host, (unsigned)p->port);
+        return buf;
 }
 
 /* ---- parse helpers ---------------------------------------------------- */

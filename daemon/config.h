@@ -23,6 +23,12 @@
  * access, never printed by --help nor logged by a reload, and wiped from
  * memory when freed.
  *
+ * [cluster] peers is the one list: "host:port,host:port,...", node i's
+ * address at position i; listen is one such address.  A host is an IPv4
+ * literal, an IPv6 literal in brackets ([fd00::1]:7000) or a DNS name; the
+ * parsed form (struct config_peer) keeps it without the brackets, ready
+ * for getaddrinfo().
+ *
  * Defaults depend on who runs the daemon: as root, state in /var/lib/ckptd
  * and socket /run/ckptd/ckptd.sock; as anyone else, state in
  * $XDG_STATE_HOME/ckptd (~/.local/state/ckptd) and the socket in
@@ -32,8 +38,18 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "cluster/topology.h"
+
+/* A node's peer address: host is a DNS name or an IPv4/IPv6 literal (IPv6
+ * without brackets), port 1..65535.  host NULL: no address. */
+struct config_peer {
+        char *host;
+        uint16_t port;
+};
 
 struct config {
         /* [daemon] */
@@ -74,13 +90,27 @@ struct config {
         /* [cluster] */
         uint32_t cluster_node_index;   /* default $SLURM_NODEID, else 0 */
         uint32_t cluster_node_count;   /* default $SLURM_NNODES, else 1; 1..65536 */
+        /* Node i's peer address is cluster_peers[i]; NULL and 0 when unset,
+         * else exactly node_count entries, no two the same host and port. */
+        struct config_peer *cluster_peers;
+        uint32_t cluster_npeers;
+        /* Where the peer server binds; host NULL (the default): 0.0.0.0 and
+         * the port of this node's own peers entry. */
+        struct config_peer cluster_listen;
+        uint32_t cluster_replication_jump;   /* J: 1; clique members J apart */
+        uint32_t cluster_replication_factor; /* F: 1 (no replication), 1..16 */
+        int cluster_placement;               /* enum placement: 0 clique, 1 ring */
+        char *cluster_psk_file;              /* NULL: none; required when F > 1 */
+        uint64_t cluster_peer_connect_timeout_ms; /* 5s */
 };
 
 /* Fill embedded defaults (allocates the path strings).  [cluster]
  * node_index and node_count default to $SLURM_NODEID and $SLURM_NNODES
  * when those hold a value in range, else 0 and 1.  0 or -ENOMEM. */
 int config_init(struct config *c);
-void config_clear(struct config *c); /* frees strings, wiping the secret first */
+/* Frees strings and the peers list (wiping the secret first) and leaves
+ * them NULL, so calling it twice is harmless. */
+void config_clear(struct config *c);
 
 /* Apply a config file.  A missing file is -ENOENT (the caller decides
  * whether that matters); errors print "path:line: what is wrong" to err
@@ -104,9 +134,12 @@ const char *config_path_from_args(int argc, char **argv);
 
 /* Cross-field checks after everything is applied (slot_size <= pool_size,
  * pool_size a multiple of slot_size, a bucket when an endpoint is set,
- * node_index < node_count, access key and secret together, ...), and the
- * per-key checks again for a struct set by code.  -EINVAL, described on
- * err (never showing the secret). */
+ * node_index < node_count, access key and secret together, as many peers
+ * as node_count, peers and psk_file when replication_factor > 1, and
+ * topology_check() of the [cluster] values, its message prefixed with
+ * "[cluster] "), and the per-key checks again for a struct set by code
+ * (peer hosts, ports, duplicates included).  -EINVAL, described on err
+ * (never showing the secret).  The psk file itself is not opened here. */
 int config_validate(const struct config *c, FILE *err);
 
 /* Copy the keys SIGHUP may change from src into dst; log each change (a
@@ -119,6 +152,14 @@ void config_print_help(FILE *out);
 
 /* Whether the object-store tier is configured (an endpoint is set). */
 bool config_remote_enabled(const struct config *c);
+
+/* The [cluster] placement values as a struct topology (index, count,
+ * jump, factor, placement), for the topology_*() queries. */
+void config_topology(const struct config *c, struct topology *out);
+
+/* "host:port", or "[v6]:port" for an IPv6 host, into buf (truncated to
+ * size); "" for a peer without a host.  Returns buf. */
+const char *config_peer_format(const struct config_peer *p, char *buf, size_t size);
 
 /* Parse helpers, exported for tests. */
 int config_parse_size(const char *s, uint64_t *out);

@@ -51,6 +51,7 @@ struct daemon {
         int signal_fd;
         struct loop_watch signal_watch;
         struct loop_timer watchdog;
+        struct loop_timer yield_timer;
         uint64_t watchdog_ms;
         struct loop_hook flush_hook;
         uint64_t status_ms;
@@ -198,6 +199,38 @@ static void daemon_retention_all(struct daemon *d) {
 }
 
 /* ---- the object-store tier ------------------------------------------------------------- */
+
+/*
+ * The flush yields to saves: while any save is staging or being written,
+ * uploads hold still (no request, no MD5 hashing starts; transfers on the
+ * wire pause).  A trainer blocks for its copy into the slot, and on a node
+ * where the store's traffic shares cores and memory bandwidth with it, a
+ * running flush made staging several times slower (docs/BENCHMARKS.md).
+ * Bounded: after DAEMON_YIELD_MAX_MS of continuous saving the flush goes on
+ * anyway, so a job that saves all the time still gets its steps stored.
+ */
+#define DAEMON_YIELD_MAX_MS 30000
+
+static void daemon_yield_timeout(struct loop_timer *t) {
+        struct daemon *d = container_of(t, struct daemon, yield_timer);
+        log_debug("flush: saves busy for %u s; uploading anyway", DAEMON_YIELD_MAX_MS / 1000);
+        s3_client_pause(d->s3, false);
+}
+
+static void daemon_on_saving(struct server *srv, bool saving) {
+        struct daemon *d = srv->userdata;
+
+        if (!d->s3)
+                return;
+        if (saving) {
+                s3_client_pause(d->s3, true);
+                loop_timer_start(d->loop, &d->yield_timer, DAEMON_YIELD_MAX_MS,
+                                 daemon_yield_timeout);
+        } else {
+                loop_timer_cancel(&d->yield_timer);
+                s3_client_pause(d->s3, false);
+        }
+}
 
 static void daemon_remote_changed(void *userdata, const char *job, uint64_t step) {
         struct daemon *d = userdata;
@@ -433,6 +466,8 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
                 goto fail;
         d->server->on_drained = daemon_drained;
         d->server->flusher = d->flusher;
+        d->server->userdata = d;
+        d->server->on_saving = daemon_on_saving;
         d->server->fetcher = d->fetcher;
 
         r = daemon_reconcile(d);

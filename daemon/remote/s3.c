@@ -402,6 +402,7 @@ struct s3_client {
         struct s3_stats stats;
         uint64_t rng;
         bool closing;
+        bool paused;      /* s3_client_pause(): nothing moves, nothing starts */
 };
 
 static pthread_mutex_t curl_global_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -795,6 +796,22 @@ void s3_result_describe(const struct s3_result *res, int error, char *out, size_
                 snprintf(out, size, "%s", strerror(-error));
 }
 
+void s3_client_pause(struct s3_client *c, bool paused) {
+        struct list *pos, *tmp;
+
+        if (c->paused == paused)
+                return;
+        c->paused = paused;
+        list_for_each_safe(pos, tmp, &c->active) {
+                struct s3_transfer *t = list_entry(pos, struct s3_transfer, link);
+                curl_easy_pause(t->easy, paused ? CURLPAUSE_ALL : CURLPAUSE_CONT);
+        }
+        if (!paused) {
+                pump(c);
+                hash_pump(c);
+        }
+}
+
 void s3_client_set_bandwidth(struct s3_client *c, uint64_t bytes_per_sec) {
         struct list *pos, *tmp;
 
@@ -1016,7 +1033,8 @@ static int attempt_start(struct s3_transfer *t) {
 }
 
 static void pump(struct s3_client *c) {
-        while (!c->closing && c->nactive < c->max_concurrent && !list_empty(&c->queue)) {
+        while (!c->closing && !c->paused && c->nactive < c->max_concurrent &&
+               !list_empty(&c->queue)) {
                 struct s3_transfer *t = list_first_entry(&c->queue, struct s3_transfer, link);
                 int r = attempt_start(t);
                 if (r < 0) {
@@ -1243,7 +1261,8 @@ static void hash_done(struct work *w) {
 }
 
 static void hash_pump(struct s3_client *c) {
-        while (!c->closing && c->nhashing < c->max_concurrent && !list_empty(&c->hash_wait)) {
+        while (!c->closing && !c->paused && c->nhashing < c->max_concurrent &&
+               !list_empty(&c->hash_wait)) {
                 struct s3_transfer *t = list_first_entry(&c->hash_wait, struct s3_transfer, link);
                 struct hash_work *h = calloc(1, sizeof(*h));
                 int fd = h ? fcntl(t->body_fd, F_DUPFD_CLOEXEC, 3) : -1;

@@ -278,6 +278,12 @@ struct s3_client *s3_client_free(struct s3_client *c);
 
 void s3_client_stats(const struct s3_client *c, struct s3_stats *out);
 
+/* Hold every transfer where it is (curl_easy_pause) and start nothing new
+ * — no request, no hashing — until called again with false.  For short
+ * pauses (seconds): a store may drop a connection idle for a minute, which
+ * is then an ordinary retryable failure. */
+void s3_client_pause(struct s3_client *c, bool paused);
+
 /* Change the upload cap (0: none); requests on the wire get their new
  * share at once (SIGHUP of [remote] bandwidth). */
 void s3_client_set_bandwidth(struct s3_client *c, uint64_t bytes_per_sec);

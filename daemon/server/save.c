@@ -183,6 +183,8 @@ static void save_set_inactive(struct save *s) {
          * cleaned up. */
         srv->saves_active--;
         srv->shards_in_flight -= s->nshards;
+        if (srv->saves_active == 0 && srv->on_saving)
+                srv->on_saving(srv, false);
         if (srv->draining && srv->on_drained && server_drained(srv))
                 srv->on_drained(srv);
 }
@@ -531,7 +533,8 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
         list_add_tail(&st->saves, &s->step_link);
         list_add_tail(&c->saves, &s->conn_link);
         c->nsaves++;
-        srv->saves_active++;
+        if (srv->saves_active++ == 0 && srv->on_saving)
+                srv->on_saving(srv, true);
         ckpt_state_update(srv, st);
 
         struct ckpt_reply rep = { 0 };

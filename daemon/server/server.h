@@ -74,6 +74,9 @@ struct server {
         uint64_t start_ms;
         bool draining;
         void (*on_drained)(struct server *srv); /* set by the daemon */
+        /* saves_active went from 0 to 1 (true) or back to 0 (false) */
+        void (*on_saving)(struct server *srv, bool saving);
+        void *userdata;
 };
 
 struct read_op;
