@@ -393,7 +393,7 @@ int ckpt_wait(struct ckpt_conn *c, const char *job, uint64_t step, enum ckpt_wai
         int r = name_check(c, &req.wait.job, job);
         if (r < 0)
                 return r;
-        if (tier < CKPT_STAGED || tier > CKPT_REMOTE)
+        if (tier < CKPT_STAGED || tier > CKPT_REPLICATED)
                 return -EINVAL;
         req.wait.step = step;
         req.wait.tier = (uint8_t)tier;

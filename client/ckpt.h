@@ -87,6 +87,8 @@ enum ckpt_wait_tier {
         CKPT_COMMITTED = 3, /* local and committed by ckpt_commit() */
         CKPT_REMOTE = 4,    /* in the object store: every node flushed its
                              * ranks and the step's COMMIT object exists */
+        CKPT_REPLICATED = 5, /* committed, and every neighbour the replication
+                              * rule names holds every rank of this node */
 };
 
 /*

@@ -87,6 +87,8 @@ enum ckpt_tier {
         CKPT_TIER_COMMITTED = 3, /* local, and the job committed the step */
         CKPT_TIER_REMOTE = 4,    /* the step's global COMMIT object is in the
                                   * object store (every node flushed) */
+        CKPT_TIER_REPLICATED = 5, /* committed, and every replication target
+                                   * acknowledged every rank this node holds */
         CKPT_TIER_MAX_,
 };
 
@@ -357,6 +359,7 @@ struct ckpt_ckpt_entry {
         int64_t committed_at; /* unix seconds, 0 if not committed */
         uint8_t remote_state; /* enum ckpt_remote_state */
         uint8_t pinned;       /* kept whatever retention says */
+        uint8_t replicas;     /* replication targets that hold every rank of it */
 };
 
 struct ckpt_rep_ckpt_list {

@@ -711,6 +711,7 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                         w_i64(w, e->committed_at);
                         w_u8(w, e->remote_state);
                         w_u8(w, e->pinned);
+                        w_u8(w, e->replicas);
                 }
                 break;
         default: /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE */
@@ -848,6 +849,7 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                         e->committed_at = r_i64(r);
                         e->remote_state = r_u8(r);
                         e->pinned = r_u8(r);
+                        e->replicas = r_u8(r);
                 }
                 break;
         }
@@ -1066,6 +1068,7 @@ static const char *const tier_names[CKPT_TIER_MAX_] = {
         [CKPT_TIER_LOCAL] = "local",
         [CKPT_TIER_COMMITTED] = "committed",
         [CKPT_TIER_REMOTE] = "remote",
+        [CKPT_TIER_REPLICATED] = "replicated",
 };
 
 const char *ckpt_tier_name(uint8_t tier) {

@@ -121,6 +121,21 @@ static const char *const migrations[] = {
         "  PRIMARY KEY (job, step),"
         "  FOREIGN KEY (job, step) REFERENCES checkpoints(job, step) ON DELETE CASCADE"
         ");",
+        /* 2 -> 3: the neighbour tier.  Per committed step and replication
+         * target: has it acknowledged every rank this node holds?  Rows are
+         * written at commit (pending) so a restart or a reconnect knows
+         * what to send; they cascade from the checkpoint row. */
+        "CREATE TABLE replication ("
+        "  job TEXT NOT NULL,"
+        "  step INTEGER NOT NULL,"
+        "  node INTEGER NOT NULL,"
+        "  state INTEGER NOT NULL,"
+        "  error TEXT,"
+        "  updated_at INTEGER NOT NULL,"
+        "  PRIMARY KEY (job, step, node),"
+        "  FOREIGN KEY (job, step) REFERENCES checkpoints(job, step) ON DELETE CASCADE"
+        ");"
+        "CREATE INDEX replication_pending ON replication (node, state);",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == CATALOG_SCHEMA_VERSION,
@@ -179,6 +194,9 @@ enum stmt_id {
         STMT_PIN_GET,
         STMT_REMOTE_PENDING,
         STMT_REMOTE_PENDING_ONE,
+        STMT_REPL_SET,
+        STMT_REPL_COUNTS,
+        STMT_REPL_PENDING,
         STMT_INTEGRITY, /* last: catalog_free takes it as "open got this far" */
         STMT_MAX_,
 };
@@ -189,7 +207,9 @@ enum stmt_id {
 #define CKPT_ENTRY_SELECT                                                          \
         "SELECT c.step, c.world_size, c.state, c.committed_at, COUNT(r.rank),"    \
         " COALESCE(SUM(r.bytes), 0), COALESCE(SUM(r.shards), 0), c.remote_state," \
-        " EXISTS (SELECT 1 FROM pins p WHERE p.job = c.job AND p.step = c.step)"  \
+        " EXISTS (SELECT 1 FROM pins p WHERE p.job = c.job AND p.step = c.step)," \
+        " (SELECT COUNT(*) FROM replication x WHERE x.job = c.job AND x.step = c.step" \
+        "  AND x.state = 1)"                                                     \
         " FROM checkpoints c LEFT JOIN ranks r ON r.job = c.job AND r.step = c.step"
 
 static const char *const stmt_sql[STMT_MAX_] = {
@@ -283,6 +303,14 @@ static const char *const stmt_sql[STMT_MAX_] = {
         [STMT_REMOTE_PENDING_ONE] = "SELECT remote_state FROM checkpoints"
                                     " WHERE job = ?1 AND step = ?2 AND state = ?3"
                                     " AND remote_state < ?4",
+        [STMT_REPL_SET] = "INSERT INTO replication (job, step, node, state, error, updated_at)"
+                          " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (job, step, node)"
+                          " DO UPDATE SET state = excluded.state, error = excluded.error,"
+                          " updated_at = excluded.updated_at",
+        [STMT_REPL_COUNTS] = "SELECT COALESCE(SUM(state = ?3), 0), COUNT(*) FROM replication"
+                             " WHERE job = ?1 AND step = ?2",
+        [STMT_REPL_PENDING] = "SELECT job, step FROM replication WHERE node = ?1 AND state != ?2"
+                              " ORDER BY job, step",
         [STMT_INTEGRITY] = "PRAGMA integrity_check",
 };
 
@@ -469,6 +497,7 @@ static void ckpt_entry_fill(struct ckpt_ckpt_entry *e, sqlite3_stmt *s) {
                 .shards = col_u32(s, 6),
                 .remote_state = (uint8_t)sqlite3_column_int(s, 7),
                 .pinned = (uint8_t)sqlite3_column_int(s, 8),
+                .replicas = (uint8_t)MIN(sqlite3_column_int(s, 9), 255),
         };
 }
 
@@ -1507,6 +1536,71 @@ int catalog_remote_pending_foreach(struct catalog *c, catalog_remote_cb cb, void
                         goto out;
         }
 
+out:
+        foreach_rows_done(&f);
+        return r;
+}
+
+/* ---- the neighbour tier (schema 3) ------------------------------------------------------ */
+
+int catalog_repl_set(struct catalog *c, const char *job, uint64_t step, uint32_t node,
+                     uint8_t state, const char *error) {
+        int r;
+
+        if (state > CATALOG_REPL_FAILED)
+                return -EINVAL;
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return -ENOENT;
+        r = tx_ensure(c);
+        if (r < 0)
+                return r;
+        r = ckpt_exists(c, job, step);
+        if (r < 0)
+                return r;
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_REPL_SET];
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) || bind_i64(s, 3, node) ||
+            bind_i64(s, 4, state) || bind_text_or_null(s, 5, error) ||
+            bind_i64(s, 6, time(NULL)) || sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "replication state of job %s step %" PRIu64, job, step);
+        return 0;
+}
+
+int catalog_repl_counts(struct catalog *c, const char *job, uint64_t step, uint32_t *done,
+                        uint32_t *total) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_REPL_COUNTS];
+
+        *done = *total = 0;
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return 0;
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) ||
+            bind_i64(s, 3, CATALOG_REPL_DONE) || sqlite3_step(s) != SQLITE_ROW)
+                return sql_error(c->db, "replication of job %s step %" PRIu64, job, step);
+        *done = col_u32(s, 0);
+        *total = col_u32(s, 1);
+        return 0;
+}
+
+int catalog_repl_pending_foreach(struct catalog *c, uint32_t node, catalog_repl_cb cb,
+                                 void *userdata) {
+        static const char what[] = "iterate steps pending replication";
+        struct foreach_rows f = { 0 };
+        int r = 0;
+
+        {
+                _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_REPL_PENDING];
+                if (bind_i64(s, 1, node) || bind_i64(s, 2, CATALOG_REPL_DONE)) {
+                        r = sql_error(c->db, "%s", what);
+                        goto out;
+                }
+                r = foreach_rows_collect(c, s, &f, what);
+                if (r < 0)
+                        goto out;
+        }
+        for (size_t i = 0; i < f.nrows; i++) {
+                r = cb(userdata, f.jobs[f.rows[i].job], f.rows[i].step);
+                if (r != 0)
+                        break;
+        }
 out:
         foreach_rows_done(&f);
         return r;

@@ -27,7 +27,7 @@
 
 struct catalog;
 
-#define CATALOG_SCHEMA_VERSION 2
+#define CATALOG_SCHEMA_VERSION 3
 
 /* Open or create the database at path, run migrations.  -EIO on failure
  * (including a database whose user_version is newer than this build:
@@ -190,3 +190,24 @@ int catalog_pinned(struct catalog *c, const char *job, uint64_t step); /* 1 or 0
 typedef int (*catalog_remote_cb)(void *userdata, const char *job, uint64_t step,
                                  uint8_t remote_state);
 int catalog_remote_pending_foreach(struct catalog *c, catalog_remote_cb cb, void *userdata);
+
+/* ---- the neighbour tier (schema 3) ---------------------------------------
+ * Per committed step and replication target node: pending until the node
+ * acknowledged every rank this node holds of the step. */
+enum catalog_repl_state {
+        CATALOG_REPL_PENDING = 0,
+        CATALOG_REPL_DONE = 1,
+        CATALOG_REPL_FAILED = 2, /* the target refused (e.g. -ENOSPC); retried on reconnect */
+};
+
+/* Upsert; error may be NULL.  -ENOENT: no such checkpoint; -EINVAL: state. */
+int catalog_repl_set(struct catalog *c, const char *job, uint64_t step, uint32_t node,
+                     uint8_t state, const char *error);
+/* Targets done and targets recorded for (job, step). */
+int catalog_repl_counts(struct catalog *c, const char *job, uint64_t step, uint32_t *done,
+                        uint32_t *total);
+/* Steps not yet done for node, by job then step (oldest first).  The
+ * callback may call into the catalog. */
+typedef int (*catalog_repl_cb)(void *userdata, const char *job, uint64_t step);
+int catalog_repl_pending_foreach(struct catalog *c, uint32_t node, catalog_repl_cb cb,
+                                 void *userdata);

@@ -13,7 +13,7 @@
  *   ckpt-testrank read   --job J --step S --rank R --shard NAME --offset O --length L [--seed N]
  *   ckpt-testrank latest --job J           prints "STEP WORLD"
  *   ckpt-testrank commit --job J --step S
- *   ckpt-testrank wait   --job J --step S --tier staged|local|committed|remote
+ *   ckpt-testrank wait   --job J --step S --tier staged|local|committed|remote|replicated|remote
  *                        [--timeout MS]
  *   ckpt-testrank list   --job J --step S --rank R      prints "name size crc"
  *
@@ -374,6 +374,7 @@ int main(int argc, char **argv) {
                 enum ckpt_wait_tier t = !strcmp(opt.tier ? opt.tier : "", "staged") ? CKPT_STAGED
                                         : !strcmp(opt.tier ? opt.tier : "", "committed") ? CKPT_COMMITTED
                                         : !strcmp(opt.tier ? opt.tier : "", "remote")    ? CKPT_REMOTE
+                                        : !strcmp(opt.tier ? opt.tier : "", "replicated") ? CKPT_REPLICATED
                                                                                          : CKPT_LOCAL;
                 r = ckpt_wait(conn, opt.job, opt.step, t, opt.timeout);
                 if (r < 0)

@@ -136,7 +136,7 @@ static void test_schema(void) {
         char mode[32];
 
         EXPECT(raw_int("PRAGMA user_version"), CATALOG_SCHEMA_VERSION);
-        EXPECT(raw_int("PRAGMA user_version"), 2);
+        EXPECT(raw_int("PRAGMA user_version"), 3);
         EXPECT(raw_int("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                        "('jobs', 'checkpoints', 'ranks', 'shards')"),
                4);
@@ -628,7 +628,7 @@ static void test_durability(struct catalog **cp) {
         EXPECT(catalog_shard_get(c, "alpha", 20, 0, "w", &size, &crc), 0);
         EXPECT(size, 5);
         EXPECT(crc, 0xfffffffe);
-        EXPECT(raw_int("PRAGMA user_version"), 2);
+        EXPECT(raw_int("PRAGMA user_version"), CATALOG_SCHEMA_VERSION);
 
         /* catalog_free flushes what is still batched. */
         EXPECT(catalog_ckpt_upsert(c, "delta", 1, 1, CKPT_STATE_LOCAL, 0), 0);
@@ -756,7 +756,7 @@ static void test_migrate_v1(void) {
         EXPECT(raw_int_at(path, "PRAGMA user_version"), 1);
 
         EXPECT(catalog_open(&c, path), 0);
-        EXPECT(raw_int_at(path, "PRAGMA user_version"), 2);
+        EXPECT(raw_int_at(path, "PRAGMA user_version"), CATALOG_SCHEMA_VERSION);
         EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND "
                                 "name IN ('remote_objects', 'remote_parts', 'pins')"),
                3);
@@ -792,27 +792,27 @@ static void test_migrate_v1(void) {
 
         /* Reopening a migrated file applies nothing twice. */
         EXPECT(catalog_open(&c, path), 0);
-        EXPECT(raw_int_at(path, "PRAGMA user_version"), 2);
+        EXPECT(raw_int_at(path, "PRAGMA user_version"), CATALOG_SCHEMA_VERSION);
         EXPECT(catalog_remote_object_get(c, "old", 7, 3, "w", &o), 0);
         c = catalog_free(c);
         unlink_db(path);
 }
 
-static void test_refuse_v3(void) {
+static void test_refuse_newer(void) {
         struct catalog *c = NULL;
         char path[128];
         sqlite3 *db;
 
-        side_path(path, sizeof(path), "v3.db");
+        side_path(path, sizeof(path), "newer.db");
         db = raw_open_at(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-        if (sqlite3_exec(db, "CREATE TABLE future (x); PRAGMA user_version = 3;", NULL, NULL,
+        if (sqlite3_exec(db, "CREATE TABLE future (x); PRAGMA user_version = 4;", NULL, NULL,
                          NULL) != SQLITE_OK)
-                FAIL("create v3 database: %s", sqlite3_errmsg(db));
+                FAIL("create v4 database: %s", sqlite3_errmsg(db));
         sqlite3_close(db);
 
         EXPECT(catalog_open(&c, path), -EIO);
         CHECK(c == NULL);
-        EXPECT(raw_int_at(path, "PRAGMA user_version"), 3);
+        EXPECT(raw_int_at(path, "PRAGMA user_version"), 4);
         EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'remote_objects'"),
                0);
         unlink_db(path);
@@ -1139,6 +1139,66 @@ static void test_remote_pending(struct catalog *c) {
         CHECK(strcmp(st.seen[2], "r/2=2") == 0);
 }
 
+struct repl_seen {
+        char seen[8][32];
+        size_t n;
+};
+
+static int repl_cb(void *userdata, const char *job, uint64_t step) {
+        struct repl_seen *r = userdata;
+        if (r->n < 8)
+                snprintf(r->seen[r->n], sizeof(r->seen[0]), "%s/%" PRIu64, job, step);
+        r->n++;
+        return 0;
+}
+
+/* Schema 3: per-target replication state, counts in CKPT_LIST entries,
+ * pending steps per node, cascade with the checkpoint. */
+static void test_replication(void) {
+        struct catalog *c = NULL;
+        struct ckpt_ckpt_entry e;
+        struct repl_seen r = { 0 };
+        uint32_t done, total;
+        char path[128];
+
+        side_path(path, sizeof(path), "repl.db");
+        EXPECT(catalog_open(&c, path), 0);
+        remote_rank(c, "q", 1, CKPT_STATE_COMMITTED);
+        remote_rank(c, "q", 2, CKPT_STATE_COMMITTED);
+        EXPECT(catalog_repl_set(c, "q", 1, 4, CATALOG_REPL_PENDING, NULL), 0);
+        EXPECT(catalog_repl_set(c, "q", 1, 6, CATALOG_REPL_PENDING, NULL), 0);
+        EXPECT(catalog_repl_set(c, "q", 2, 4, CATALOG_REPL_PENDING, NULL), 0);
+        EXPECT(catalog_repl_set(c, "q", 9, 4, CATALOG_REPL_PENDING, NULL), -ENOENT);
+        EXPECT(catalog_repl_set(c, "q", 1, 4, 7, NULL), -EINVAL);
+
+        EXPECT(catalog_repl_counts(c, "q", 1, &done, &total), 0);
+        CHECK(done == 0 && total == 2);
+        EXPECT(catalog_repl_set(c, "q", 1, 4, CATALOG_REPL_DONE, NULL), 0);
+        EXPECT(catalog_repl_set(c, "q", 1, 6, CATALOG_REPL_FAILED, "no space"), 0);
+        EXPECT(catalog_repl_counts(c, "q", 1, &done, &total), 0);
+        CHECK(done == 1 && total == 2);
+        EXPECT(catalog_ckpt_get(c, "q", 1, &e), 0);
+        EXPECT(e.replicas, 1);
+
+        /* node 4 still owes step 2; node 6 owes step 1 (failed counts) */
+        EXPECT(catalog_repl_pending_foreach(c, 4, repl_cb, &r), 0);
+        CHECK(r.n == 1 && strcmp(r.seen[0], "q/2") == 0);
+        r = (struct repl_seen){ 0 };
+        EXPECT(catalog_repl_pending_foreach(c, 6, repl_cb, &r), 0);
+        CHECK(r.n == 1 && strcmp(r.seen[0], "q/1") == 0);
+
+        /* rows go with their checkpoint */
+        EXPECT(catalog_ckpt_delete(c, "q", 1), 0);
+        EXPECT(catalog_repl_counts(c, "q", 1, &done, &total), 0);
+        CHECK(done == 0 && total == 0);
+        r = (struct repl_seen){ 0 };
+        EXPECT(catalog_repl_pending_foreach(c, 6, repl_cb, &r), 0);
+        EXPECT(r.n, 0);
+        EXPECT(catalog_check(c), 0);
+        c = catalog_free(c);
+        unlink_db(path);
+}
+
 static void test_remote(void) {
         struct catalog *c = NULL;
         char path[128];
@@ -1185,7 +1245,7 @@ int main(void) {
         /* Opening an existing, current database migrates nothing and keeps
          * the (empty) contents. */
         c = reopen(c);
-        EXPECT(raw_int("PRAGMA user_version"), 2);
+        EXPECT(raw_int("PRAGMA user_version"), CATALOG_SCHEMA_VERSION);
 
         test_jobs(c);
         test_checkpoints(c);
@@ -1203,8 +1263,9 @@ int main(void) {
 
         test_refuse();
         test_migrate_v1();
-        test_refuse_v3();
+        test_refuse_newer();
         test_remote();
+        test_replication();
 
         cleanup_dir();
         printf("test-catalog: ok\n");

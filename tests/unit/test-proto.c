@@ -350,6 +350,7 @@ static void make_reply(struct ckpt_reply *m, uint16_t type, uint32_t count) {
                         e->committed_at = i % 4 == 2 ? 1700000000 + i : 0;
                         e->remote_state = (uint8_t)(i % CKPT_REMOTE_MAX_);
                         e->pinned = (uint8_t)(i % 2);
+                        e->replicas = (uint8_t)(i % 256);
                 }
                 break;
         default: /* empty bodies */
@@ -565,10 +566,10 @@ static void test_golden(void) {
                 .bytes = 0x1122, .shards = 6, .committed_at = 0x0102,
         };
         static const uint8_t ckpt_list[] = {
-                'C', 'K', 'P', 'T', 2, 0, 17, 0x80, 63, 0, 0, 0, 1, 0, 0, 0,
+                'C', 'K', 'P', 'T', 2, 0, 17, 0x80, 64, 0, 0, 0, 1, 0, 0, 0,
                 9, 0, 0, 0, 1, 0, 0, 0,
                 100, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 2, 0, 0, 0, 3,
-                0x22, 0x11, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 0, 0,
+                0x22, 0x11, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0x02, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0,
         };
         check_bytes("CKPT_LIST reply", buf, ckpt_reply_encode(&rep_a, buf, sizeof(buf)), ckpt_list,
                     sizeof(ckpt_list));
@@ -1128,6 +1129,7 @@ static void test_values(void) {
                 raw_u64((uint64_t)entries[i].at);
                 raw_u8(CKPT_REMOTE_DONE);
                 raw_u8(0);
+                raw_u8(1);
                 raw_end();
                 CHECK_RC(raw_decode_rep(), entries[i].want, "ckpt entry %zu", i);
         }
@@ -1146,6 +1148,7 @@ static void test_values(void) {
                 raw_u64(1);
                 raw_u8(tails[i][0]);
                 raw_u8(tails[i][1]);
+                raw_u8(0);
                 raw_end();
                 CHECK_RC(raw_decode_rep(), -EBADMSG, "ckpt entry remote %u pinned %u", tails[i][0],
                          tails[i][1]);

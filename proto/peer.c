@@ -1,0 +1,639 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Encoding and decoding of the daemon-to-daemon protocol (peer-proto.h;
+ * docs/peer-protocol.md has the layouts byte by byte).
+ *
+ * Built like proto/proto.c, for the same reasons: field by field through a
+ * bounds-checking cursor (no packed structs, no host byte order), and one
+ * check function per message run by both the decoder (on what it parsed)
+ * and the encoder (on what it was handed), so neither side can emit what
+ * the other rejects and every valid message has exactly one encoding
+ * (decode -> encode gives back the same bytes; the fuzzer relies on it).
+ * The cursors are copies of proto.c's: they are static there, and the two
+ * wire formats should be free to diverge.
+ *
+ * What is different from the client protocol comes from TCP: the header
+ * carries the body length (a stream reader needs it before the body), and
+ * peer_hdr_decode() alone must bound it per type, because a reader
+ * allocates or reads that much on its word.  DATA's payload is not part of
+ * what the codec sees at all, so shard bytes go from disk to socket and
+ * socket to disk without passing through a message buffer.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "peer-proto.h"
+
+/* Largest errno a message may carry: the kernel's MAX_ERRNO. */
+#define ERRNO_MAX 4095
+
+/* ---- writer ------------------------------------------------------------ */
+
+struct wbuf {
+        uint8_t *p;
+        size_t cap, len;
+        bool overflow; /* sticky: once set, nothing more is written */
+};
+
+static void w_bytes(struct wbuf *w, const void *src, size_t n) {
+        if (w->overflow || n > w->cap - w->len) {
+                w->overflow = true;
+                return;
+        }
+        if (n > 0)
+                memcpy(w->p + w->len, src, n);
+        w->len += n;
+}
+
+static void w_u8(struct wbuf *w, uint8_t v) {
+        w_bytes(w, &v, 1);
+}
+
+static void w_u16(struct wbuf *w, uint16_t v) {
+        uint8_t b[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
+        w_bytes(w, b, sizeof(b));
+}
+
+static void w_u32(struct wbuf *w, uint32_t v) {
+        uint8_t b[4];
+        for (size_t i = 0; i < sizeof(b); i++)
+                b[i] = (uint8_t)(v >> (8 * i));
+        w_bytes(w, b, sizeof(b));
+}
+
+static void w_u64(struct wbuf *w, uint64_t v) {
+        uint8_t b[8];
+        for (size_t i = 0; i < sizeof(b); i++)
+                b[i] = (uint8_t)(v >> (8 * i));
+        w_bytes(w, b, sizeof(b));
+}
+
+static void w_i32(struct wbuf *w, int32_t v) {
+        w_u32(w, (uint32_t)v);
+}
+
+static void w_name(struct wbuf *w, const struct ckpt_name *n) {
+        /* check_name() has bounded n->len by CKPT_NAME_MAX. */
+        w_u16(w, n->len);
+        w_bytes(w, n->str, n->len);
+}
+
+/* A NUL-terminated char array; check_cstr() has bounded its length. */
+static void w_cstr(struct wbuf *w, const char *s, size_t max) {
+        size_t n = strnlen(s, max);
+        w_u16(w, (uint16_t)n);
+        w_bytes(w, s, n);
+}
+
+/* ---- reader ------------------------------------------------------------ */
+
+struct rbuf {
+        const uint8_t *p;
+        size_t len, pos;
+        int err; /* 0, or the worst problem so far: -EBADMSG beats -EINVAL */
+};
+
+static void r_fail(struct rbuf *r, int err) {
+        if (r->err != -EBADMSG)
+                r->err = err;
+}
+
+static const uint8_t *r_take(struct rbuf *r, size_t n) {
+        if (r->err == -EBADMSG || n > r->len - r->pos) {
+                r_fail(r, -EBADMSG);
+                return NULL;
+        }
+        const uint8_t *q = r->p + r->pos;
+        r->pos += n;
+        return q;
+}
+
+static void r_bytes(struct rbuf *r, void *dst, size_t n) {
+        const uint8_t *q = r_take(r, n);
+        if (q)
+                memcpy(dst, q, n);
+}
+
+static uint8_t r_u8(struct rbuf *r) {
+        const uint8_t *q = r_take(r, 1);
+        return q ? q[0] : 0;
+}
+
+static uint16_t r_u16(struct rbuf *r) {
+        const uint8_t *q = r_take(r, 2);
+        return q ? (uint16_t)(q[0] | q[1] << 8) : 0;
+}
+
+static uint32_t r_u32(struct rbuf *r) {
+        const uint8_t *q = r_take(r, 4);
+        uint32_t v = 0;
+        if (q)
+                for (size_t i = 0; i < 4; i++)
+                        v |= (uint32_t)q[i] << (8 * i);
+        return v;
+}
+
+static uint64_t r_u64(struct rbuf *r) {
+        const uint8_t *q = r_take(r, 8);
+        uint64_t v = 0;
+        if (q)
+                for (size_t i = 0; i < 8; i++)
+                        v |= (uint64_t)q[i] << (8 * i);
+        return v;
+}
+
+static int32_t r_i32(struct rbuf *r) {
+        return (int32_t)r_u32(r);
+}
+
+/* A name longer than CKPT_NAME_MAX is well-formed (the length prefix says
+ * where it ends) but invalid, so it is -EINVAL like any other bad name. */
+static void r_name(struct rbuf *r, struct ckpt_name *n) {
+        uint16_t len = r_u16(r);
+        const uint8_t *q = r_take(r, len);
+        if (!q)
+                return;
+        if (len > CKPT_NAME_MAX) {
+                r_fail(r, -EINVAL);
+                return;
+        }
+        memcpy(n->str, q, len);
+        n->str[len] = '\0';
+        n->len = len;
+}
+
+/* Free text: over `max` or with an embedded NUL it could not round-trip
+ * through a C string, so it is malformed. */
+static void r_cstr(struct rbuf *r, char *dst, size_t max) {
+        uint16_t len = r_u16(r);
+        const uint8_t *q = r_take(r, len);
+        if (!q)
+                return;
+        if (len > max || memchr(q, '\0', len)) {
+                r_fail(r, -EBADMSG);
+                return;
+        }
+        memcpy(dst, q, len);
+        dst[len] = '\0';
+}
+
+/* ---- value checks (shared by encoder and decoder) ---------------------- */
+
+struct check {
+        int err; /* as in struct rbuf */
+};
+
+static void bad(struct check *c, bool cond) {
+        if (cond)
+                c->err = -EBADMSG;
+}
+
+static void inval(struct check *c, bool cond) {
+        if (cond && c->err == 0)
+                c->err = -EINVAL;
+}
+
+static void check_name(struct check *c, const struct ckpt_name *n) {
+        inval(c, ckpt_name_validate(n->str, n->len) < 0);
+}
+
+static void check_cstr(struct check *c, const char *s, size_t max) {
+        /* A decoded string is always terminated; an unterminated array handed
+         * to the encoder is the caller's bug. */
+        bad(c, strnlen(s, max + 1) > max);
+}
+
+static void check_step(struct check *c, uint64_t step) {
+        inval(c, step > (uint64_t)CKPT_STEP_MAX);
+}
+
+static void check_world(struct check *c, uint32_t world_size) {
+        inval(c, world_size < 1 || world_size > CKPT_WORLD_MAX);
+}
+
+static void check_node(struct check *c, uint32_t node) {
+        inval(c, node >= PEER_NODES_MAX);
+}
+
+static void check_nodes(struct check *c, uint32_t index, uint32_t count) {
+        inval(c, count < 1 || count > PEER_NODES_MAX || index >= count);
+}
+
+static void check_bool(struct check *c, uint8_t v) {
+        bad(c, v > 1);
+}
+
+/* -4095 .. -1, or 0 too where success is a possible answer. */
+static void check_errno(struct check *c, int32_t e, bool zero_ok) {
+        bad(c, e < -ERRNO_MAX || e > 0 || (e == 0 && !zero_ok));
+}
+
+static bool is_type(uint16_t type) {
+        return type >= PEER_MSG_HELLO && type < PEER_MSG_TYPE_MAX_;
+}
+
+/* Which header stream ids a type may carry: 0 (connection level), non-zero
+ * (a transfer), or either (ERROR). */
+static bool stream_ok(uint16_t type, uint32_t stream) {
+        switch (type) {
+        case PEER_MSG_HELLO:
+        case PEER_MSG_HELLO_REPLY:
+        case PEER_MSG_AUTH:
+        case PEER_MSG_AUTH_OK:
+        case PEER_MSG_PING:
+        case PEER_MSG_PONG:
+                return stream == 0;
+        case PEER_MSG_ERROR:
+                return true;
+        default:
+                return stream != 0;
+        }
+}
+
+/* The most body bytes the header may announce for a type, and the least
+ * (only DATA has a floor that the header alone can check). */
+static uint64_t body_max(uint16_t type) {
+        switch (type) {
+        case PEER_MSG_RANK_BEGIN:
+                return PEER_RANK_BEGIN_MAX;
+        case PEER_MSG_DATA:
+                return (uint64_t)PEER_DATA_HDR_SIZE + PEER_DATA_MAX;
+        default:
+                return PEER_MSG_MAX;
+        }
+}
+
+static uint32_t body_min(uint16_t type) {
+        return type == PEER_MSG_DATA ? PEER_DATA_HDR_SIZE : 0;
+}
+
+static int check_msg(const struct peer_msg *m) {
+        struct check c = { 0 };
+
+        bad(&c, !is_type(m->hdr.type) || !stream_ok(m->hdr.type, m->hdr.stream));
+        switch (m->hdr.type) {
+        case PEER_MSG_HELLO:
+                check_nodes(&c, m->hello.node_index, m->hello.node_count);
+                check_cstr(&c, m->hello.cluster_id, PEER_CLUSTER_ID_MAX);
+                break;
+        case PEER_MSG_HELLO_REPLY:
+                check_nodes(&c, m->hello_reply.node_index, m->hello_reply.node_count);
+                break;
+        case PEER_MSG_ERROR:
+                check_errno(&c, m->error.error, false);
+                inval(&c, m->error.stream != m->hdr.stream);
+                check_cstr(&c, m->error.message, PEER_ERRMSG_MAX);
+                break;
+        case PEER_MSG_RANK_BEGIN: {
+                const struct peer_rank_begin *b = &m->rank_begin;
+                check_name(&c, &b->job);
+                check_step(&c, b->step);
+                check_world(&c, b->world_size);
+                inval(&c, b->rank >= b->world_size);
+                check_node(&c, b->src_node);
+                bad(&c, b->purpose < PEER_PURPOSE_REPLICATE || b->purpose >= PEER_PURPOSE_MAX_);
+                /* Over the bound: the header could not have announced it. */
+                bad(&c, b->manifest_len > PEER_MANIFEST_MAX);
+                /* Every rank has a manifest, even one without shards. */
+                inval(&c, b->manifest_len == 0);
+                if (b->manifest_len > 0 && b->manifest_len <= PEER_MANIFEST_MAX)
+                        bad(&c, !b->manifest || memchr(b->manifest, '\0', b->manifest_len));
+                break;
+        }
+        case PEER_MSG_DATA:
+                inval(&c, m->data.shard >= PEER_SHARDS_MAX);
+                bad(&c, m->data.length > PEER_DATA_MAX);
+                inval(&c, m->data.length == 0);
+                /* Within the largest shard we accept, which also rules out
+                 * u64 overflow of offset + length. */
+                inval(&c, m->data.offset > CKPT_SHARD_SIZE_MAX ||
+                                  m->data.length > CKPT_SHARD_SIZE_MAX - m->data.offset);
+                break;
+        case PEER_MSG_RANK_ACK:
+                check_errno(&c, m->rank_ack.status, true);
+                check_cstr(&c, m->rank_ack.message, PEER_ERRMSG_MAX);
+                break;
+        case PEER_MSG_LIST_REQ:
+                if (m->list_req.job.len != 0) /* "" = every job */
+                        check_name(&c, &m->list_req.job);
+                check_node(&c, m->list_req.src_node);
+                break;
+        case PEER_MSG_LIST_REP: {
+                const struct peer_list_rep *l = &m->list_rep;
+                bad(&c, l->count > PEER_LIST_PAGE);
+                for (uint32_t i = 0; i < l->count && i < PEER_LIST_PAGE; i++) {
+                        const struct peer_list_entry *e = &l->entries[i];
+                        check_name(&c, &e->job);
+                        check_step(&c, e->step);
+                        check_world(&c, e->world_size);
+                        inval(&c, e->rank >= e->world_size);
+                        check_bool(&c, e->committed);
+                }
+                check_bool(&c, l->more);
+                break;
+        }
+        case PEER_MSG_GET_RANK:
+                check_name(&c, &m->get_rank.job);
+                check_step(&c, m->get_rank.step);
+                inval(&c, m->get_rank.rank >= CKPT_WORLD_MAX);
+                break;
+        default: /* AUTH, PING, PONG: any bytes; AUTH_OK, RANK_END: empty */
+                break;
+        }
+        return c.err;
+}
+
+static void put_body(struct wbuf *w, const struct peer_msg *m) {
+        switch (m->hdr.type) {
+        case PEER_MSG_HELLO:
+                w_u32(w, m->hello.node_index);
+                w_u32(w, m->hello.node_count);
+                w_bytes(w, m->hello.nonce, PEER_NONCE_SIZE);
+                w_cstr(w, m->hello.cluster_id, PEER_CLUSTER_ID_MAX);
+                break;
+        case PEER_MSG_HELLO_REPLY:
+                w_u32(w, m->hello_reply.node_index);
+                w_u32(w, m->hello_reply.node_count);
+                w_bytes(w, m->hello_reply.nonce, PEER_NONCE_SIZE);
+                w_bytes(w, m->hello_reply.mac, PEER_MAC_SIZE);
+                break;
+        case PEER_MSG_AUTH:
+                w_bytes(w, m->auth.mac, PEER_MAC_SIZE);
+                break;
+        case PEER_MSG_ERROR:
+                w_i32(w, m->error.error);
+                w_u32(w, m->error.stream);
+                w_cstr(w, m->error.message, PEER_ERRMSG_MAX);
+                break;
+        case PEER_MSG_RANK_BEGIN: {
+                const struct peer_rank_begin *b = &m->rank_begin;
+                w_name(w, &b->job);
+                w_u64(w, b->step);
+                w_u32(w, b->rank);
+                w_u32(w, b->world_size);
+                w_u32(w, b->src_node);
+                w_u8(w, b->purpose);
+                w_u32(w, b->manifest_len);
+                w_bytes(w, b->manifest, b->manifest_len);
+                break;
+        }
+        case PEER_MSG_DATA:
+                w_u32(w, m->data.shard);
+                w_u64(w, m->data.offset);
+                w_u32(w, m->data.length);
+                w_u64(w, 0); /* reserved */
+                break;
+        case PEER_MSG_RANK_ACK:
+                w_i32(w, m->rank_ack.status);
+                w_cstr(w, m->rank_ack.message, PEER_ERRMSG_MAX);
+                break;
+        case PEER_MSG_LIST_REQ:
+                w_name(w, &m->list_req.job);
+                w_u32(w, m->list_req.src_node);
+                break;
+        case PEER_MSG_LIST_REP:
+                w_u32(w, m->list_rep.count);
+                for (uint32_t i = 0; i < m->list_rep.count; i++) {
+                        const struct peer_list_entry *e = &m->list_rep.entries[i];
+                        w_name(w, &e->job);
+                        w_u64(w, e->step);
+                        w_u32(w, e->rank);
+                        w_u32(w, e->world_size);
+                        w_u8(w, e->committed);
+                }
+                w_u8(w, m->list_rep.more);
+                break;
+        case PEER_MSG_GET_RANK:
+                w_name(w, &m->get_rank.job);
+                w_u64(w, m->get_rank.step);
+                w_u32(w, m->get_rank.rank);
+                break;
+        case PEER_MSG_PING:
+        case PEER_MSG_PONG:
+                w_u64(w, m->ping.value);
+                break;
+        default: /* AUTH_OK, RANK_END: empty */
+                break;
+        }
+}
+
+static void get_body(struct rbuf *r, struct peer_msg *m) {
+        switch (m->hdr.type) {
+        case PEER_MSG_HELLO:
+                m->hello.node_index = r_u32(r);
+                m->hello.node_count = r_u32(r);
+                r_bytes(r, m->hello.nonce, PEER_NONCE_SIZE);
+                r_cstr(r, m->hello.cluster_id, PEER_CLUSTER_ID_MAX);
+                break;
+        case PEER_MSG_HELLO_REPLY:
+                m->hello_reply.node_index = r_u32(r);
+                m->hello_reply.node_count = r_u32(r);
+                r_bytes(r, m->hello_reply.nonce, PEER_NONCE_SIZE);
+                r_bytes(r, m->hello_reply.mac, PEER_MAC_SIZE);
+                break;
+        case PEER_MSG_AUTH:
+                r_bytes(r, m->auth.mac, PEER_MAC_SIZE);
+                break;
+        case PEER_MSG_ERROR:
+                m->error.error = r_i32(r);
+                m->error.stream = r_u32(r);
+                r_cstr(r, m->error.message, PEER_ERRMSG_MAX);
+                break;
+        case PEER_MSG_RANK_BEGIN: {
+                struct peer_rank_begin *b = &m->rank_begin;
+                r_name(r, &b->job);
+                b->step = r_u64(r);
+                b->rank = r_u32(r);
+                b->world_size = r_u32(r);
+                b->src_node = r_u32(r);
+                b->purpose = r_u8(r);
+                b->manifest_len = r_u32(r);
+                /* No copy: the caller's buffer holds it already.  A length
+                 * over the bound could not have passed the header check. */
+                b->manifest = (const char *)r_take(r, b->manifest_len);
+                break;
+        }
+        case PEER_MSG_DATA:
+                m->data.shard = r_u32(r);
+                m->data.offset = r_u64(r);
+                m->data.length = r_u32(r);
+                if (r_u64(r) != 0) /* reserved */
+                        r_fail(r, -EBADMSG);
+                /* The header counted the payload too; both must agree. */
+                if (m->data.length != m->hdr.length - PEER_DATA_HDR_SIZE)
+                        r_fail(r, -EBADMSG);
+                break;
+        case PEER_MSG_RANK_ACK:
+                m->rank_ack.status = r_i32(r);
+                r_cstr(r, m->rank_ack.message, PEER_ERRMSG_MAX);
+                break;
+        case PEER_MSG_LIST_REQ:
+                r_name(r, &m->list_req.job);
+                m->list_req.src_node = r_u32(r);
+                break;
+        case PEER_MSG_LIST_REP: {
+                struct peer_list_rep *l = &m->list_rep;
+                l->count = r_u32(r);
+                /* The count sizes the array: check it before the entries. */
+                if (l->count > PEER_LIST_PAGE) {
+                        r_fail(r, -EBADMSG);
+                        break;
+                }
+                for (uint32_t i = 0; i < l->count && r->err != -EBADMSG; i++) {
+                        struct peer_list_entry *e = &l->entries[i];
+                        r_name(r, &e->job);
+                        e->step = r_u64(r);
+                        e->rank = r_u32(r);
+                        e->world_size = r_u32(r);
+                        e->committed = r_u8(r);
+                }
+                l->more = r_u8(r);
+                break;
+        }
+        case PEER_MSG_GET_RANK:
+                r_name(r, &m->get_rank.job);
+                m->get_rank.step = r_u64(r);
+                m->get_rank.rank = r_u32(r);
+                break;
+        case PEER_MSG_PING:
+        case PEER_MSG_PONG:
+                m->ping.value = r_u64(r);
+                break;
+        default: /* AUTH_OK, RANK_END: empty */
+                break;
+        }
+}
+
+size_t peer_list_rep_size(const struct peer_list_rep *l, uint32_t count) {
+        size_t n = 4 + 1; /* count, more */
+        if (count > PEER_LIST_PAGE)
+                count = PEER_LIST_PAGE;
+        for (uint32_t i = 0; i < count; i++)
+                n += 2 + (size_t)l->entries[i].job.len + 8 + 4 + 4 + 1;
+        return n;
+}
+
+/* ---- framing ----------------------------------------------------------- */
+
+static uint16_t get_le16(const uint8_t *p) {
+        return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t get_le32(const uint8_t *p) {
+        return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get_le64(const uint8_t *p) {
+        return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
+}
+
+/*
+ * A stream reader trusts h->length to decide how much to read, so every
+ * bound that can be judged from the header alone is judged here: the type,
+ * its stream rule and its length range.  The version is checked right after
+ * the magic, before anything a later version might change.
+ */
+int peer_hdr_decode(struct peer_hdr *h, const void *buf, size_t len) {
+        const uint8_t *p = buf;
+
+        if (len < PEER_HDR_SIZE)
+                return -EBADMSG;
+        if (get_le32(p) != PEER_PROTO_MAGIC)
+                return -EBADMSG;
+        h->version = get_le16(p + 4);
+        h->type = get_le16(p + 6);
+        h->length = get_le32(p + 8);
+        h->stream = get_le32(p + 12);
+        h->seq = get_le64(p + 16);
+        if (h->version != PEER_PROTO_VERSION)
+                return -EPROTONOSUPPORT;
+        if (!is_type(h->type) || !stream_ok(h->type, h->stream))
+                return -EBADMSG;
+        if (h->length < body_min(h->type) || h->length > body_max(h->type))
+                return -EBADMSG;
+        return 0;
+}
+
+static void put_hdr(struct wbuf *w, const struct peer_hdr *h) {
+        w_u32(w, PEER_PROTO_MAGIC);
+        w_u16(w, PEER_PROTO_VERSION);
+        w_u16(w, h->type);
+        w_u32(w, 0); /* length, patched in by peer_msg_encode() */
+        w_u32(w, h->stream);
+        w_u64(w, h->seq);
+}
+
+/* Combine what the reader saw with what the value check says. */
+static int verdict(const struct rbuf *r, int check) {
+        if (r->err == -EBADMSG || r->pos != r->len || check == -EBADMSG)
+                return -EBADMSG;
+        if (r->err < 0 || check < 0)
+                return -EINVAL;
+        return 0;
+}
+
+int peer_msg_encode(const struct peer_msg *m, void *buf, size_t cap) {
+        struct wbuf w = { .p = buf, .cap = cap };
+        uint64_t body;
+
+        if (check_msg(m) < 0)
+                return -EINVAL;
+        put_hdr(&w, &m->hdr);
+        put_body(&w, m);
+        if (w.overflow)
+                return -EMSGSIZE;
+        body = w.len - PEER_HDR_SIZE;
+        if (m->hdr.type == PEER_MSG_DATA)
+                body += m->data.length; /* the payload the caller sends next */
+        /* Only a LIST_REP page of long names can get here; RANK_BEGIN and
+         * DATA were bounded field by field. */
+        if (body > body_max(m->hdr.type))
+                return -EMSGSIZE;
+        for (size_t i = 0; i < 4; i++)
+                w.p[8 + i] = (uint8_t)(body >> (8 * i));
+        return (int)w.len;
+}
+
+int peer_msg_decode(struct peer_msg *m, const void *buf, size_t len) {
+        size_t want;
+        int r;
+
+        memset(m, 0, sizeof(*m));
+        r = peer_hdr_decode(&m->hdr, buf, len);
+        if (r < 0)
+                return r;
+        /* DATA: the data header only; the payload is read separately. */
+        want = PEER_HDR_SIZE +
+               (m->hdr.type == PEER_MSG_DATA ? PEER_DATA_HDR_SIZE : (size_t)m->hdr.length);
+        if (len != want)
+                return -EBADMSG;
+
+        struct rbuf rb = { .p = buf, .len = len, .pos = PEER_HDR_SIZE };
+        get_body(&rb, m);
+        return verdict(&rb, check_msg(m));
+}
+
+/* ---- names ------------------------------------------------------------- */
+
+static const char *const type_names[PEER_MSG_TYPE_MAX_] = {
+        [PEER_MSG_HELLO] = "HELLO",
+        [PEER_MSG_HELLO_REPLY] = "HELLO_REPLY",
+        [PEER_MSG_AUTH] = "AUTH",
+        [PEER_MSG_AUTH_OK] = "AUTH_OK",
+        [PEER_MSG_ERROR] = "ERROR",
+        [PEER_MSG_RANK_BEGIN] = "RANK_BEGIN",
+        [PEER_MSG_DATA] = "DATA",
+        [PEER_MSG_RANK_END] = "RANK_END",
+        [PEER_MSG_RANK_ACK] = "RANK_ACK",
+        [PEER_MSG_LIST_REQ] = "LIST_REQ",
+        [PEER_MSG_LIST_REP] = "LIST_REP",
+        [PEER_MSG_GET_RANK] = "GET_RANK",
+        [PEER_MSG_PING] = "PING",
+        [PEER_MSG_PONG] = "PONG",
+};
+
+/* Never NULL, so it can go straight into a log format. */
+const char *peer_msg_type_name(uint16_t type) {
+        return is_type(type) ? type_names[type] : "UNKNOWN";
+}
