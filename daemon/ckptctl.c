@@ -224,6 +224,17 @@ static int cmd_status(void) {
                        s->clients, s->bytes_written, s->bytes_read, s->errors);
                 json_str(s->last_error);
                 fprintf(out, ",\"node_index\":%u,\"node_count\":%u", s->node_index, s->node_count);
+                if (s->replication_enabled) {
+                        fprintf(out, ",\"replication\":{\"peers_up\":%u,\"peers_total\":%u,"
+                                "\"pending\":%u,\"degraded\":%s,\"peers\":", s->peers_up,
+                                s->peers_total, s->repl_steps_pending,
+                                s->repl_steps_pending || s->peers_up < s->peers_total ? "true"
+                                                                                     : "false");
+                        json_str(s->peers);
+                        fprintf(out, "}");
+                } else {
+                        fprintf(out, ",\"replication\":null");
+                }
                 if (s->remote_enabled) {
                         fprintf(out, ",\"remote\":{\"target\":");
                         json_str(s->remote_target);
@@ -263,6 +274,13 @@ static int cmd_status(void) {
                        s->last_error);
                 if (s->node_count > 1)
                         fprintf(out, "node:      %u of %u\n", s->node_index, s->node_count);
+                if (s->replication_enabled) {
+                        bool degraded = s->repl_steps_pending || s->peers_up < s->peers_total;
+                        fprintf(out, "peers:     %u of %u replication targets up, %u step copies "
+                                "owed%s\n", s->peers_up, s->peers_total, s->repl_steps_pending,
+                                degraded ? " (DEGRADED)" : "");
+                        fprintf(out, "           %s\n", s->peers);
+                }
                 if (s->remote_enabled) {
                         fprintf(out, "remote:    %s\n", s->remote_target);
                         fprintf(out, "           %u steps pending, %u failed, %u uploads active, %s up, "
@@ -331,17 +349,18 @@ static int cmd_list(const char *job) {
                                c[i].world_size, c[i].ranks_local, c[i].shards, c[i].bytes,
                                c[i].committed_at);
                         json_str(ckpt_remote_state_name(c[i].remote_state));
-                        fprintf(out, ",\"pinned\":%s}", c[i].pinned ? "true" : "false");
+                        fprintf(out, ",\"pinned\":%s,\"replicas\":%u}", c[i].pinned ? "true" : "false",
+                                c[i].replicas);
                 }
                 fprintf(out, "]\n");
         } else {
-                fprintf(out, "%-20s %-10s %6s %6s %7s %12s  %-20s  %-6s  %s\n", "STEP", "STATE",
-                       "WORLD", "RANKS", "SHARDS", "BYTES", "COMMITTED AT", "PIN", "REMOTE");
+                fprintf(out, "%-20s %-10s %6s %6s %7s %12s  %-20s  %-6s  %4s  %s\n", "STEP", "STATE",
+                       "WORLD", "RANKS", "SHARDS", "BYTES", "COMMITTED AT", "PIN", "REPL", "REMOTE");
                 for (uint32_t i = 0; i < n; i++)
-                        fprintf(out, "%-20" PRIu64 " %-10s %6u %6u %7u %12s  %-20s  %-6s  %s\n", c[i].step,
+                        fprintf(out, "%-20" PRIu64 " %-10s %6u %6u %7u %12s  %-20s  %-6s  %4u  %s\n", c[i].step,
                                ckpt_state_name(c[i].state), c[i].world_size, c[i].ranks_local,
                                c[i].shards, human_bytes(c[i].bytes, b), fmt_time(c[i].committed_at, t),
-                               c[i].pinned ? "pinned" : "",
+                               c[i].pinned ? "pinned" : "", c[i].replicas,
                                ckpt_remote_state_name(c[i].remote_state));
                 if (n == 0)
                         fprintf(out, "(no checkpoints)\n");
@@ -467,10 +486,10 @@ static int cmd_restore(int nargs, char **args) {
         uint32_t index = 0;
 
         for (int i = 0; i < nargs; i++) {
-                if (!strcmp(args[i], "--all")) {
+                if (!strcmp(args[i], "--all") || !strcmp(args[i], "--from-peers")) {
                         if (which)
                                 goto usage;
-                        which = CKPT_FETCH_ALL;
+                        which = args[i][2] == 'a' ? CKPT_FETCH_ALL : CKPT_FETCH_PEERS;
                 } else if (!strcmp(args[i], "--node") || !strcmp(args[i], "--rank")) {
                         if (which || i + 1 >= nargs)
                                 goto usage;
@@ -511,11 +530,20 @@ static int cmd_restore(int nargs, char **args) {
         }
         req.fetch.step = step;
         req.fetch.which = which;
-        req.fetch.index = which == CKPT_FETCH_ALL ? 0 : index;
+        req.fetch.index = which == CKPT_FETCH_ALL || which == CKPT_FETCH_PEERS ? 0 : index;
         int r = wire_call(&wire, &req, &rep, NULL);
         if (r < 0)
                 return report(r, "restore");
         char b[32];
+        if (which == CKPT_FETCH_PEERS) {
+                if (json)
+                        fprintf(out, "{\"job\":\"%s\",\"ranks\":%u,\"from\":\"peers\"}\n",
+                                req.fetch.job.str, rep.fetch.ranks);
+                else
+                        fprintf(out, "job %s: %u ranks restored from the neighbours into the local "
+                                "tier\n", job, rep.fetch.ranks);
+                return 0;
+        }
         if (json)
                 fprintf(out, "{\"job\":\"%s\",\"step\":%" PRIu64 ",\"world_size\":%u,\"ranks\":%u,"
                         "\"shards\":%u,\"bytes\":%" PRIu64 "}\n", req.fetch.job.str, rep.fetch.step,
@@ -527,7 +555,8 @@ static int cmd_restore(int nargs, char **args) {
                         human_bytes(rep.fetch.bytes, b));
         return 0;
 usage:
-        fprintf(stderr, "ckptctl: usage: restore JOB [STEP] [--node N | --rank R | --all]\n");
+        fprintf(stderr, "ckptctl: usage: restore JOB [STEP] [--node N | --rank R | --all | "
+                "--from-peers]\n");
         return EXIT_USAGE;
 }
 

@@ -294,16 +294,16 @@ static const struct key keys[] = {
         { .section = "cluster", .name = "replication_factor", .type = TYPE_U32,
           .offset = FIELD(cluster_replication_factor, uint32_t), .min = 1,
           .max = REPLICATION_FACTOR_MAX, .def = "1",
-          .help = "copies of each checkpoint on distinct nodes, the own one included (1: "
-                  "no replication)" },
+          .help = "copies of each checkpoint on distinct nodes, this node's own included "
+                  "(1: no replication)" },
         { .section = "cluster", .name = "placement", .type = TYPE_CHOICE,
           .offset = FIELD(cluster_placement, int), .choices = placement_names,
           .max = ARRAY_SIZE(placement_names) - 2, .def = "clique", .metavar = "RULE",
           .help = "clique or ring: how replicas are placed (docs/replication.md)" },
         { .section = "cluster", .name = "psk_file", .type = TYPE_PATH,
           .offset = FIELD(cluster_psk_file, char *), .empty_ok = true, .def = "",
-          .help = "pre-shared key that authenticates peers, mode 0600 (required when "
-                  "replication_factor > 1)" },
+          .help = "pre-shared key that authenticates peers: at least 32 bytes, mode 0600 "
+                  "(required when replication_factor > 1)" },
         { .section = "cluster", .name = "peer_connect_timeout", .type = TYPE_DURATION,
           .offset = FIELD(cluster_peer_connect_timeout_ms, uint64_t),
           .min = PEER_CONNECT_TIMEOUT_MIN, .max = PEER_CONNECT_TIMEOUT_MAX, .def = "5s",
@@ -397,11 +397,6 @@ static const char *key_get_str(const struct config *c, const struct key *k) {
 
 static bool key_is_address(const struct key *k) {
         return k->type == TYPE_PEERS || k->type == TYPE_ADDRESS;
-}
-
-/* Keys whose value the struct owns on the heap. */
-static bool key_owns_memory(const struct key *k) {
-        return key_is_string(k) || key_is_address(k);
 }
 
 static struct config_peer **peers_field(struct config *c, const struct key *k) {
@@ -661,14 +656,38 @@ static void format_number(const struct key *k, uint64_t v, char *buf, size_t n) 
         case TYPE_U32:
         case TYPE_PATH:
         case TYPE_STRING:
+        case TYPE_PEERS:
+        case TYPE_ADDRESS:
                 snprintf(buf, n, "%llu", (unsigned long long)v);
                 break;
         }
 }
 
+/* The addresses of a list key, "a:1,[::1]:2", truncated to fit buf. */
+static void format_peers(const struct config *c, const struct key *k, char *buf, size_t n) {
+        const struct config_peer *v;
+        uint32_t count;
+        size_t used = 0;
+
+        buf[0] = '\0';
+        v = peers_get(c, k, &count);
+        for (uint32_t i = 0; i < count && used + 1 < n; i++) {
+                char text[300];
+                int w = snprintf(buf + used, n - used, "%s%s", i ? "," : "",
+                                 config_peer_format(&v[i], text, sizeof(text)));
+                if (w < 0)
+                        break;
+                used += (size_t)w;
+        }
+}
+
 /* Key k's value in file syntax; a secret shows only whether it is set. */
 static void format_value(const struct config *c, const struct key *k, char *buf, size_t n) {
-        if (k->secret)
+        if (k->type == TYPE_PEERS)
+                format_peers(c, k, buf, n);
+        else if (k->type == TYPE_ADDRESS)
+                config_peer_format(address_get(c, k), buf, n);
+        else if (k->secret)
                 snprintf(buf, n, "%s", key_get_str(c, k) ? "(set, not shown)" : "(unset)");
         else if (key_is_string(k)) {
                 const char *s = key_get_str(c, k);
@@ -695,6 +714,11 @@ static void flag_name(const struct key *k, bool with_section, char *buf, size_t 
 union value {
         char *str;
         uint64_t u64;
+        struct {
+                struct config_peer *list;
+                uint32_t n;
+        } peers;
+        struct config_peer address;
 };
 
 static const char *type_hint(enum key_type t) {
@@ -715,6 +739,10 @@ static const char *type_hint(enum key_type t) {
                 return "an absolute path";
         case TYPE_STRING:
                 return "a string";
+        case TYPE_PEERS:
+                return "host:port for each node, separated by commas";
+        case TYPE_ADDRESS:
+                return "host:port";
         case TYPE_CHOICE:
                 break; /* key_hint() lists the key's own choices */
         }
@@ -758,6 +786,10 @@ static const char *type_word(enum key_type t) {
                 return "string";
         case TYPE_CHOICE:
                 return "value";
+        case TYPE_PEERS:
+                return "address list";
+        case TYPE_ADDRESS:
+                return "address";
         }
         return "";
 }
@@ -903,6 +935,322 @@ static int check_prefix(const struct key *k, const char *s, char *why, size_t n)
         return 0;
 }
 
+/* ---- [cluster] address rules ------------------------------------------- */
+
+/* Whether host (no brackets) is an IPv4 or IPv6 literal, a DNS name, or
+ * neither: 0, or -EINVAL with the reason in why.  A bracketed host must be
+ * IPv6; a name made of digits and dots only must be an IPv4 address in
+ * dotted-quad form, since getaddrinfo() would read "10.1" as 10.0.0.1. */
+static int check_host(const char *host, bool bracketed, char *why, size_t n) {
+        unsigned char addr[sizeof(struct in6_addr)];
+        size_t len = strlen(host);
+
+        if (bracketed || strchr(host, ':')) {
+                if (inet_pton(AF_INET6, host, addr) != 1)
+                        return errbuf_fail(-EINVAL, why, n, "'%s' is not an IPv6 address", host);
+                return 0;
+        }
+        if (len == 0)
+                return errbuf_fail(-EINVAL, why, n, "the host is missing");
+        if (strspn(host, "0123456789.") == len) {
+                if (inet_pton(AF_INET, host, addr) != 1)
+                        return errbuf_fail(-EINVAL, why, n,
+                                           "'%s' is not an IPv4 address (four numbers 0..255, "
+                                           "such as 10.0.0.1)", host);
+                return 0;
+        }
+        if (len > HOST_NAME_MAX_LEN)
+                return errbuf_fail(-EINVAL, why, n,
+                                   "the host name is %zu characters long; DNS allows at most %d",
+                                   len, HOST_NAME_MAX_LEN);
+        for (const char *label = host; label;) {
+                const char *dot = strchr(label, '.');
+                size_t llen = dot ? (size_t)(dot - label) : strlen(label);
+
+                if (llen == 0 || llen > HOST_LABEL_MAX ||
+                    strspn(label, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                  "0123456789-") < llen ||
+                    label[0] == '-' || label[llen - 1] == '-')
+                        return errbuf_fail(-EINVAL, why, n,
+                                           "'%s' is not a host name (letters, digits and '-' in "
+                                           "dot-separated labels of 1 to %d characters, none "
+                                           "beginning or ending with '-')", host, HOST_LABEL_MAX);
+                label = dot ? dot + 1 : NULL;
+        }
+        return 0;
+}
+
+/* A port: 1..65535 in decimal, nothing else. */
+static int parse_port(const char *s, uint16_t *out, char *why, size_t n) {
+        size_t len = strlen(s);
+        unsigned long v;
+
+        if (len == 0)
+                return errbuf_fail(-EINVAL, why, n, "the port after ':' is missing");
+        if (strspn(s, "0123456789") != len || len > 5)
+                return errbuf_fail(-EINVAL, why, n, "port '%s' is not a number 1..65535", s);
+        v = strtoul(s, NULL, 10);
+        if (v < 1 || v > UINT16_MAX)
+                return errbuf_fail(-EINVAL, why, n, "port %lu is out of range (1..65535)", v);
+        *out = (uint16_t)v;
+        return 0;
+}
+
+/* "host:port" or "[v6]:port" (s: len bytes, not terminated) into *out with
+ * the host strdup()ed and unbracketed.  0, -EINVAL with the reason in why,
+ * or -ENOMEM. */
+static int address_parse(const char *s, size_t len, struct config_peer *out, char *why,
+                         size_t n) {
+        _cleanup_free_ char *text = strndup(s, len), *host = NULL;
+        bool bracketed = false;
+        const char *port_text;
+        uint16_t port = 0;
+        int r;
+
+        if (!text)
+                return -ENOMEM;
+        if (text[0] == '[') {
+                char *close = strchr(text, ']');
+                if (!close)
+                        return errbuf_fail(-EINVAL, why, n, "'[' without a closing ']'");
+                if (close[1] != ':')
+                        return errbuf_fail(-EINVAL, why, n, "expected ':' and a port after ']'");
+                *close = '\0';
+                host = strdup(text + 1);
+                port_text = close + 2;
+                bracketed = true;
+        } else {
+                char *colon = strrchr(text, ':');
+                if (!colon && strspn(text, "0123456789") == len)
+                        return errbuf_fail(-EINVAL, why, n,
+                                           "no host (expected host:port, such as 0.0.0.0:%s)",
+                                           text);
+                if (!colon)
+                        return errbuf_fail(-EINVAL, why, n,
+                                           "no port (expected host:port, such as %s:7000)", text);
+                *colon = '\0';
+                if (strchr(text, ':'))
+                        return errbuf_fail(-EINVAL, why, n,
+                                           "an IPv6 address must be in brackets, such as "
+                                           "[fd00::1]:7000");
+                host = strdup(text);
+                port_text = colon + 1;
+        }
+        if (!host)
+                return -ENOMEM;
+        r = check_host(host, bracketed, why, n);
+        if (r < 0)
+                return r;
+        r = parse_port(port_text, &port, why, n);
+        if (r < 0)
+                return r;
+        out->host = TAKE_PTR(host);
+        out->port = port;
+        return 0;
+}
+
+/* A peer set by code: the rules of address_parse() on the parsed form. */
+static int address_check(const struct config_peer *p, char *why, size_t n) {
+        if (!p->host)
+                return errbuf_fail(-EINVAL, why, n, "the host is missing");
+        if (check_host(p->host, false, why, n) < 0)
+                return -EINVAL;
+        if (p->port == 0)
+                return errbuf_fail(-EINVAL, why, n, "port 0 is out of range (1..65535)");
+        return 0;
+}
+
+/* A peer's address reduced to what identifies it: two entries that differ
+ * only in spelling ("[::1]" and "[0::1]", "Node1" and "node1") are the same
+ * daemon. */
+struct peer_id {
+        uint32_t index;
+        uint16_t port;
+        int family; /* AF_INET, AF_INET6, or 0 for a name */
+        unsigned char addr[sizeof(struct in6_addr)];
+        const char *name;
+};
+
+static int peer_id_compare(const void *a_, const void *b_) {
+        const struct peer_id *a = a_, *b = b_;
+        int c;
+
+        if (a->port != b->port)
+                return a->port < b->port ? -1 : 1;
+        if (a->family != b->family)
+                return a->family < b->family ? -1 : 1;
+        c = a->family ? memcmp(a->addr, b->addr, sizeof(a->addr)) : strcasecmp(a->name, b->name);
+        if (c)
+                return c;
+        return a->index < b->index ? -1 : a->index > b->index;
+}
+
+/* The first entry (in list order) that repeats an earlier one: 0, or
+ * -EINVAL with *first and *second set; -ENOMEM.  Sorting keeps a list of
+ * 65536 nodes from costing 2^31 comparisons.  Hosts must be set. */
+static int peers_find_duplicate(const struct config_peer *v, uint32_t n, uint32_t *first,
+                                uint32_t *second) {
+        _cleanup_free_ struct peer_id *ids = NULL;
+        bool found = false;
+
+        if (n < 2)
+                return 0;
+        ids = calloc(n, sizeof(*ids));
+        if (!ids)
+                return -ENOMEM;
+        for (uint32_t i = 0; i < n; i++) {
+                ids[i].index = i;
+                ids[i].port = v[i].port;
+                ids[i].name = v[i].host;
+                if (inet_pton(AF_INET, v[i].host, ids[i].addr) == 1)
+                        ids[i].family = AF_INET;
+                else if (inet_pton(AF_INET6, v[i].host, ids[i].addr) == 1)
+                        ids[i].family = AF_INET6;
+        }
+        qsort(ids, n, sizeof(*ids), peer_id_compare);
+        for (uint32_t i = 1; i < n; i++) {
+                struct peer_id a = ids[i - 1], b = ids[i];
+                /* equal but for the index: b repeats the group's first */
+                a.index = b.index = 0;
+                if (peer_id_compare(&a, &b) != 0)
+                        continue;
+                /* within a group the indices ascend, so the first repeat is
+                 * ids[i] right after the group's first entry */
+                if (i >= 2) {
+                        struct peer_id c = ids[i - 2];
+                        c.index = 0;
+                        if (peer_id_compare(&c, &a) == 0)
+                                continue;
+                }
+                if (!found || ids[i].index < *second) {
+                        *first = ids[i - 1].index;
+                        *second = ids[i].index;
+                        found = true;
+                }
+        }
+        return found ? -EINVAL : 0;
+}
+
+/* The duplicate rule of [cluster] peers with its message in why. */
+static int check_peers_unique(const struct key *k, const struct config_peer *v, uint32_t n,
+                              char *why, size_t nwhy) {
+        uint32_t first = 0, second = 0;
+        char text[300];
+        int r;
+
+        r = peers_find_duplicate(v, n, &first, &second);
+        if (r == -ENOMEM)
+                return errbuf_fail(r, why, nwhy, "out of memory");
+        if (r < 0)
+                return errbuf_fail(-EINVAL, why, nwhy,
+                                   "[%s] %s: nodes %u and %u have the same address '%s'; each "
+                                   "node needs its own (another host or port)", k->section,
+                                   k->name, first, second,
+                                   config_peer_format(&v[second], text, sizeof(text)));
+        return 0;
+}
+
+/* "a:1, [::1]:2,b:3" into a list (NULL for an empty value).  0, or -EINVAL
+ * / -ENOMEM with the reason in why. */
+static int parse_peers(const struct key *k, const char *s, struct config_peer **out,
+                       uint32_t *out_n, char *why, size_t nwhy) {
+        struct config_peer *list = NULL;
+        size_t count = 1;
+        uint32_t n = 0;
+        int r = 0;
+
+        *out = NULL;
+        *out_n = 0;
+        if (!*s)
+                return 0;
+        for (const char *p = s; *p; p++)
+                count += *p == ',';
+        if (count > NODE_COUNT_MAX)
+                return errbuf_fail(-EINVAL, why, nwhy,
+                                   "[%s] %s lists %zu addresses; at most %d (one per node)",
+                                   k->section, k->name, count, NODE_COUNT_MAX);
+        list = calloc(count, sizeof(*list));
+        if (!list)
+                return errbuf_fail(-ENOMEM, why, nwhy, "out of memory");
+
+        for (const char *entry = s; entry; n++) {
+                const char *comma = strchr(entry, ',');
+                size_t len = comma ? (size_t)(comma - entry) : strlen(entry);
+                char reason[400];
+
+                while (len && (*entry == ' ' || *entry == '\t')) {
+                        entry++;
+                        len--;
+                }
+                while (len && (entry[len - 1] == ' ' || entry[len - 1] == '\t'))
+                        len--;
+                if (!len) {
+                        r = errbuf_fail(-EINVAL, why, nwhy,
+                                        "[%s] %s: node %u's address is empty (expected "
+                                        "host:port for each node, separated by commas)",
+                                        k->section, k->name, n);
+                        goto fail;
+                }
+                r = address_parse(entry, len, &list[n], reason, sizeof(reason));
+                if (r == -ENOMEM) {
+                        errbuf_fail(r, why, nwhy, "out of memory");
+                        goto fail;
+                }
+                if (r < 0) {
+                        errbuf_fail(r, why, nwhy, "[%s] %s: node %u's address '%.*s': %s",
+                                    k->section, k->name, n, (int)len, entry, reason);
+                        goto fail;
+                }
+                entry = comma ? comma + 1 : NULL;
+        }
+        r = check_peers_unique(k, list, n, why, nwhy);
+        if (r < 0)
+                goto fail;
+        *out = list;
+        *out_n = n;
+        return 0;
+
+fail:
+        peers_free(list, (uint32_t)count);
+        return r;
+}
+
+/* A peers list or listen address set by code (config_validate): the rules
+ * of the parsers, with the same messages. */
+static int check_address_key(const struct config *c, const struct key *k, char *why,
+                             size_t nwhy) {
+        char reason[400], text[300];
+        const struct config_peer *v;
+        uint32_t n;
+
+        if (k->type == TYPE_ADDRESS) {
+                const struct config_peer *a = address_get(c, k);
+                if (!a->host)
+                        return 0;
+                if (address_check(a, reason, sizeof(reason)) < 0)
+                        return errbuf_fail(-EINVAL, why, nwhy, "[%s] %s '%s': %s", k->section,
+                                           k->name, config_peer_format(a, text, sizeof(text)),
+                                           reason);
+                return 0;
+        }
+
+        v = peers_get(c, k, &n);
+        if (n > NODE_COUNT_MAX)
+                return errbuf_fail(-EINVAL, why, nwhy,
+                                   "[%s] %s lists %u addresses; at most %d (one per node)",
+                                   k->section, k->name, n, NODE_COUNT_MAX);
+        if (n && !v)
+                return errbuf_fail(-EINVAL, why, nwhy, "[%s] %s: %u addresses counted but no "
+                                   "list", k->section, k->name, n);
+        for (uint32_t i = 0; i < n; i++)
+                if (address_check(&v[i], reason, sizeof(reason)) < 0)
+                        return errbuf_fail(-EINVAL, why, nwhy, "[%s] %s: node %u's address "
+                                           "'%s': %s", k->section, k->name, i,
+                                           config_peer_format(&v[i], text, sizeof(text)),
+                                           reason);
+        return check_peers_unique(k, v, n, why, nwhy);
+}
+
 /* The rules of a non-empty string value beyond "it is a string": an
  * absolute path for TYPE_PATH, and the key's own check.  0 or -EINVAL with
  * the reason in why. */
@@ -930,6 +1278,24 @@ static int parse_value(const struct key *k, const char *s, union value *v, char 
         }
 
         switch (k->type) {
+        case TYPE_PEERS:
+                return parse_peers(k, s, &v->peers.list, &v->peers.n, why, n);
+        case TYPE_ADDRESS: {
+                char reason[400];
+                v->address = (struct config_peer){ 0 };
+                if (!*s)
+                        return 0;
+                if (strchr(s, ','))
+                        return errbuf_fail(-EINVAL, why, n, "[%s] %s '%s': one address only "
+                                           "(host:port)", k->section, k->name, s);
+                r = address_parse(s, strlen(s), &v->address, reason, sizeof(reason));
+                if (r == -ENOMEM)
+                        return errbuf_fail(r, why, n, "out of memory");
+                if (r < 0)
+                        return errbuf_fail(r, why, n, "[%s] %s '%s': %s", k->section, k->name,
+                                           s, reason);
+                return 0;
+        }
         case TYPE_PATH:
         case TYPE_STRING:
                 if (*s) {
@@ -1104,6 +1470,15 @@ static int default_paths(char **ret_state, char **ret_socket) {
 }
 
 static void apply_value(struct config *c, const struct key *k, union value *v) {
+        if (k->type == TYPE_PEERS) {
+                peers_set(c, k, v->peers.list, v->peers.n);
+                v->peers.list = NULL;
+                return;
+        }
+        if (k->type == TYPE_ADDRESS) {
+                address_set(c, k, &v->address);
+                return;
+        }
         if (!key_is_string(k)) {
                 key_set_u64(c, k, v->u64);
                 return;
@@ -1168,35 +1543,72 @@ int config_init(struct config *c) {
         return 0;
 }
 
+/* Free what key k's field owns and leave it empty. */
+static void key_free(struct config *c, const struct key *k) {
+        struct config_peer none = { 0 };
+
+        if (k->type == TYPE_PEERS)
+                peers_set(c, k, NULL, 0);
+        else if (k->type == TYPE_ADDRESS)
+                address_set(c, k, &none);
+        else if (key_is_string(k))
+                key_set_str(c, k, NULL);
+}
+
 void config_clear(struct config *c) {
         for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
-                if (key_is_string(&keys[i]))
-                        key_set_str(c, &keys[i], NULL);
+                key_free(c, &keys[i]);
+}
+
+/* dst's field for k, which holds nothing (dst was just cleared of it),
+ * becomes a deep copy of src's.  0 or -ENOMEM. */
+static int key_copy(struct config *dst, const struct config *src, const struct key *k) {
+        if (k->type == TYPE_PEERS) {
+                struct config_peer *copy;
+                uint32_t n;
+                const struct config_peer *v = peers_get(src, k, &n);
+
+                if (peers_dup(&copy, v, n) < 0)
+                        return -ENOMEM;
+                peers_set(dst, k, copy, copy ? n : 0);
+                return 0;
+        }
+        if (k->type == TYPE_ADDRESS) {
+                struct config_peer a = *address_get(src, k);
+                if (a.host && !(a.host = strdup(a.host)))
+                        return -ENOMEM;
+                address_set(dst, k, &a);
+                return 0;
+        }
+        if (key_is_string(k)) {
+                const char *s = key_get_str(src, k);
+                char *copy = NULL;
+                if (s && !(copy = strdup(s)))
+                        return -ENOMEM;
+                key_set_str(dst, k, copy);
+        }
+        return 0;
 }
 
 /* Deep copy, for all-or-nothing application.  0 or -ENOMEM. */
 static int config_dup(struct config *dst, const struct config *src) {
         *dst = *src;
-        for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
-                if (key_is_string(&keys[i]))
-                        *(char **)field_ptr(dst, &keys[i]) = NULL;
+        /* First let dst own nothing, so that a failure half-way can clear it. */
         for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
                 const struct key *k = &keys[i];
-                const char *s;
-                char *copy;
-
-                if (!key_is_string(k))
-                        continue;
-                s = key_get_str(src, k);
-                if (!s)
-                        continue;
-                copy = strdup(s);
-                if (!copy) {
+                if (k->type == TYPE_PEERS) {
+                        *peers_field(dst, k) = NULL;
+                        *npeers_field(dst, k) = 0;
+                } else if (k->type == TYPE_ADDRESS)
+                        *(struct config_peer *)field_ptr(dst, k) = (struct config_peer){ 0 };
+                else if (key_is_string(k))
+                        *(char **)field_ptr(dst, k) = NULL;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+                if (key_copy(dst, src, &keys[i]) < 0) {
                         config_clear(dst);
                         return -ENOMEM;
                 }
-                key_set_str(dst, k, copy);
-        }
         return 0;
 }
 
@@ -1306,7 +1718,7 @@ int config_load_file(struct config *c, const char *path, FILE *err) {
         while ((len = getline(&line, &cap, f)) >= 0) {
                 const struct key *k;
                 char *s, *eq, *name, *value;
-                char why[512];
+                char why[1024]; /* a peers entry with a long name says it twice */
 
                 lineno++;
                 s = line;
@@ -1485,7 +1897,7 @@ int config_parse_args(struct config *c, int argc, char **argv, FILE *err) {
         for (int i = 1; i < argc; i++) {
                 const char *a = argv[i], *name, *eq, *value;
                 const struct key *k;
-                char why[512];
+                char why[1024]; /* a peers entry with a long name says it twice */
                 size_t len;
 
                 if (strcmp(a, "-h") == 0) {
@@ -1573,13 +1985,22 @@ fail:
 
 int config_validate(const struct config *c, FILE *err) {
         struct sockaddr_un sa;
-        char a[32], b[32], why[512];
+        struct topology topo;
+        char a[32], b[32], why[1024];
+        bool cluster_keys_ok = true; /* each [cluster] key valid on its own */
         int r = 0;
 
         /* Per-key ranges again: the struct may have been set by code, not
          * parsed. */
         for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
                 const struct key *k = &keys[i];
+                if (key_is_address(k)) {
+                        if (check_address_key(c, k, why, sizeof(why)) < 0) {
+                                fprintf(err, "%s\n", why);
+                                r = -EINVAL;
+                        }
+                        continue;
+                }
                 if (key_is_string(k)) {
                         const char *s = key_get_str(c, k);
                         /* state_dir and socket have their own messages below */
@@ -1594,6 +2015,8 @@ int config_validate(const struct config *c, FILE *err) {
                 if (check_number(k, key_get_u64(c, k), why, sizeof(why)) < 0) {
                         fprintf(err, "%s\n", why);
                         r = -EINVAL;
+                        if (strcmp(k->section, "cluster") == 0)
+                                cluster_keys_ok = false;
                 }
         }
 
@@ -1656,12 +2079,74 @@ int config_validate(const struct config *c, FILE *err) {
                              "%u (their defaults come from $SLURM_NODEID and $SLURM_NNODES)\n",
                         c->cluster_node_index, c->cluster_node_count);
                 r = -EINVAL;
+                cluster_keys_ok = false;
+        }
+        if (c->cluster_npeers && c->cluster_npeers != c->cluster_node_count) {
+                fprintf(err, "[cluster] peers lists %u addresses but [cluster] node_count = %u: "
+                             "give one host:port per node, node i's at position i (counting "
+                             "from 0)\n", c->cluster_npeers, c->cluster_node_count);
+                r = -EINVAL;
+        }
+        if (c->cluster_replication_factor > 1 && !c->cluster_npeers) {
+                fprintf(err, "[cluster] replication_factor = %u needs [cluster] peers, the "
+                             "host:port of every node, to send replicas to (or set "
+                             "replication_factor = 1: no replication)\n",
+                        c->cluster_replication_factor);
+                r = -EINVAL;
+        }
+        if (c->cluster_replication_factor > 1 && !(c->cluster_psk_file && *c->cluster_psk_file)) {
+                fprintf(err, "[cluster] replication_factor = %u needs [cluster] psk_file, the "
+                             "pre-shared key with which nodes authenticate each other (the "
+                             "same file on every node, mode 0600)\n",
+                        c->cluster_replication_factor);
+                r = -EINVAL;
+        }
+        /* The placement rule, once its inputs are each valid (else their
+         * own messages above say what is wrong). */
+        if (cluster_keys_ok) {
+                config_topology(c, &topo);
+                if (topology_check(&topo, why, sizeof(why)) < 0) {
+                        fprintf(err, "[cluster] %s\n", why);
+                        r = -EINVAL;
+                }
         }
         return r;
 }
 
+void config_topology(const struct config *c, struct topology *out) {
+        *out = (struct topology){
+                .count = c->cluster_node_count,
+                .index = c->cluster_node_index,
+                .jump = c->cluster_replication_jump,
+                .factor = c->cluster_replication_factor,
+                .placement = (enum placement)c->cluster_placement,
+        };
+}
+
 bool config_remote_enabled(const struct config *c) {
         return c->remote_endpoint && c->remote_endpoint[0];
+}
+
+/* Whether a and b hold the same value for key k. */
+static bool key_equal(const struct config *a, const struct config *b, const struct key *k) {
+        if (k->type == TYPE_PEERS) {
+                uint32_t na, nb;
+                const struct config_peer *va = peers_get(a, k, &na), *vb = peers_get(b, k, &nb);
+
+                if (na != nb)
+                        return false;
+                for (uint32_t i = 0; i < na; i++)
+                        if (!peer_equal(&va[i], &vb[i]))
+                                return false;
+                return true;
+        }
+        if (k->type == TYPE_ADDRESS)
+                return peer_equal(address_get(a, k), address_get(b, k));
+        if (key_is_string(k)) {
+                const char *sa = key_get_str(a, k), *sb = key_get_str(b, k);
+                return (sa == NULL) == (sb == NULL) && (!sa || strcmp(sa, sb) == 0);
+        }
+        return key_get_u64(a, k) == key_get_u64(b, k);
 }
 
 void config_reload(struct config *dst, const struct config *src) {
@@ -1669,16 +2154,11 @@ void config_reload(struct config *dst, const struct config *src) {
                 const struct key *k = &keys[i];
                 char from[512], to[512];
 
-                if (!k->reloadable) {
+                /* Address keys are never reloadable: the peer connections
+                 * and the listening socket are made once, at start. */
+                if (!k->reloadable || key_is_address(k)) {
                         /* say so rather than silently keep the old value */
-                        bool differs;
-                        if (key_is_string(k)) {
-                                const char *a = key_get_str(dst, k), *b = key_get_str(src, k);
-                                differs = (a == NULL) != (b == NULL) || (a && b && strcmp(a, b));
-                        } else {
-                                differs = key_get_u64(dst, k) != key_get_u64(src, k);
-                        }
-                        if (differs)
+                        if (!key_equal(dst, src, k))
                                 log_warn("config: [%s] %s changed but takes effect only after a "
                                          "restart", k->section, k->name);
                         continue;
@@ -1728,6 +2208,10 @@ static const char *metavar(const struct key *k) {
                 return "MODE";
         case TYPE_LOGLEVEL:
                 return "LEVEL";
+        case TYPE_PEERS:
+                return "HOST:PORT,...";
+        case TYPE_ADDRESS:
+                return "HOST:PORT";
         case TYPE_CHOICE:
                 break;
         }
@@ -1768,7 +2252,9 @@ void config_print_help(FILE *out) {
                         snprintf(option, sizeof(option), "%s=%s", flag, metavar(k));
                         if (!have_def)
                                 snprintf(value, sizeof(value), "?");
-                        else if (key_is_string(k) && !key_get_str(&def, k))
+                        else if ((key_is_string(k) && !key_get_str(&def, k)) ||
+                                 (k->type == TYPE_PEERS && !*peers_field(&def, k)) ||
+                                 (k->type == TYPE_ADDRESS && !address_get(&def, k)->host))
                                 snprintf(value, sizeof(value), "(unset)");
                         else
                                 format_value(&def, k, value, sizeof(value));

@@ -25,6 +25,8 @@
 #include "io/worker.h"
 #include "local/store.h"
 #include "pool/pool.h"
+#include "peer/auth.h"
+#include "peer/peers.h"
 #include "remote/credentials.h"
 #include "remote/fetch.h"
 #include "remote/flush.h"
@@ -47,6 +49,9 @@ struct daemon {
         struct s3_client *s3;
         struct flusher *flusher;
         struct fetcher *fetcher;
+        struct peers *peers;
+        struct replica_area *areas;
+        size_t nareas;
         char remote_target[CKPT_ERRMSG_MAX + 1];
         int signal_fd;
         struct loop_watch signal_watch;
@@ -61,7 +66,8 @@ struct daemon {
 /* ---- reconcile ------------------------------------------------------------------- */
 
 struct reconcile {
-        struct daemon *d;
+        struct store *store;
+        struct catalog *catalog;
         uint32_t ranks_in_step; /* ranks seen since the last step callback */
         uint32_t *ranks;        /* which ones */
         size_t ranks_cap;
@@ -76,7 +82,7 @@ struct reconcile {
 
 static void reconcile_rank(void *userdata, const struct manifest *m) {
         struct reconcile *rc = userdata;
-        struct catalog *cat = rc->d->catalog;
+        struct catalog *cat = rc->catalog;
 
         /* A rank already indexed with exactly these shards keeps its rows:
          * they carry the object-store tier's progress (upload ids, parts),
@@ -102,7 +108,6 @@ static void reconcile_rank(void *userdata, const struct manifest *m) {
 static void reconcile_step(void *userdata, const char *job, uint64_t step,
                            const struct commit_record *committed) {
         struct reconcile *rc = userdata;
-        struct daemon *d = rc->d;
         uint32_t ranks = rc->ranks_in_step;
 
         bool lost = rc->ranks_lost;
@@ -110,8 +115,8 @@ static void reconcile_step(void *userdata, const char *job, uint64_t step,
         rc->ranks_lost = false;
         if (ranks == 0) {
                 /* nothing survived of this step (a first rank interrupted) */
-                catalog_ckpt_delete(d->catalog, job, step);
-                store_step_delete(d->store, job, step);
+                catalog_ckpt_delete(rc->catalog, job, step);
+                store_step_delete(rc->store, job, step);
                 return;
         }
         /* Ranks indexed but no longer on disk go (the ranks seen are in
@@ -119,23 +124,23 @@ static void reconcile_step(void *userdata, const char *job, uint64_t step,
          * few ranks a node holds). */
         uint32_t indexed[256];
         size_t nindexed = 0;
-        if (!lost && catalog_ranks(d->catalog, job, step, indexed, 256, &nindexed) == 0) {
+        if (!lost && catalog_ranks(rc->catalog, job, step, indexed, 256, &nindexed) == 0) {
                 for (size_t i = 0; i < nindexed; i++) {
                         bool seen = false;
                         for (uint32_t k = 0; k < ranks && !seen; k++)
                                 seen = rc->ranks[k] == indexed[i];
                         if (!seen)
-                                catalog_rank_delete(d->catalog, job, step, indexed[i]);
+                                catalog_rank_delete(rc->catalog, job, step, indexed[i]);
                 }
         }
         struct ckpt_ckpt_entry e;
-        if (catalog_ckpt_get(d->catalog, job, step, &e) < 0)
+        if (catalog_ckpt_get(rc->catalog, job, step, &e) < 0)
                 return;
         if (committed)
-                catalog_ckpt_upsert(d->catalog, job, step, e.world_size, CKPT_STATE_COMMITTED,
+                catalog_ckpt_upsert(rc->catalog, job, step, e.world_size, CKPT_STATE_COMMITTED,
                                     committed->committed_at);
         else
-                catalog_ckpt_upsert(d->catalog, job, step, e.world_size, CKPT_STATE_LOCAL, 0);
+                catalog_ckpt_upsert(rc->catalog, job, step, e.world_size, CKPT_STATE_LOCAL, 0);
         rc->steps++;
         rc->committed += committed != NULL;
         if (rc->nseen == rc->cap) {
@@ -159,25 +164,26 @@ static int reconcile_sweep(void *userdata, const char *job, uint64_t step, uint8
                         return 0;
         log_notice("reconcile: job %s step %" PRIu64 " is in the catalog but not on disk; "
                    "forgetting it", job, step);
-        catalog_ckpt_delete(rc->d->catalog, job, step);
+        catalog_ckpt_delete(rc->catalog, job, step);
         return 0;
 }
 
-/* The disk is the truth: make the catalog say exactly what it holds. */
-static int daemon_reconcile(struct daemon *d) {
-        struct reconcile rc = { .d = d };
+/* The disk is the truth: make the catalog say exactly what it holds (the
+ * local tier, or a replica area). */
+static int reconcile_tier(struct store *store, struct catalog *catalog, const char *what) {
+        struct reconcile rc = { .store = store, .catalog = catalog };
         const struct store_scan_ops ops = { .rank = reconcile_rank, .step = reconcile_step };
 
-        store_trash_empty(d->store);
-        int r = store_scan(d->store, &ops, &rc);
+        store_trash_empty(store);
+        int r = store_scan(store, &ops, &rc);
         if (r == 0)
-                r = catalog_ckpt_foreach(d->catalog, NULL, reconcile_sweep, &rc);
+                r = catalog_ckpt_foreach(catalog, NULL, reconcile_sweep, &rc);
         free(rc.seen);
         free(rc.ranks);
         if (r < 0)
                 return r;
-        r = catalog_flush(d->catalog);
-        log_info("reconcile: %u checkpoints on disk, %u committed", rc.steps, rc.committed);
+        r = catalog_flush(catalog);
+        log_info("reconcile%s: %u checkpoints on disk, %u committed", what, rc.steps, rc.committed);
         return r;
 }
 
@@ -302,6 +308,85 @@ static int daemon_remote_open(struct daemon *d) {
         return 0;
 }
 
+/* ---- the neighbour tier ------------------------------------------------------------------- */
+
+static void daemon_peers_changed(void *userdata, const char *job, uint64_t step) {
+        struct daemon *d = userdata;
+        save_step_changed(d->server, job, step);
+}
+
+/* Replica areas (one per node that replicates here, reconciled like the
+ * local tier) and the peer server; nothing when replication is off. */
+static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
+        const struct config *cfg = d->cfg;
+        char err[256] = "", path[4096];
+        uint8_t psk[PEER_PSK_MAX];
+        size_t psk_len = 0;
+        uint32_t srcs[16];
+        int r;
+
+        if (cfg->cluster_replication_factor <= 1 || !cfg->cluster_npeers)
+                return 0;
+        const struct topology topo = {
+                .count = cfg->cluster_node_count,
+                .index = cfg->cluster_node_index,
+                .jump = cfg->cluster_replication_jump,
+                .factor = cfg->cluster_replication_factor,
+                .placement = (enum placement)cfg->cluster_placement,
+        };
+        psk_len = sizeof(psk); /* in: capacity, out: length */
+        r = peer_psk_load(cfg->cluster_psk_file, psk, &psk_len, err, sizeof(err));
+        if (r < 0) {
+                log_error("peers: %s", err);
+                return r;
+        }
+        size_t n = topology_sources(&topo, topo.index, srcs, 16);
+        d->areas = calloc(n ? n : 1, sizeof(*d->areas));
+        if (!d->areas) {
+                explicit_bzero(psk, sizeof(psk));
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                struct replica_area *a = &d->areas[d->nareas++];
+                char what[64];
+                a->src = srcs[i];
+                snprintf(path, sizeof(path), "%s/replica/node-%u", cfg->state_dir, srcs[i]);
+                r = store_open(&a->store, path, d->loop, d->workers, d->pool, so);
+                if (r == 0) {
+                        snprintf(path, sizeof(path), "%s/replica/node-%u/catalog.db",
+                                 cfg->state_dir, srcs[i]);
+                        r = catalog_open(&a->catalog, path);
+                }
+                if (r == 0) {
+                        snprintf(what, sizeof(what), " (replicas of node %u)", srcs[i]);
+                        r = reconcile_tier(a->store, a->catalog, what);
+                }
+                if (r < 0) {
+                        log_error("peers: cannot open the replica area of node %u: %s", srcs[i],
+                                  strerror(-r));
+                        explicit_bzero(psk, sizeof(psk));
+                        return r;
+                }
+        }
+        const struct config_peer *self = &cfg->cluster_peers[topo.index];
+        const struct peers_options po = {
+                .topo = topo,
+                .addrs = cfg->cluster_peers,
+                .listen_host = cfg->cluster_listen.host,
+                .listen_port = cfg->cluster_listen.host ? cfg->cluster_listen.port : self->port,
+                .psk = psk,
+                .psk_len = psk_len,
+                .connect_timeout_ms = cfg->cluster_peer_connect_timeout_ms,
+                .keep = cfg->keep,
+                .restore_on_start = true,
+                .pool_wait_ms = cfg->pool_wait_ms,
+        };
+        r = peers_new(&d->peers, d->loop, d->workers, d->pool, d->store, d->catalog, d->areas,
+                      d->nareas, &po, daemon_peers_changed, d);
+        explicit_bzero(psk, sizeof(psk));
+        return r;
+}
+
 /* ---- systemd ------------------------------------------------------------------------- */
 
 static void daemon_watchdog(struct loop_timer *t) {
@@ -359,6 +444,8 @@ static void daemon_reload(struct daemon *d) {
                 config_reload(d->cfg, &fresh);
                 log_set_level(d->cfg->log_level);
                 d->server->opts.keep = d->cfg->keep;
+                if (d->peers)
+                        peers_set_keep(d->peers, d->cfg->keep);
                 d->server->opts.pool_wait_ms = d->cfg->pool_wait_ms;
                 if (d->flusher) {
                         flush_set_keep(d->flusher, d->cfg->remote_keep);
@@ -466,15 +553,20 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
                 goto fail;
         d->server->on_drained = daemon_drained;
         d->server->flusher = d->flusher;
+        d->server->peers = d->peers;
         d->server->userdata = d;
         d->server->on_saving = daemon_on_saving;
         d->server->fetcher = d->fetcher;
 
-        r = daemon_reconcile(d);
+        r = reconcile_tier(d->store, d->catalog, "");
         if (r < 0) {
                 log_error("reconcile with %s failed: %s", cfg->state_dir, strerror(-r));
                 goto fail;
         }
+        r = daemon_peers_open(d, &so);
+        if (r < 0)
+                goto fail;
+        d->server->peers = d->peers;
         daemon_retention_all(d);
         if (d->flusher)
                 flush_resume(d->flusher);
@@ -543,6 +635,12 @@ struct daemon *daemon_free(struct daemon *d) {
         d->workers = worker_pool_free(d->workers);
         /* the object-store tier before what its callbacks touch (catalog,
          * store, pool): freeing the client cancels its requests */
+        d->peers = peers_free(d->peers);
+        for (size_t i = 0; i < d->nareas; i++) {
+                d->areas[i].catalog = catalog_free(d->areas[i].catalog);
+                d->areas[i].store = store_free(d->areas[i].store);
+        }
+        free(d->areas);
         d->fetcher = fetch_free(d->fetcher);
         d->flusher = flush_free(d->flusher);
         d->s3 = s3_client_free(d->s3);

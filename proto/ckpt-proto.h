@@ -213,6 +213,7 @@ enum ckpt_fetch_which {
         CKPT_FETCH_NODE = 1,
         CKPT_FETCH_RANK = 2,
         CKPT_FETCH_ALL = 3,
+        CKPT_FETCH_PEERS = 4, /* this node's ranks, from the neighbours (index 0) */
         CKPT_FETCH_MAX_,
 };
 
@@ -333,6 +334,11 @@ struct ckpt_rep_status {
         uint64_t remote_bytes_uploaded, remote_bytes_downloaded;
         uint64_t remote_requests, remote_retries, remote_failures;
         char remote_error[CKPT_ERRMSG_MAX + 1]; /* the last permanent error, "" if none */
+        /* the neighbour tier; replication_enabled 0: off, the rest zero */
+        uint8_t replication_enabled;
+        uint32_t peers_up, peers_total;   /* replication targets connected / configured */
+        uint32_t repl_steps_pending;      /* (step, target) pairs not yet acknowledged */
+        char peers[CKPT_ERRMSG_MAX + 1];  /* one line per target, "; "-separated */
 };
 
 struct ckpt_job_entry {

@@ -537,6 +537,7 @@ static uint64_t get_le64(const uint8_t *p) {
 int peer_hdr_decode(struct peer_hdr *h, const void *buf, size_t len) {
         const uint8_t *p = buf;
 
+        memset(h, 0, sizeof(*h)); /* nothing left unset, not even padding */
         if (len < PEER_HDR_SIZE)
                 return -EBADMSG;
         if (get_le32(p) != PEER_PROTO_MAGIC)

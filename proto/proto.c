@@ -320,7 +320,8 @@ static int check_request(const struct ckpt_request *m) {
                 bad(&c, m->fetch.which < CKPT_FETCH_NODE || m->fetch.which >= CKPT_FETCH_MAX_);
                 if (m->fetch.which == CKPT_FETCH_RANK)
                         check_rank(&c, m->fetch.index);
-                inval(&c, m->fetch.which == CKPT_FETCH_ALL && m->fetch.index != 0);
+                inval(&c, (m->fetch.which == CKPT_FETCH_ALL || m->fetch.which == CKPT_FETCH_PEERS) &&
+                             m->fetch.index != 0);
                 break;
         case CKPT_MSG_PIN:
                 check_name(&c, &m->pin.job);
@@ -553,6 +554,9 @@ static int check_reply(const struct ckpt_reply *m) {
                 check_bool(&c, m->status.remote_enabled);
                 check_cstr(&c, m->status.remote_target, CKPT_ERRMSG_MAX);
                 check_cstr(&c, m->status.remote_error, CKPT_ERRMSG_MAX);
+                check_bool(&c, m->status.replication_enabled);
+                check_cstr(&c, m->status.peers, CKPT_ERRMSG_MAX);
+                inval(&c, m->status.peers_up > m->status.peers_total);
                 /* node_count 0: not known (a daemon that predates clusters) */
                 inval(&c, m->status.node_count && m->status.node_index >= m->status.node_count);
                 break;
@@ -674,6 +678,11 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                 w_u64(w, s->remote_retries);
                 w_u64(w, s->remote_failures);
                 w_cstr(w, s->remote_error, CKPT_ERRMSG_MAX);
+                w_u8(w, s->replication_enabled);
+                w_u32(w, s->peers_up);
+                w_u32(w, s->peers_total);
+                w_u32(w, s->repl_steps_pending);
+                w_cstr(w, s->peers, CKPT_ERRMSG_MAX);
                 break;
         }
         case CKPT_MSG_FETCH:
@@ -805,6 +814,11 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                 s->remote_retries = r_u64(r);
                 s->remote_failures = r_u64(r);
                 r_cstr(r, s->remote_error, CKPT_ERRMSG_MAX);
+                s->replication_enabled = r_u8(r);
+                s->peers_up = r_u32(r);
+                s->peers_total = r_u32(r);
+                s->repl_steps_pending = r_u32(r);
+                r_cstr(r, s->peers, CKPT_ERRMSG_MAX);
                 break;
         }
         case CKPT_MSG_FETCH:

@@ -24,6 +24,7 @@
 
 struct read_op {
         struct work work;
+        struct store *store;    /* the local tier or a replica area */
         struct store_xfer xfer;
         struct conn *conn;      /* who gets the reply; NULL: nobody (yet) */
         struct server *srv;
@@ -149,8 +150,61 @@ static bool restore_from_store(struct conn *c, uint16_t type, const void *req, s
         return true;
 }
 
+/* ckptctl restore --from-peers: the reply waits for the neighbours. */
+struct peer_fetch {
+        struct conn *c; /* NULL once the connection went away */
+        uint64_t step;
+};
+
+static void peer_fetch_done(void *userdata, int error, uint32_t ranks, const char *message) {
+        struct peer_fetch *pf = userdata;
+        struct conn *c = pf->c;
+
+        if (c) {
+                c->peer_fetch = NULL;
+                if (error < 0) {
+                        conn_error(c, error, "%s", message ? message : strerror(-error));
+                } else {
+                        struct ckpt_reply rep = { 0 };
+                        rep.fetch.step = pf->step == CKPT_STEP_LATEST ? 0 : pf->step;
+                        rep.fetch.ranks = ranks;
+                        rep.fetch.world_size = ranks ? ranks : 1;
+                        conn_reply(c, &rep, -1);
+                }
+        }
+        free(pf);
+}
+
 void restore_handle_fetch(struct conn *c, const struct ckpt_req_fetch *req) {
         struct server *srv = c->srv;
+
+        if (req->which == CKPT_FETCH_PEERS) {
+                if (!srv->peers) {
+                        conn_error(c, -EOPNOTSUPP, "replication is off ([cluster] "
+                                   "replication_factor 1 or no peers): no neighbour holds copies");
+                        return;
+                }
+                if (c->uid != 0) {
+                        conn_error(c, -EACCES, "only root restores a node's ranks from its "
+                                   "neighbours");
+                        return;
+                }
+                struct peer_fetch *pf = calloc(1, sizeof(*pf));
+                if (!pf) {
+                        conn_error(c, -ENOMEM, "out of memory");
+                        return;
+                }
+                pf->c = c;
+                pf->step = req->step;
+                c->peer_fetch = pf;
+                int r = peers_restore(srv->peers, req->job.str, req->step, peer_fetch_done, pf);
+                if (r < 0) {
+                        c->peer_fetch = NULL;
+                        free(pf);
+                        conn_error(c, r, "cannot start the restore: %s", strerror(-r));
+                }
+                return;
+        }
 
         if (!srv->fetcher) {
                 conn_error(c, -EOPNOTSUPP, "no object store is configured ([remote] endpoint)");
@@ -201,12 +255,51 @@ void restore_handle_latest(struct conn *c, const struct ckpt_req_job_step *req) 
                 conn_reply(c, &rep, -1);
 }
 
-/* Is the rank missing here, so that the store should be asked? */
+/*
+ * Where this node holds (job, step, rank): in its local tier or in the
+ * replica area of the node that saved it.  0 with *store and *catalog
+ * set; -ENOENT; -EACCES when the caller is neither the job's owner (as
+ * recorded with that copy) nor root.
+ */
+static int locate(struct conn *c, const char *job, uint64_t step, uint32_t rank,
+                  struct store **store, struct catalog **catalog) {
+        struct server *srv = c->srv;
+
+        if (catalog_rank_exists(srv->catalog, job, step, rank) == 1) {
+                int r = conn_check_job(c, job, false);
+                if (r < 0)
+                        return r;
+                *store = srv->store;
+                *catalog = srv->catalog;
+                return 0;
+        }
+        struct replica_area *a = srv->peers ? peers_area_of(srv->peers, job, step, rank) : NULL;
+        if (!a)
+                return -ENOENT;
+        uint32_t owner;
+        if (catalog_job_uid(a->catalog, job, &owner) < 0)
+                return -ENOENT;
+        if (c->uid != 0 && c->uid != owner)
+                return -EACCES;
+        *store = a->store;
+        *catalog = a->catalog;
+        return 0;
+}
+
+/* Is the rank missing here, so that the object store should be asked? */
 static bool rank_missing(struct conn *c, const char *job, uint64_t step, uint32_t rank) {
-        int r = conn_check_job(c, job, false);
+        struct store *s;
+        struct catalog *cat;
+        return locate(c, job, step, rank, &s, &cat) == -ENOENT;
+}
+
+/* The error reply for a failed locate(). */
+static void locate_error(struct conn *c, int r, const char *job, uint64_t step, uint32_t rank) {
         if (r == -EACCES)
-                return false;
-        return r == -ENOENT || catalog_rank_exists(c->srv->catalog, job, step, rank) == 0;
+                conn_error(c, r, "job '%s' belongs to another user", job);
+        else
+                conn_error(c, -ENOENT, "job '%s' has no rank %u of step %" PRIu64 " on this node",
+                           job, rank, step);
 }
 
 void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list *req) {
@@ -214,15 +307,20 @@ void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list 
             restore_from_store(c, CKPT_MSG_SHARD_LIST, req, sizeof(*req), req->job.str, req->step,
                                CKPT_FETCH_RANK, req->rank))
                 return;
-        if (check_read_access(c, req->job.str) < 0)
+        struct store *store;
+        struct catalog *catalog;
+        int r = locate(c, req->job.str, req->step, req->rank, &store, &catalog);
+        if (r < 0) {
+                locate_error(c, r, req->job.str, req->step, req->rank);
                 return;
+        }
         struct ckpt_reply *rep = calloc(1, sizeof(*rep));
         if (!rep) {
                 conn_error(c, -ENOMEM, "out of memory");
                 return;
         }
-        int r = catalog_shard_list(c->srv->catalog, req->job.str, req->step, req->rank, req->start,
-                                   &rep->shard_list);
+        r = catalog_shard_list(catalog, req->job.str, req->step, req->rank, req->start,
+                               &rep->shard_list);
         if (r == -ENOENT)
                 conn_error(c, r, "job '%s' has no rank %u of step %" PRIu64 " on this node",
                            req->job.str, req->rank, req->step);
@@ -348,7 +446,7 @@ static void read_submit(struct read_op *op) {
         op->xfer.file_offset = op->span_start;
         op->xfer.length = ALIGN_UP(op->span_length, 4096);
         op->xfer.done = read_done;
-        store_read(op->srv->store, &op->xfer);
+        store_read(op->store, &op->xfer);
 }
 
 static void read_window_ready(struct pool_waiter *w, const struct pool_extent *e, int error) {
@@ -371,7 +469,8 @@ static void read_window_ready(struct pool_waiter *w, const struct pool_extent *e
  * range to the shard and to one slot of whole blocks.  Returns the op, or
  * NULL with *error and msg set; *eof when offset is exactly the end.
  */
-static struct read_op *read_op_new(struct server *srv, const char *job, uint64_t step,
+static struct read_op *read_op_new(struct server *srv, struct store *store, const char *job,
+                                   uint64_t step,
                                    uint32_t rank, const char *shard, uint64_t offset,
                                    uint64_t length, int *error, bool *eof, char *msg, size_t msglen) {
         const struct manifest *m;
@@ -379,7 +478,7 @@ static struct read_op *read_op_new(struct server *srv, const char *job, uint64_t
         int fd;
 
         *eof = false;
-        int r = store_shard_open(srv->store, job, step, rank, shard, true, &fd, &m, &sh);
+        int r = store_shard_open(store, job, step, rank, shard, true, &fd, &m, &sh);
         if (r < 0) {
                 snprintf(msg, msglen, "cannot open shard '%s' of rank %u step %" PRIu64 ": %s",
                          shard, rank, step, strerror(-r));
@@ -407,6 +506,7 @@ static struct read_op *read_op_new(struct server *srv, const char *job, uint64_t
                 return NULL;
         }
         op->srv = srv;
+        op->store = store;
         srv->read_ops++;
         op->xfer.fd = fd;
         snprintf(op->job, sizeof(op->job), "%s", job);
@@ -467,13 +567,14 @@ static void read_prefetch_next(struct conn *c, const struct read_op *prev) {
                          * connections sharing out a rank's shards). */
                         if (c->no_shard_guess)
                                 return;
-                        if (store_shard_following(srv->store, base->job, base->step, base->rank,
+                        if (store_shard_following(base->store, base->job, base->step, base->rank,
                                                   base->shard, following) < 0)
                                 return;
                         shard = following;
                         next = 0;
                 }
-                struct read_op *op = read_op_new(srv, base->job, base->step, base->rank, shard, next,
+                struct read_op *op = read_op_new(srv, base->store, base->job, base->step, base->rank,
+                                                 shard, next,
                                                  pool_slot_size(srv->pool), &error, &eof, msg,
                                                  sizeof(msg));
                 if (!op)
@@ -513,8 +614,13 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
             restore_from_store(c, CKPT_MSG_READ, req, sizeof(*req), req->job.str, req->step,
                                CKPT_FETCH_RANK, req->rank))
                 return;
-        if (check_read_access(c, req->job.str) < 0)
+        struct store *store;
+        struct catalog *catalog;
+        int r = locate(c, req->job.str, req->step, req->rank, &store, &catalog);
+        if (r < 0) {
+                locate_error(c, r, req->job.str, req->step, req->rank);
                 return;
+        }
         bool lease_free = false;
         for (int i = 0; i < SERVER_READS_PER_CONN; i++)
                 lease_free |= !c->reads[i].slot;
@@ -539,13 +645,7 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                 c->no_shard_guess = true;
         restore_drop_prefetches_of(c);
 
-        int r = catalog_rank_exists(srv->catalog, req->job.str, req->step, req->rank);
-        if (r <= 0) {
-                conn_error(c, -ENOENT, "job '%s' has no rank %u of step %" PRIu64 " on this node",
-                           req->job.str, req->rank, req->step);
-                return;
-        }
-        struct read_op *op = read_op_new(srv, req->job.str, req->step, req->rank, req->shard.str,
+        struct read_op *op = read_op_new(srv, store, req->job.str, req->step, req->rank, req->shard.str,
                                          req->offset, req->length, &error, &eof, msg, sizeof(msg));
         if (eof) {
                 /* end of the shard: an empty window that names no slot */
@@ -614,15 +714,14 @@ void restore_handle_map(struct conn *c, const struct ckpt_req_read *req) {
             restore_from_store(c, CKPT_MSG_MAP, req, sizeof(*req), req->job.str, req->step,
                                CKPT_FETCH_RANK, req->rank))
                 return;
-        if (check_read_access(c, req->job.str) < 0)
-                return;
-        int r = catalog_rank_exists(c->srv->catalog, req->job.str, req->step, req->rank);
-        if (r <= 0) {
-                conn_error(c, -ENOENT, "job '%s' has no rank %u of step %" PRIu64 " on this node",
-                           req->job.str, req->rank, req->step);
+        struct store *store;
+        struct catalog *catalog;
+        int r = locate(c, req->job.str, req->step, req->rank, &store, &catalog);
+        if (r < 0) {
+                locate_error(c, r, req->job.str, req->step, req->rank);
                 return;
         }
-        r = store_shard_open(c->srv->store, req->job.str, req->step, req->rank, req->shard.str,
+        r = store_shard_open(store, req->job.str, req->step, req->rank, req->shard.str,
                              false, &fd, &m, &sh);
         if (r < 0) {
                 conn_error(c, r, "cannot open shard '%s': %s", req->shard.str, strerror(-r));
@@ -636,6 +735,10 @@ void restore_handle_map(struct conn *c, const struct ckpt_req_read *req) {
 }
 
 void restore_conn_closed(struct conn *c) {
+        if (c->peer_fetch) {
+                c->peer_fetch->c = NULL; /* the restore goes on; nobody to answer */
+                c->peer_fetch = NULL;
+        }
         if (c->fetch) {
                 fetch_cancel(c->srv->fetcher, &c->fetch->fr);
                 free(c->fetch);

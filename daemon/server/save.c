@@ -844,6 +844,12 @@ static int step_reached(struct server *srv, const char *job, uint64_t step, uint
                 *why = "no object store is configured ([remote] endpoint)";
                 return -EOPNOTSUPP;
         }
+        if (tier == CKPT_TIER_REPLICATED && !srv->peers) {
+                *why = "replication is off ([cluster] replication_factor 1 or no peers)";
+                return -EOPNOTSUPP;
+        }
+        if (r == 0 && e.state == CKPT_STATE_COMMITTED && tier == CKPT_TIER_REPLICATED)
+                return peers_replicated(srv->peers, job, step);
         if (r == 0 && e.state == CKPT_STATE_COMMITTED) {
                 if (tier != CKPT_TIER_REMOTE)
                         return 1;
@@ -1035,6 +1041,12 @@ static void step_committed(void *userdata, int error) {
         uint64_t step = st->step;
         /* The catalog now knows; the in-memory step is no longer needed. */
         step_state_free(st);
+        if (srv->peers) {
+                int q = peers_step_committed(srv->peers, job, step);
+                if (q < 0)
+                        log_error("job %s step %" PRIu64 ": cannot queue replication: %s", job,
+                                  step, strerror(-q));
+        }
         if (srv->flusher) {
                 int q = flush_step(srv->flusher, job, step);
                 if (q < 0)

@@ -265,6 +265,11 @@ static void handle_status(struct conn *c) {
                          srv->opts.remote_target ? srv->opts.remote_target : "");
                 flush_status(srv->flusher, st);
         }
+        if (srv->peers) {
+                st->replication_enabled = 1;
+                peers_status(srv->peers, st->peers, sizeof(st->peers), &st->peers_up,
+                             &st->peers_total, &st->repl_steps_pending);
+        }
         conn_reply(c, &rep, -1);
 }
 

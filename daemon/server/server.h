@@ -24,6 +24,7 @@
 #include "local/manifest.h"
 #include "local/store.h"
 #include "pool/pool.h"
+#include "peer/peers.h"
 #include "remote/fetch.h"
 #include "remote/flush.h"
 #include "util/list.h"
@@ -53,6 +54,7 @@ struct server {
         struct server_options opts;
         struct flusher *flusher;  /* NULL: no object store */
         struct fetcher *fetcher;
+        struct peers *peers;      /* NULL: no replication */
         char remote_why[CKPT_ERRMSG_MAX + 1];
 
         int listen_fd;
@@ -117,6 +119,7 @@ struct conn {
         unsigned nprefetch;
         bool no_shard_guess;  /* a guess of the next shard was wrong once */
         struct conn_fetch *fetch;   /* restoring from the object store for this request */
+        struct peer_fetch *peer_fetch; /* restoring from the neighbours (ckptctl) */
         bool fetch_retry;     /* serving a request again after its fetch */
         char errmsg[CKPT_ERRMSG_MAX + 1];
 };

@@ -189,9 +189,11 @@ def table_forms(d):
                                     ["20", "committed", "2", "2", "6"],
                                     ["10", "committed", "2", "2", "6"]],
           "list %s table:\n%s" % (A, text))
-    check(rows[0][-2] == "-", "uncommitted step shows a commit time: %s" % rows[0])
+    check(rows[0][-3] == "-", "uncommitted step shows a commit time: %s" % rows[0])
     check(all(r[-1] == "none" for r in rows),
           "no object store, yet a remote state other than none: %s" % rows)
+    check(all(r[-2] == "0" for r in rows),
+          "no replication, yet replicas counted: %s" % rows)
 
     text = d.ctl("show", A, 20).stdout
     check(text.startswith("job %s step 20: committed, world size 2, 2 ranks here, 6 shards" % A),

@@ -1,0 +1,2045 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * peers — the neighbour tier (see peers.h).  Sections:
+ *
+ *   links    TCP connections: non-blocking, framed (proto/peer.c), the PSK
+ *            handshake, an output queue (control messages between frames,
+ *            rank frames produced on demand so memory stays bounded),
+ *            reconnect with backoff on the connecting side;
+ *   tx       sending one rank: RANK_BEGIN with the MANIFEST text, DATA
+ *            frames whose payload goes file -> socket with sendfile (no
+ *            copy through user space), RANK_END;
+ *   rx       receiving one rank: payload straight into pool memory,
+ *            every 1 MiB block checked against the manifest's CRC32C on a
+ *            worker, O_DIRECT write from the registered slot, then the
+ *            local tier's own finish (fsync, MANIFEST, rename), COMMITTED;
+ *   replication  per target: the steps owed (catalog schema 3), one rank at
+ *            a time, acknowledged ranks move the step to "replicated";
+ *   restore  LIST_REQ / GET_RANK against the targets, ranks spread over the
+ *            links that hold them.
+ *
+ * Strict ordering keeps the receiver simple and its checks tight: a link
+ * carries one rank transfer at a time in each direction, shards in
+ * manifest order, DATA frames contiguous and starting on a block boundary.
+ * Anything else is a protocol error that closes the link (logged).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "crc32c.h"
+#include "peer-proto.h"
+#include "peer/auth.h"
+#include "peer/peers.h"
+#include "util/cleanup.h"
+#include "util/list.h"
+#include "util/log.h"
+
+#define RECONNECT_MIN_MS 100
+#define RECONNECT_MAX_MS 5000
+#define FRAME_PAYLOAD PEER_DATA_MAX /* 4 MiB, a multiple of the block size */
+#define RX_CHUNKS_MAX 8             /* payloads being checked or written per link */
+#define TARGETS_MAX 16
+
+enum link_state { L_CONNECTING, L_HELLO, L_AUTH, L_READY, L_DEAD };
+
+struct peers;
+struct plink;
+
+/* ---- output items ---------------------------------------------------------------------- */
+
+struct ctl {
+        struct list link;
+        uint8_t *buf;
+        size_t len;
+};
+
+/* ---- a rank being sent ------------------------------------------------------------------ */
+
+struct tx {
+        struct plink *l;
+        uint32_t stream;
+        uint8_t purpose;
+        uint32_t src_node;
+        struct store *store;
+        struct manifest *m;
+        uint32_t shard;
+        uint64_t offset;
+        int fd;
+        bool begun, ended;
+        /* the frame on its way: buf (header [+ data header] or the whole
+         * RANK_BEGIN), then flen payload bytes from fd at foff */
+        uint8_t *buf;
+        size_t len, sent;
+        uint8_t small[PEER_HDR_SIZE + PEER_DATA_HDR_SIZE];
+        uint64_t foff, flen, fsent;
+        /* replication: the step this rank belongs to */
+        struct rstep *rs;
+};
+
+/* ---- a rank being received ---------------------------------------------------------------- */
+
+struct rx {
+        struct peers *ps;
+        struct plink *l;
+        uint32_t stream;
+        uint8_t purpose;
+        uint32_t src;              /* whose rank it is */
+        uint32_t from;             /* the node that sent it */
+        struct store *store;
+        struct catalog *catalog;
+        bool local;                /* into the local tier (restore) */
+        struct manifest *m;
+        struct rank_writer *rw;
+        int *fds;
+        uint32_t shard;            /* next expected */
+        uint64_t offset;
+        uint32_t inflight;         /* chunks being checked or written */
+        bool ended, finishing;
+        int error;
+        char msg[PEER_ERRMSG_MAX + 1];
+        struct restore_job *rj;    /* restore: whom to tell */
+        struct commit_record record;
+};
+
+struct rchunk {
+        struct work work;
+        struct store_xfer xfer;
+        struct rx *rx;
+        struct pool_extent ext;
+        bool has_ext;
+        uint32_t shard;
+        uint64_t offset;
+        uint32_t length;
+        int64_t bad_block;
+};
+
+/* ---- a connection -------------------------------------------------------------------------- */
+
+struct plink {
+        struct list link;          /* peers.links */
+        struct peers *ps;
+        int fd;
+        struct loop_watch watch;
+        bool watching;
+        uint32_t events;
+        bool client;
+        uint32_t node;             /* the other side */
+        char addr[80];
+        enum link_state state;
+        uint8_t nonce_own[PEER_NONCE_SIZE], nonce_peer[PEER_NONCE_SIZE];
+        /* input */
+        uint8_t *in;
+        size_t in_cap, in_got, in_want;
+        struct peer_hdr hdr;
+        bool hdr_done;
+        /* DATA payload being read */
+        struct rchunk *pay;
+        uint64_t pay_got;
+        bool rx_blocked;           /* waiting for pool memory */
+        struct pool_waiter waiter;
+        struct rx *rx;             /* the rank arriving on this link */
+        /* output */
+        struct list ctlq;
+        struct ctl *cur;
+        size_t cur_sent;
+        struct tx *tx;             /* the rank leaving on this link */
+        uint32_t next_stream;
+        uint64_t seq;
+        /* client side */
+        struct ptarget *target;
+};
+
+/* The connecting side's view of one target node. */
+struct ptarget {
+        struct peers *ps;
+        uint32_t node;
+        struct plink *l;           /* NULL while down */
+        struct loop_timer timer;   /* reconnect */
+        uint64_t backoff_ms;
+        int64_t down_since;        /* unix seconds; 0: never up yet */
+        bool ever_up;
+        struct list steps;         /* struct rstep owed to this node, oldest first */
+        uint32_t steps_pending;
+        /* restore */
+        bool list_sent;
+        uint32_t list_stream;
+        struct restore_job *rj_listing;
+        struct list gets;          /* struct rget queued on this link */
+        struct rget *get_active;
+};
+
+/* A step owed to one target. */
+struct rstep {
+        struct list link;
+        struct ptarget *t;
+        char job[CKPT_NAME_MAX + 1];
+        uint64_t step;
+        uint32_t *ranks;
+        size_t nranks, next;
+        bool sending;
+};
+
+/* One rank to pull from a target. */
+struct rget {
+        struct list link;
+        struct restore_job *rj;
+        char job[CKPT_NAME_MAX + 1];
+        uint64_t step;
+        uint32_t rank, world_size;
+};
+
+struct restore_job {
+        struct list link;
+        struct peers *ps;
+        char job[CKPT_NAME_MAX + 1];      /* "" all */
+        uint64_t step;                    /* CKPT_STEP_LATEST: all missing */
+        uint32_t lists_pending;
+        uint32_t gets_pending;
+        uint32_t ranks_done;
+        int error;
+        char msg[PEER_ERRMSG_MAX + 1];
+        /* (job, step, rank) already asked for somewhere */
+        struct rkey { char job[CKPT_NAME_MAX + 1]; uint64_t step; uint32_t rank, world; } *keys;
+        size_t nkeys, kcap;
+        void (*done)(void *userdata, int error, uint32_t ranks, const char *message);
+        void *userdata;
+};
+
+struct peers {
+        struct loop *loop;
+        struct worker_pool *workers;
+        struct pool *pool;
+        struct store *store;
+        struct catalog *catalog;
+        struct replica_area *areas;
+        size_t nareas;
+        struct peers_options opts;
+        struct config_peer *addrs;
+        uint8_t psk[PEER_PSK_MAX];
+        size_t psk_len;
+        int listen_fd;
+        struct loop_watch listen_watch;
+        struct list links;
+        struct ptarget targets[TARGETS_MAX];
+        size_t ntargets;
+        struct list restores;
+        void (*on_changed)(void *userdata, const char *job, uint64_t step);
+        void *userdata;
+        bool freeing;
+};
+
+static void link_close(struct plink *l, int error, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static void link_update_events(struct plink *l);
+static void link_flush(struct plink *l);
+static void target_pump(struct ptarget *t);
+static void target_connect(struct ptarget *t);
+static void target_timer(struct loop_timer *timer);
+static void rx_free(struct rx *rx);
+static void restore_job_check(struct restore_job *rj);
+
+static bool node_is_source(struct peers *ps, uint32_t node) {
+        for (size_t i = 0; i < ps->nareas; i++)
+                if (ps->areas[i].src == node)
+                        return true;
+        return false;
+}
+
+static struct replica_area *area_for(struct peers *ps, uint32_t src) {
+        for (size_t i = 0; i < ps->nareas; i++)
+                if (ps->areas[i].src == src)
+                        return &ps->areas[i];
+        return NULL;
+}
+
+/* ---- sending messages ------------------------------------------------------------------------ */
+
+static int link_send(struct plink *l, struct peer_msg *m) {
+        uint8_t tmp[PEER_HDR_SIZE + PEER_MSG_MAX];
+
+        m->hdr.seq = ++l->seq;
+        int n = peer_msg_encode(m, tmp, sizeof(tmp));
+        if (n < 0) {
+                log_error("peers: cannot encode %s for node %u: %s",
+                          peer_msg_type_name(m->hdr.type), l->node, strerror(-n));
+                return n;
+        }
+        struct ctl *c = calloc(1, sizeof(*c));
+        if (!c || !(c->buf = malloc((size_t)n))) {
+                free(c);
+                return -ENOMEM;
+        }
+        memcpy(c->buf, tmp, (size_t)n);
+        c->len = (size_t)n;
+        list_init(&c->link);
+        list_add_tail(&l->ctlq, &c->link);
+        link_flush(l);
+        return 0;
+}
+
+static void send_error(struct plink *l, uint32_t stream, int error, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static void send_error(struct plink *l, uint32_t stream, int error, const char *fmt, ...) {
+        struct peer_msg m = { .hdr.type = PEER_MSG_ERROR, .hdr.stream = stream };
+        va_list ap;
+
+        m.error.error = error < 0 ? error : -EIO;
+        m.error.stream = stream;
+        va_start(ap, fmt);
+        vsnprintf(m.error.message, sizeof(m.error.message), fmt, ap);
+        va_end(ap);
+        link_send(l, &m);
+}
+
+/* ---- tx: one rank out ---------------------------------------------------------------------- */
+
+static struct tx *tx_new(struct plink *l, struct store *store, const char *job, uint64_t step,
+                         uint32_t rank, uint8_t purpose, uint32_t src, uint32_t stream, int *err) {
+        struct tx *tx = calloc(1, sizeof(*tx));
+        if (!tx) {
+                *err = -ENOMEM;
+                return NULL;
+        }
+        *err = store_rank_manifest(store, job, step, rank, &tx->m);
+        if (*err < 0) {
+                free(tx);
+                return NULL;
+        }
+        tx->l = l;
+        tx->store = store;
+        tx->purpose = purpose;
+        tx->src_node = src;
+        tx->stream = stream;
+        tx->fd = -1;
+        return tx;
+}
+
+static void tx_free(struct tx *tx) {
+        if (!tx)
+                return;
+        if (tx->fd >= 0)
+                close(tx->fd);
+        if (tx->buf != tx->small)
+                free(tx->buf);
+        manifest_free(tx->m);
+        free(tx);
+}
+
+/* Produce the next frame of tx into its buffer: 1 produced, 0 nothing left. */
+static int tx_next_frame(struct tx *tx) {
+        struct plink *l = tx->l;
+        struct peer_msg m = { .hdr.stream = tx->stream, .hdr.seq = ++l->seq };
+        int n;
+
+        tx->sent = tx->fsent = tx->flen = 0;
+        if (!tx->begun) {
+                char *text;
+                size_t len;
+                if (manifest_format(tx->m, &text, &len) < 0)
+                        return -ENOMEM;
+                m.hdr.type = PEER_MSG_RANK_BEGIN;
+                ckpt_name_set(&m.rank_begin.job, tx->m->job);
+                m.rank_begin.step = tx->m->step;
+                m.rank_begin.rank = tx->m->rank;
+                m.rank_begin.world_size = tx->m->world_size;
+                m.rank_begin.src_node = tx->src_node;
+                m.rank_begin.purpose = tx->purpose;
+                m.rank_begin.manifest_len = (uint32_t)len;
+                m.rank_begin.manifest = text;
+                size_t cap = PEER_HDR_SIZE + PEER_RANK_BEGIN_FIXED_MAX + len;
+                tx->buf = malloc(cap);
+                n = tx->buf ? peer_msg_encode(&m, tx->buf, cap) : -ENOMEM;
+                free(text);
+                if (n < 0)
+                        return n;
+                tx->len = (size_t)n;
+                tx->begun = true;
+                return 1;
+        }
+        if (tx->buf != tx->small) {
+                free(tx->buf);
+                tx->buf = tx->small;
+        }
+        while (tx->shard < tx->m->nshards && tx->offset >= tx->m->shards[tx->shard].size) {
+                tx->shard++;
+                tx->offset = 0;
+                if (tx->fd >= 0) {
+                        close(tx->fd);
+                        tx->fd = -1;
+                }
+        }
+        if (tx->shard >= tx->m->nshards) {
+                if (tx->ended)
+                        return 0;
+                m.hdr.type = PEER_MSG_RANK_END;
+                n = peer_msg_encode(&m, tx->small, sizeof(tx->small));
+                if (n < 0)
+                        return n;
+                tx->len = (size_t)n;
+                tx->ended = true;
+                return 1;
+        }
+        const struct manifest_shard *sh = &tx->m->shards[tx->shard];
+        if (tx->fd < 0) {
+                int r = store_shard_open_buffered(tx->store, tx->m->job, tx->m->step, tx->m->rank,
+                                                  sh->name, &tx->fd);
+                if (r < 0)
+                        return r;
+        }
+        uint64_t len = MIN((uint64_t)FRAME_PAYLOAD, sh->size - tx->offset);
+        m.hdr.type = PEER_MSG_DATA;
+        m.data.shard = tx->shard;
+        m.data.offset = tx->offset;
+        m.data.length = (uint32_t)len;
+        n = peer_msg_encode(&m, tx->small, sizeof(tx->small));
+        if (n < 0)
+                return n;
+        tx->len = (size_t)n;
+        tx->foff = tx->offset;
+        tx->flen = len;
+        tx->offset += len;
+        return 1;
+}
+
+/* ---- links: output ---------------------------------------------------------------------------- */
+
+/* Write what can be written now: control messages between frames, then
+ * the current rank's frames.  -errno: the link failed (closed here). */
+static void link_flush(struct plink *l) {
+        if (l->state == L_DEAD || l->state == L_CONNECTING)
+                return;
+        for (;;) {
+                if (l->cur) {
+                        ssize_t n = send(l->fd, l->cur->buf + l->cur_sent, l->cur->len - l->cur_sent,
+                                         MSG_NOSIGNAL);
+                        if (n < 0) {
+                                if (errno == EAGAIN || errno == EINTR)
+                                        break;
+                                link_close(l, -errno, "send: %m");
+                                return;
+                        }
+                        l->cur_sent += (size_t)n;
+                        if (l->cur_sent < l->cur->len)
+                                break;
+                        free(l->cur->buf);
+                        free(l->cur);
+                        l->cur = NULL;
+                        continue;
+                }
+                struct tx *tx = l->tx;
+                bool mid_frame = tx && (tx->sent < tx->len || tx->fsent < tx->flen) &&
+                                 (tx->sent > 0 || tx->fsent > 0);
+                if (!mid_frame && !list_empty(&l->ctlq)) {
+                        l->cur = list_first_entry(&l->ctlq, struct ctl, link);
+                        list_unlink(&l->cur->link);
+                        l->cur_sent = 0;
+                        continue;
+                }
+                if (!tx || l->state != L_READY)
+                        break;
+                if (tx->sent < tx->len) {
+                        ssize_t n = send(l->fd, tx->buf + tx->sent, tx->len - tx->sent,
+                                         MSG_NOSIGNAL | (tx->flen ? MSG_MORE : 0));
+                        if (n < 0) {
+                                if (errno == EAGAIN || errno == EINTR)
+                                        break;
+                                link_close(l, -errno, "send: %m");
+                                return;
+                        }
+                        tx->sent += (size_t)n;
+                        continue;
+                }
+                if (tx->fsent < tx->flen) {
+                        off_t off = (off_t)(tx->foff + tx->fsent);
+                        ssize_t n = sendfile(l->fd, tx->fd, &off, tx->flen - tx->fsent);
+                        if (n < 0) {
+                                if (errno == EAGAIN || errno == EINTR)
+                                        break;
+                                link_close(l, -errno, "sendfile: %m");
+                                return;
+                        }
+                        if (n == 0) {
+                                link_close(l, -EIO, "shard file ended early");
+                                return;
+                        }
+                        tx->fsent += (uint64_t)n;
+                        continue;
+                }
+                if (tx->ended) {
+                        if (tx->purpose == PEER_PURPOSE_REPLICATE)
+                                break; /* all sent: the answer (RANK_ACK) comes */
+                        /* an answer to GET_RANK has no acknowledgement */
+                        l->tx = NULL;
+                        tx_free(tx);
+                        continue;
+                }
+                int r = tx_next_frame(tx);
+                if (r < 0) {
+                        link_close(l, r, "cannot read rank %u of job %s step %" PRIu64 ": %s",
+                                   tx->m->rank, tx->m->job, tx->m->step, strerror(-r));
+                        return;
+                }
+                if (r == 0)
+                        break;
+        }
+        link_update_events(l);
+}
+
+static void link_update_events(struct plink *l) {
+        if (l->state == L_DEAD || !l->watching)
+                return;
+        uint32_t ev = 0;
+        bool pending_out = l->cur || !list_empty(&l->ctlq) ||
+                           (l->tx && l->state == L_READY &&
+                            (l->tx->sent < l->tx->len || l->tx->fsent < l->tx->flen ||
+                             !l->tx->ended));
+        if (l->state == L_CONNECTING)
+                ev = EPOLLOUT;
+        else {
+                if (!l->rx_blocked)
+                        ev |= EPOLLIN;
+                if (pending_out)
+                        ev |= EPOLLOUT;
+        }
+        if (ev != l->events) {
+                l->events = ev;
+                loop_watch_mod(l->ps->loop, &l->watch, ev);
+        }
+}
+
+/* ---- links: lifecycle ------------------------------------------------------------------------- */
+
+static void link_free(struct plink *l) {
+        list_unlink(&l->link);
+        free(l->in);
+        free(l);
+}
+
+static void link_reap(struct loop_timer *t);
+
+struct reaper {
+        struct loop_timer timer;
+        struct plink *l;
+};
+
+static void link_close(struct plink *l, int error, const char *fmt, ...) {
+        struct peers *ps = l->ps;
+        char why[256];
+        va_list ap;
+
+        if (l->state == L_DEAD)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof(why), fmt, ap);
+        va_end(ap);
+        if (ps->freeing)
+                ;
+        else if (l->state == L_CONNECTING)
+                /* a neighbour not up yet: retried with backoff, logged
+                 * once it was up and went away */
+                log_debug("peers: node %u (%s) not reachable: %s", l->node, l->addr, why);
+        else
+                log_warn("peers: link %s node %u (%s) closed: %s", l->client ? "to" : "from",
+                         l->node, l->addr, why);
+        l->state = L_DEAD;
+        (void)error;
+        if (l->watching)
+                loop_watch_del(ps->loop, &l->watch);
+        l->watching = false;
+        close(l->fd);
+        l->fd = -1;
+        while (!list_empty(&l->ctlq)) {
+                struct ctl *c = list_first_entry(&l->ctlq, struct ctl, link);
+                list_unlink(&c->link);
+                free(c->buf);
+                free(c);
+        }
+        if (l->cur) {
+                free(l->cur->buf);
+                free(l->cur);
+                l->cur = NULL;
+        }
+        if (l->rx_blocked)
+                pool_wait_cancel(ps->pool, &l->waiter);
+        if (l->pay) {
+                struct rchunk *ch = l->pay;
+                l->pay = NULL;
+                if (ch->has_ext)
+                        pool_release(ps->pool, &ch->ext);
+                ch->rx->inflight--;
+                free(ch);
+        }
+        if (l->rx) {
+                struct rx *rx = l->rx;
+                l->rx = NULL;
+                rx->l = NULL;
+                if (!rx->error) {
+                        rx->error = -ECONNRESET;
+                        snprintf(rx->msg, sizeof(rx->msg), "the link broke mid-transfer");
+                }
+                rx_free(rx); /* frees now or when its chunks finish */
+        }
+        if (l->tx) {
+                struct rstep *rs = l->tx->rs;
+                tx_free(l->tx);
+                l->tx = NULL;
+                if (rs)
+                        rs->sending = false;
+        }
+        struct ptarget *t = l->target;
+        if (t) {
+                t->l = NULL;
+                t->down_since = time(NULL);
+                t->list_sent = false;
+                if (t->get_active) {
+                        /* asked, not answered: ask again on reconnect */
+                        list_add_tail(&t->gets, &t->get_active->link);
+                        t->get_active = NULL;
+                }
+                if (t->rj_listing) {
+                        struct restore_job *rj = t->rj_listing;
+                        t->rj_listing = NULL;
+                        rj->lists_pending--;
+                        restore_job_check(rj);
+                }
+                t->backoff_ms = t->backoff_ms ? MIN(t->backoff_ms * 2, RECONNECT_MAX_MS)
+                                              : RECONNECT_MIN_MS;
+        }
+        if (ps->freeing) {
+                link_free(l);
+                return;
+        }
+        /* Freed from a timer: the caller may still be inside a callback of l. */
+        struct reaper *rp = calloc(1, sizeof(*rp));
+        if (rp) {
+                rp->l = l;
+                loop_timer_start(ps->loop, &rp->timer, 0, link_reap);
+        }
+        if (t)
+                loop_timer_start(ps->loop, &t->timer, t->backoff_ms, target_timer);
+}
+
+static void link_reap(struct loop_timer *timer) {
+        struct reaper *rp = container_of(timer, struct reaper, timer);
+        link_free(rp->l);
+        free(rp);
+}
+
+/* ---- rx: one rank in ----------------------------------------------------------------------- */
+
+static void rx_free(struct rx *rx) {
+        if (rx->inflight || rx->finishing)
+                return; /* the last chunk or the finish frees it */
+        if (rx->rw) {
+                store_rank_abort(rx->store, rx->rw);
+                rx->rw = NULL;
+        }
+        if (rx->rj && rx->error) {
+                struct restore_job *rj = rx->rj;
+                if (!rj->error) {
+                        rj->error = rx->error;
+                        snprintf(rj->msg, sizeof(rj->msg), "%s", rx->msg);
+                }
+        }
+        free(rx->fds);
+        manifest_free(rx->m);
+        commit_record_clear(&rx->record);
+        free(rx);
+}
+
+static void rx_ack(struct rx *rx) {
+        struct plink *l = rx->l;
+        if (!l)
+                return;
+        if (rx->purpose == PEER_PURPOSE_REPLICATE) {
+                struct peer_msg m = { .hdr.type = PEER_MSG_RANK_ACK, .hdr.stream = rx->stream };
+                m.rank_ack.status = rx->error;
+                snprintf(m.rank_ack.message, sizeof(m.rank_ack.message), "%s",
+                         rx->error ? rx->msg : "");
+                link_send(l, &m);
+        }
+        l->rx = NULL;
+        rx->l = NULL;
+        /* a restoring link asks for its next rank only when this one is done */
+        if (l->target)
+                target_pump(l->target);
+}
+
+static void area_retention(struct store *store, struct catalog *catalog, const char *job,
+                           uint32_t keep);
+
+static void rx_committed(void *userdata, int error);
+
+static void rx_finished(void *userdata, int error) {
+        struct rx *rx = userdata;
+
+        rx->rw = NULL; /* finish frees it either way */
+        if (error < 0) {
+                rx->finishing = false;
+                rx->error = error;
+                snprintf(rx->msg, sizeof(rx->msg), "cannot finish the rank on disk: %s",
+                         strerror(-error));
+                log_error("peers: job %s step %" PRIu64 " rank %u from node %u: %s", rx->m->job,
+                          rx->m->step, rx->m->rank, rx->src, rx->msg);
+                rx_ack(rx);
+                rx_free(rx);
+                return;
+        }
+        catalog_job_add(rx->catalog, rx->m->job, rx->m->uid);
+        catalog_rank_add(rx->catalog, rx->m);
+        /* The step is committed on the sender (replication starts after
+         * the commit; a restore pulls only committed steps): the copy is
+         * committed too, listing the ranks it has so far. */
+        size_t n = 0;
+        uint32_t ranks[256];
+        catalog_ranks(rx->catalog, rx->m->job, rx->m->step, ranks, 256, &n);
+        commit_record_clear(&rx->record);
+        snprintf(rx->record.job, sizeof(rx->record.job), "%s", rx->m->job);
+        rx->record.step = rx->m->step;
+        rx->record.world_size = rx->m->world_size;
+        rx->record.committed_at = (int64_t)time(NULL);
+        rx->record.ranks = calloc(n ? n : 1, sizeof(uint32_t));
+        if (rx->record.ranks) {
+                memcpy(rx->record.ranks, ranks, MIN(n, (size_t)256) * sizeof(uint32_t));
+                rx->record.nranks = (uint32_t)MIN(n, (size_t)256);
+        }
+        store_step_commit(rx->store, &rx->record, rx_committed, rx);
+}
+
+static void rx_committed(void *userdata, int error) {
+        struct rx *rx = userdata;
+
+        rx->finishing = false;
+        if (error < 0) {
+                rx->error = error;
+                snprintf(rx->msg, sizeof(rx->msg), "cannot write the commit record: %s",
+                         strerror(-error));
+        } else {
+                catalog_ckpt_upsert(rx->catalog, rx->m->job, rx->m->step, rx->m->world_size,
+                                    CKPT_STATE_COMMITTED, (int64_t)time(NULL));
+                if (rx->local)
+                        /* the neighbour it came from holds it: nothing to
+                         * send back there */
+                        catalog_repl_set(rx->catalog, rx->m->job, rx->m->step, rx->from,
+                                         CATALOG_REPL_DONE, NULL);
+                catalog_flush(rx->catalog);
+                log_info("peers: job %s step %" PRIu64 " rank %u %s node %u (%u shards)",
+                         rx->m->job, rx->m->step, rx->m->rank,
+                         rx->local ? "restored from" : "replicated from", rx->from,
+                         rx->m->nshards);
+        }
+        struct restore_job *rj = rx->rj;
+        struct peers *ps = rx->ps;
+        char job[CKPT_NAME_MAX + 1];
+        snprintf(job, sizeof(job), "%s", rx->m->job);
+        struct store *store = rx->store;
+        struct catalog *catalog = rx->catalog;
+        bool area = !rx->local;
+
+        rx_ack(rx);
+        if (rj && !error)
+                rj->ranks_done++;
+        rx_free(rx);
+        /* replicas follow the same retention as local checkpoints */
+        if (area && !error)
+                area_retention(store, catalog, job, ps->opts.keep);
+        if (rj) {
+                rj->gets_pending--;
+                restore_job_check(rj);
+        }
+}
+
+/* All data arrived and was written: finish like a save. */
+static void rx_maybe_finish(struct rx *rx) {
+        if (!rx->ended || rx->inflight || rx->finishing)
+                return;
+        if (rx->error) {
+                rx_ack(rx);
+                rx_free(rx);
+                return;
+        }
+        rx->finishing = true;
+        store_rank_finish(rx->store, rx->rw, rx->m, rx_finished, rx);
+}
+
+static void rchunk_written(struct store_xfer *x, int error) {
+        struct rchunk *ch = container_of(x, struct rchunk, xfer);
+        struct rx *rx = ch->rx;
+
+        if (error < 0 && !rx->error) {
+                rx->error = error;
+                snprintf(rx->msg, sizeof(rx->msg), "writing shard %s: %s",
+                         rx->m->shards[ch->shard].name, strerror(-error));
+        }
+        pool_release(rx->ps->pool, &ch->ext);
+        free(ch);
+        rx->inflight--;
+        if (!rx->l) {
+                rx_free(rx);
+                return;
+        }
+        rx_maybe_finish(rx);
+}
+
+static void rchunk_verify_run(struct work *w) {
+        struct rchunk *ch = container_of(w, struct rchunk, work);
+        const struct manifest_shard *sh = &ch->rx->m->shards[ch->shard];
+        const uint8_t *p = pool_extent_addr(&ch->ext);
+
+        ch->bad_block = -1;
+        for (uint64_t off = 0; off < ch->length; off += MANIFEST_BLOCK_SIZE) {
+                uint64_t block = (ch->offset + off) / MANIFEST_BLOCK_SIZE;
+                uint64_t len = MIN((uint64_t)MANIFEST_BLOCK_SIZE, ch->length - off);
+                if (block >= sh->nblocks || crc32c(0, p + off, len) != sh->block_crcs[block]) {
+                        ch->bad_block = (int64_t)block;
+                        return;
+                }
+        }
+}
+
+static void rchunk_verify_done(struct work *w) {
+        struct rchunk *ch = container_of(w, struct rchunk, work);
+        struct rx *rx = ch->rx;
+
+        if (ch->bad_block >= 0 && !rx->error) {
+                rx->error = -EBADMSG;
+                snprintf(rx->msg, sizeof(rx->msg), "shard %s block %" PRId64 " failed its CRC32C",
+                         rx->m->shards[ch->shard].name, ch->bad_block);
+                log_error("peers: job %s step %" PRIu64 " rank %u from node %u: %s", rx->m->job,
+                          rx->m->step, rx->m->rank, rx->src, rx->msg);
+        }
+        if (rx->error || !rx->l) {
+                pool_release(rx->ps->pool, &ch->ext);
+                free(ch);
+                rx->inflight--;
+                if (!rx->l)
+                        rx_free(rx);
+                else
+                        rx_maybe_finish(rx);
+                return;
+        }
+        ch->xfer = (struct store_xfer){
+                .fd = rx->fds[ch->shard],
+                .slot = ch->ext.slot,
+                .slot_offset = pool_extent_offset(&ch->ext),
+                .file_offset = ch->offset,
+                .length = store_pad_tail(rx->store, pool_extent_addr(&ch->ext), ch->length),
+                .done = rchunk_written,
+        };
+        store_write(rx->store, &ch->xfer);
+}
+
+/* ---- rx: the messages of a transfer ------------------------------------------------------ */
+
+/* RANK_BEGIN: where it goes, what it must be. */
+static void rx_begin(struct plink *l, const struct peer_msg *m, struct restore_job *rj) {
+        struct peers *ps = l->ps;
+        const struct peer_rank_begin *b = &m->rank_begin;
+        int r;
+
+        if (l->rx) {
+                link_close(l, -EPROTO, "RANK_BEGIN while rank %u is still arriving", l->rx->m->rank);
+                return;
+        }
+        struct rx *rx = calloc(1, sizeof(*rx));
+        if (!rx) {
+                link_close(l, -ENOMEM, "out of memory");
+                return;
+        }
+        rx->ps = ps;
+        rx->l = l;
+        rx->stream = m->hdr.stream;
+        rx->purpose = b->purpose;
+        rx->src = b->src_node;
+        rx->from = l->node;
+        rx->rj = rj;
+        l->rx = rx;
+
+        if (b->purpose == PEER_PURPOSE_REPLICATE) {
+                /* only the sender's own ranks, and only from a node whose
+                 * replicas this node is meant to hold */
+                struct replica_area *a = l->client ? NULL : area_for(ps, l->node);
+                if (!a || b->src_node != l->node) {
+                        link_close(l, -EPERM, "node %u may not replicate node %u's ranks here",
+                                   l->node, b->src_node);
+                        return;
+                }
+                rx->store = a->store;
+                rx->catalog = a->catalog;
+        } else {
+                if (!l->client || !rj) {
+                        link_close(l, -EPROTO, "a restore transfer nobody asked for");
+                        return;
+                }
+                rx->store = ps->store;
+                rx->catalog = ps->catalog;
+                rx->local = true;
+        }
+        r = manifest_parse(&rx->m, b->manifest, b->manifest_len);
+        if (r < 0 || strcmp(rx->m->job, b->job.str) || rx->m->step != b->step ||
+            rx->m->rank != b->rank || rx->m->world_size != b->world_size) {
+                link_close(l, -EBADMSG, "RANK_BEGIN with a manifest that is malformed or "
+                           "names another rank");
+                return;
+        }
+        r = store_rank_begin(rx->store, rx->m->job, rx->m->step, rx->m->rank, &rx->rw);
+        rx->fds = calloc(rx->m->nshards ? rx->m->nshards : 1, sizeof(int));
+        if (r == 0 && !rx->fds)
+                r = -ENOMEM;
+        for (uint32_t i = 0; r == 0 && i < rx->m->nshards; i++)
+                r = store_shard_create(rx->store, rx->rw, rx->m->shards[i].name,
+                                       rx->m->shards[i].size, &rx->fds[i]);
+        if (r < 0) {
+                /* Refuse the rank, not the link: the data that follows is
+                 * read and dropped, and RANK_ACK says why. */
+                rx->error = r;
+                snprintf(rx->msg, sizeof(rx->msg), "cannot store job %s step %" PRIu64
+                         " rank %u: %s", rx->m->job, rx->m->step, rx->m->rank, strerror(-r));
+                log_error("peers: %s (from node %u)", rx->msg, l->node);
+                if (rx->rw) {
+                        store_rank_abort(rx->store, rx->rw);
+                        rx->rw = NULL;
+                }
+        }
+}
+
+static void link_resume_rx(struct pool_waiter *w, const struct pool_extent *e, int error);
+
+/* DATA header: check it follows on, then find memory for its payload.
+ * false: stop reading until the memory comes (link_resume_rx). */
+static bool rx_data(struct plink *l, const struct peer_msg *m) {
+        struct peers *ps = l->ps;
+        struct rx *rx = l->rx;
+        const struct peer_data *d = &m->data;
+
+        if (!rx || rx->stream != m->hdr.stream || rx->ended) {
+                link_close(l, -EPROTO, "DATA outside a rank transfer");
+                return false;
+        }
+        /* in order: this shard or the next non-empty one, contiguous,
+         * starting on a block boundary */
+        while (rx->shard < rx->m->nshards && rx->offset >= rx->m->shards[rx->shard].size) {
+                rx->shard++;
+                rx->offset = 0;
+        }
+        if (d->shard != rx->shard || d->offset != rx->offset || rx->shard >= rx->m->nshards ||
+            d->offset % MANIFEST_BLOCK_SIZE || d->length > rx->m->shards[rx->shard].size - d->offset ||
+            (d->length % MANIFEST_BLOCK_SIZE &&
+             d->offset + d->length != rx->m->shards[rx->shard].size)) {
+                link_close(l, -EPROTO, "DATA for shard %u at %" PRIu64 "+%u, expected shard %u "
+                           "at %" PRIu64, d->shard, d->offset, d->length, rx->shard, rx->offset);
+                return false;
+        }
+        rx->offset += d->length;
+        struct rchunk *ch = calloc(1, sizeof(*ch));
+        if (!ch) {
+                link_close(l, -ENOMEM, "out of memory");
+                return false;
+        }
+        ch->rx = rx;
+        ch->shard = d->shard;
+        ch->offset = d->offset;
+        ch->length = d->length;
+        rx->inflight++;
+        l->pay = ch;
+        l->pay_got = 0;
+        uint32_t units = pool_units_for(ps->pool, d->length);
+        int r = pool_try_acquire(ps->pool, POOL_UID_NONE - 1, units, &ch->ext);
+        if (r == 1 && ch->ext.count >= units) {
+                ch->has_ext = true;
+                return true;
+        }
+        if (r == 1)
+                pool_release(ps->pool, &ch->ext);
+        l->rx_blocked = true;
+        pool_wait(ps->pool, &l->waiter, POOL_UID_NONE - 1, units, ps->opts.pool_wait_ms,
+                  link_resume_rx);
+        link_update_events(l);
+        return false;
+}
+
+static void link_read(struct plink *l);
+
+static void link_resume_rx(struct pool_waiter *w, const struct pool_extent *e, int error) {
+        struct plink *l = container_of(w, struct plink, waiter);
+
+        l->rx_blocked = false;
+        if (!e) {
+                link_close(l, error, "no pool memory for incoming data");
+                return;
+        }
+        l->pay->ext = *e;
+        l->pay->has_ext = true;
+        link_update_events(l);
+        link_read(l);
+}
+
+/* The payload of the DATA in l->pay is in memory: check, then write. */
+static void rx_payload_done(struct plink *l) {
+        struct rchunk *ch = l->pay;
+        struct rx *rx = ch->rx;
+
+        l->pay = NULL;
+        if (rx->error) {
+                pool_release(rx->ps->pool, &ch->ext);
+                free(ch);
+                rx->inflight--;
+                return;
+        }
+        ch->work.run = rchunk_verify_run;
+        ch->work.done = rchunk_verify_done;
+        worker_pool_submit(rx->ps->workers, &ch->work);
+}
+
+static void rx_end(struct plink *l, const struct peer_msg *m) {
+        struct rx *rx = l->rx;
+        if (!rx || rx->stream != m->hdr.stream || rx->ended) {
+                link_close(l, -EPROTO, "RANK_END outside a rank transfer");
+                return;
+        }
+        while (rx->shard < rx->m->nshards && rx->offset >= rx->m->shards[rx->shard].size) {
+                rx->shard++;
+                rx->offset = 0;
+        }
+        if (rx->shard < rx->m->nshards) {
+                link_close(l, -EPROTO, "RANK_END before shard %u was complete", rx->shard);
+                return;
+        }
+        rx->ended = true;
+        rx_maybe_finish(rx);
+}
+
+/* ---- area retention ---------------------------------------------------------------------- */
+
+struct ret_list {
+        uint64_t *steps;
+        size_t n, cap;
+};
+
+static int ret_collect(void *userdata, const char *job, uint64_t step, uint8_t state) {
+        struct ret_list *l = userdata;
+        (void)job;
+        if (state != CKPT_STATE_COMMITTED)
+                return 0;
+        if (l->n == l->cap) {
+                size_t cap = l->cap ? l->cap * 2 : 16;
+                uint64_t *n = realloc(l->steps, cap * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                l->steps = n;
+                l->cap = cap;
+        }
+        l->steps[l->n++] = step;
+        return 0;
+}
+
+/* Keep the newest `keep` committed steps of job in a replica area
+ * (catalog_ckpt_foreach lists newest first); pinned ones stay. */
+static void area_retention(struct store *store, struct catalog *catalog, const char *job,
+                           uint32_t keep) {
+        struct ret_list l = { 0 };
+        if (keep == 0 || catalog_ckpt_foreach(catalog, job, ret_collect, &l) < 0) {
+                free(l.steps);
+                return;
+        }
+        for (size_t i = keep; i < l.n; i++) {
+                if (catalog_pinned(catalog, job, l.steps[i]) == 1)
+                        continue;
+                if (store_step_delete(store, job, l.steps[i]) == 0) {
+                        catalog_ckpt_delete(catalog, job, l.steps[i]);
+                        log_info("peers: replica of job %s step %" PRIu64 " removed by retention "
+                                 "(keep %u)", job, l.steps[i], keep);
+                }
+        }
+        free(l.steps);
+}
+
+/* ---- replication (the connecting side) ----------------------------------------------------- */
+
+static void rstep_free(struct rstep *rs) {
+        list_unlink(&rs->link);
+        free(rs->ranks);
+        free(rs);
+}
+
+static int rstep_queue(struct ptarget *t, const char *job, uint64_t step) {
+        struct peers *ps = t->ps;
+        struct list *pos, *tmp;
+
+        list_for_each_safe(pos, tmp, &t->steps) {
+                struct rstep *o = list_entry(pos, struct rstep, link);
+                if (o->step == step && !strcmp(o->job, job))
+                        return 0;
+        }
+        struct rstep *rs = calloc(1, sizeof(*rs));
+        if (!rs)
+                return -ENOMEM;
+        rs->t = t;
+        snprintf(rs->job, sizeof(rs->job), "%s", job);
+        rs->step = step;
+        rs->ranks = calloc(256, sizeof(uint32_t));
+        if (!rs->ranks || catalog_ranks(ps->catalog, job, step, rs->ranks, 256, &rs->nranks) < 0) {
+                free(rs->ranks);
+                free(rs);
+                return -EIO;
+        }
+        list_init(&rs->link);
+        list_add_tail(&t->steps, &rs->link);
+        t->steps_pending++;
+        return 0;
+}
+
+static void rstep_done(struct rstep *rs, int status, const char *msg) {
+        struct ptarget *t = rs->t;
+        struct peers *ps = t->ps;
+        char job[CKPT_NAME_MAX + 1];
+        uint64_t step = rs->step;
+
+        snprintf(job, sizeof(job), "%s", rs->job);
+        if (status == 0) {
+                catalog_repl_set(ps->catalog, job, step, t->node, CATALOG_REPL_DONE, NULL);
+                log_info("peers: job %s step %" PRIu64 " replicated to node %u", job, step, t->node);
+        } else {
+                catalog_repl_set(ps->catalog, job, step, t->node, CATALOG_REPL_FAILED, msg);
+                log_error("peers: node %u refused job %s step %" PRIu64 ": %s (%s); it stays "
+                          "degraded until the node is back or the step is retried", t->node, job,
+                          step, msg, strerror(-status));
+        }
+        t->steps_pending--;
+        rstep_free(rs);
+        if (ps->on_changed)
+                ps->on_changed(ps->userdata, job, step);
+}
+
+/* Start the next rank transfer or restore request on t's link. */
+static void target_pump(struct ptarget *t) {
+        struct peers *ps = t->ps;
+        struct plink *l = t->l;
+
+        if (!l || l->state != L_READY || ps->freeing)
+                return;
+        /* restore first: a node with missing steps wants them back before
+         * it sends anything */
+        if (!t->get_active && !list_empty(&t->gets) && !l->rx) {
+                struct rget *g = list_first_entry(&t->gets, struct rget, link);
+                list_unlink(&g->link);
+                t->get_active = g;
+                struct peer_msg m = { .hdr.type = PEER_MSG_GET_RANK, .hdr.stream = ++l->next_stream };
+                ckpt_name_set(&m.get_rank.job, g->job);
+                m.get_rank.step = g->step;
+                m.get_rank.rank = g->rank;
+                link_send(l, &m);
+        }
+        if (l->tx)
+                return;
+        while (!list_empty(&t->steps)) {
+                struct rstep *rs = list_first_entry(&t->steps, struct rstep, link);
+                if (rs->next >= rs->nranks) {
+                        rstep_done(rs, 0, NULL);
+                        continue;
+                }
+                int err = 0;
+                struct tx *tx = tx_new(l, ps->store, rs->job, rs->step, rs->ranks[rs->next],
+                                       PEER_PURPOSE_REPLICATE, ps->opts.topo.index,
+                                       ++l->next_stream, &err);
+                if (!tx) {
+                        /* gone locally (retention) or unreadable: nothing to owe */
+                        log_warn("peers: job %s step %" PRIu64 " rank %u cannot be read for "
+                                 "replication: %s", rs->job, rs->step, rs->ranks[rs->next],
+                                 strerror(-err));
+                        rstep_done(rs, err, "the rank cannot be read on its node");
+                        continue;
+                }
+                tx->rs = rs;
+                rs->sending = true;
+                l->tx = tx;
+                link_flush(l);
+                return;
+        }
+}
+
+static void rank_acked(struct plink *l, const struct peer_msg *m) {
+        struct tx *tx = l->tx;
+        if (!tx || tx->stream != m->hdr.stream || !tx->ended || !tx->rs) {
+                link_close(l, -EPROTO, "RANK_ACK for a transfer not in flight");
+                return;
+        }
+        struct rstep *rs = tx->rs;
+        l->tx = NULL;
+        tx_free(tx);
+        rs->sending = false;
+        if (m->rank_ack.status < 0) {
+                rstep_done(rs, m->rank_ack.status, m->rank_ack.message);
+        } else {
+                rs->next++;
+                if (rs->next >= rs->nranks)
+                        rstep_done(rs, 0, NULL);
+        }
+        target_pump(l->target);
+}
+
+static int pending_cb(void *userdata, const char *job, uint64_t step) {
+        rstep_queue(userdata, job, step);
+        return 0;
+}
+
+int peers_step_committed(struct peers *ps, const char *job, uint64_t step) {
+        for (size_t i = 0; i < ps->ntargets; i++) {
+                struct ptarget *t = &ps->targets[i];
+                int r = catalog_repl_set(ps->catalog, job, step, t->node, CATALOG_REPL_PENDING, NULL);
+                if (r < 0)
+                        return r;
+                rstep_queue(t, job, step);
+                target_pump(t);
+        }
+        return 0;
+}
+
+int peers_replicated(struct peers *ps, const char *job, uint64_t step) {
+        uint32_t done, total;
+        int r = catalog_repl_counts(ps->catalog, job, step, &done, &total);
+        if (r < 0)
+                return r;
+        return total >= ps->ntargets && done >= ps->ntargets ? 1 : 0;
+}
+
+struct replica_area *peers_area_of(struct peers *ps, const char *job, uint64_t step,
+                                   uint32_t rank) {
+        for (size_t i = 0; ps && i < ps->nareas; i++)
+                if (catalog_rank_exists(ps->areas[i].catalog, job, step, rank) == 1)
+                        return &ps->areas[i];
+        return NULL;
+}
+
+/* ---- restore (the connecting side) ------------------------------------------------------- */
+
+static void restore_job_check(struct restore_job *rj) {
+        struct peers *ps = rj->ps;
+        if (rj->lists_pending || rj->gets_pending)
+                return;
+        list_unlink(&rj->link);
+        int error = rj->error;
+        if (!error && rj->ranks_done == 0 && rj->step != CKPT_STEP_LATEST) {
+                error = -ENOENT;
+                snprintf(rj->msg, sizeof(rj->msg), "no neighbour holds step %" PRIu64
+                         " of job '%s' for node %u", rj->step, rj->job, ps->opts.topo.index);
+        }
+        if (rj->ranks_done)
+                log_info("peers: restored %u ranks from neighbours", rj->ranks_done);
+        /* every step restored gets its local commit record (rx did it per
+         * rank); the catalog flush makes it visible */
+        catalog_flush(ps->catalog);
+        if (rj->done)
+                rj->done(rj->userdata, error, rj->ranks_done, error ? rj->msg : NULL);
+        free(rj->keys);
+        free(rj);
+}
+
+static bool rj_claim(struct restore_job *rj, const struct peer_list_entry *e) {
+        for (size_t i = 0; i < rj->nkeys; i++)
+                if (rj->keys[i].step == e->step && rj->keys[i].rank == e->rank &&
+                    !strcmp(rj->keys[i].job, e->job.str))
+                        return false;
+        if (rj->nkeys == rj->kcap) {
+                size_t cap = rj->kcap ? rj->kcap * 2 : 64;
+                void *n = realloc(rj->keys, cap * sizeof(*rj->keys));
+                if (!n)
+                        return false;
+                rj->keys = n;
+                rj->kcap = cap;
+        }
+        struct rkey *k = &rj->keys[rj->nkeys++];
+        snprintf(k->job, sizeof(k->job), "%s", e->job.str);
+        k->step = e->step;
+        k->rank = e->rank;
+        k->world = e->world_size;
+        return true;
+}
+
+static void list_reply(struct plink *l, const struct peer_msg *m) {
+        struct ptarget *t = l->target;
+        struct restore_job *rj = t ? t->rj_listing : NULL;
+        struct peers *ps = l->ps;
+
+        if (!rj || m->hdr.stream != t->list_stream) {
+                link_close(l, -EPROTO, "LIST_REP nobody asked for");
+                return;
+        }
+        for (uint32_t i = 0; i < m->list_rep.count; i++) {
+                const struct peer_list_entry *e = &m->list_rep.entries[i];
+                if (!e->committed)
+                        continue;
+                if (rj->job[0] && strcmp(rj->job, e->job.str))
+                        continue;
+                if (rj->step != CKPT_STEP_LATEST && rj->step != e->step)
+                        continue;
+                if (catalog_rank_exists(ps->catalog, e->job.str, e->step, e->rank) == 1)
+                        continue;
+                /* a step deleted here by retention must not come back:
+                 * only steps newer than the newest local committed one, or
+                 * the one asked for */
+                uint64_t latest;
+                uint32_t ws;
+                if (rj->step == CKPT_STEP_LATEST &&
+                    catalog_latest_committed(ps->catalog, e->job.str, &latest, &ws) == 0 &&
+                    e->step <= latest && catalog_rank_exists(ps->catalog, e->job.str, e->step, 0) != 1)
+                        continue;
+                if (!rj_claim(rj, e))
+                        continue;
+                struct rget *g = calloc(1, sizeof(*g));
+                if (!g)
+                        continue;
+                g->rj = rj;
+                snprintf(g->job, sizeof(g->job), "%s", e->job.str);
+                g->step = e->step;
+                g->rank = e->rank;
+                g->world_size = e->world_size;
+                list_init(&g->link);
+                list_add_tail(&t->gets, &g->link);
+                rj->gets_pending++;
+        }
+        if (!m->list_rep.more) {
+                t->rj_listing = NULL;
+                rj->lists_pending--;
+                target_pump(t);
+                restore_job_check(rj);
+        }
+}
+
+static void target_list(struct ptarget *t, struct restore_job *rj) {
+        struct plink *l = t->l;
+        struct peer_msg m = { .hdr.type = PEER_MSG_LIST_REQ };
+
+        t->list_stream = m.hdr.stream = ++l->next_stream;
+        if (rj->job[0])
+                ckpt_name_set(&m.list_req.job, rj->job);
+        m.list_req.src_node = t->ps->opts.topo.index;
+        t->rj_listing = rj;
+        rj->lists_pending++;
+        link_send(l, &m);
+}
+
+int peers_restore(struct peers *ps, const char *job, uint64_t step,
+                  void (*done)(void *userdata, int error, uint32_t ranks, const char *message),
+                  void *userdata) {
+        struct restore_job *rj = calloc(1, sizeof(*rj));
+        if (!rj)
+                return -ENOMEM;
+        rj->ps = ps;
+        snprintf(rj->job, sizeof(rj->job), "%s", job ? job : "");
+        rj->step = step;
+        rj->done = done;
+        rj->userdata = userdata;
+        list_init(&rj->link);
+        list_add_tail(&ps->restores, &rj->link);
+        uint32_t asked = 0;
+        for (size_t i = 0; i < ps->ntargets; i++) {
+                struct ptarget *t = &ps->targets[i];
+                if (t->l && t->l->state == L_READY && !t->rj_listing) {
+                        target_list(t, rj);
+                        asked++;
+                }
+        }
+        if (!asked) {
+                rj->error = -EHOSTUNREACH;
+                snprintf(rj->msg, sizeof(rj->msg), "no neighbour is connected (targets: %zu)",
+                         ps->ntargets);
+        }
+        restore_job_check(rj);
+        return 0;
+}
+
+/* Restore at start: each target, when its link comes up, is asked for
+ * what it holds of this node. */
+static void restore_on_connect(struct ptarget *t) {
+        struct peers *ps = t->ps;
+        if (!ps->opts.restore_on_start || t->rj_listing)
+                return;
+        struct restore_job *rj = calloc(1, sizeof(*rj));
+        if (!rj)
+                return;
+        rj->ps = ps;
+        rj->step = CKPT_STEP_LATEST;
+        list_init(&rj->link);
+        list_add_tail(&ps->restores, &rj->link);
+        target_list(t, rj);
+}
+
+/* ---- the answering side: LIST_REQ, GET_RANK ---------------------------------------------- */
+
+struct list_fill {
+        struct peer_msg *m;
+        struct plink *l;
+        struct catalog *catalog;
+        int error;
+};
+
+static int list_fill_cb(void *userdata, const char *job, uint64_t step, uint8_t state) {
+        struct list_fill *lf = userdata;
+        uint32_t ranks[256];
+        size_t n = 0;
+        struct ckpt_ckpt_entry e;
+
+        if (state != CKPT_STATE_COMMITTED || catalog_ckpt_get(lf->catalog, job, step, &e) < 0 ||
+            catalog_ranks(lf->catalog, job, step, ranks, 256, &n) < 0)
+                return 0;
+        for (size_t i = 0; i < MIN(n, (size_t)256); i++) {
+                struct peer_list_rep *r = &lf->m->list_rep;
+                if (r->count == PEER_LIST_PAGE) {
+                        r->more = 1;
+                        link_send(lf->l, lf->m);
+                        r->count = 0;
+                }
+                struct peer_list_entry *le = &r->entries[r->count++];
+                ckpt_name_set(&le->job, job);
+                le->step = step;
+                le->rank = ranks[i];
+                le->world_size = e.world_size;
+                le->committed = 1;
+        }
+        return 0;
+}
+
+static void answer_list(struct plink *l, const struct peer_msg *req) {
+        struct peers *ps = l->ps;
+        struct replica_area *a = area_for(ps, req->list_req.src_node);
+        struct peer_msg *m = calloc(1, sizeof(*m));
+
+        if (!m) {
+                send_error(l, req->hdr.stream, -ENOMEM, "out of memory");
+                return;
+        }
+        m->hdr.type = PEER_MSG_LIST_REP;
+        m->hdr.stream = req->hdr.stream;
+        if (a) {
+                struct list_fill lf = { .m = m, .l = l, .catalog = a->catalog };
+                catalog_ckpt_foreach(a->catalog, req->list_req.job.len ? req->list_req.job.str : NULL,
+                                     list_fill_cb, &lf);
+        }
+        m->list_rep.more = 0;
+        link_send(l, m);
+        free(m);
+}
+
+static void answer_get(struct plink *l, const struct peer_msg *req) {
+        struct peers *ps = l->ps;
+        const struct peer_get_rank *g = &req->get_rank;
+        struct store *store = NULL;
+        uint32_t src = ps->opts.topo.index;
+
+        if (l->tx) {
+                send_error(l, req->hdr.stream, -EBUSY, "a transfer is already running");
+                return;
+        }
+        if (catalog_rank_exists(ps->catalog, g->job.str, g->step, g->rank) == 1) {
+                store = ps->store;
+        } else {
+                struct replica_area *a = peers_area_of(ps, g->job.str, g->step, g->rank);
+                if (a) {
+                        store = a->store;
+                        src = a->src;
+                }
+        }
+        if (!store) {
+                send_error(l, req->hdr.stream, -ENOENT, "node %u holds no rank %u of job %s step "
+                           "%" PRIu64, ps->opts.topo.index, g->rank, g->job.str, g->step);
+                return;
+        }
+        int err = 0;
+        struct tx *tx = tx_new(l, store, g->job.str, g->step, g->rank, PEER_PURPOSE_RESTORE, src,
+                               req->hdr.stream, &err);
+        if (!tx) {
+                send_error(l, req->hdr.stream, err, "cannot read rank %u: %s", g->rank,
+                           strerror(-err));
+                return;
+        }
+        l->tx = tx;
+        link_flush(l);
+}
+
+/* ---- links: input ---------------------------------------------------------------------------- */
+
+static void link_ready(struct plink *l) {
+        struct ptarget *t = l->target;
+
+        l->state = L_READY;
+        log_info("peers: link %s node %u (%s) authenticated", l->client ? "to" : "from", l->node,
+                 l->addr);
+        if (!t)
+                return;
+        t->backoff_ms = 0;
+        t->down_since = 0;
+        t->ever_up = true;
+        /* catch up: everything owed to this node, from the catalog */
+        catalog_repl_pending_foreach(l->ps->catalog, t->node, pending_cb, t);
+        restore_on_connect(t);
+        target_pump(t);
+}
+
+static void handle_handshake(struct plink *l, const struct peer_msg *m) {
+        struct peers *ps = l->ps;
+        uint32_t self = ps->opts.topo.index;
+
+        if (!l->client && l->state == L_HELLO && m->hdr.type == PEER_MSG_HELLO) {
+                const struct peer_hello *h = &m->hello;
+                if (h->node_count != ps->opts.topo.count || !node_is_source(ps, h->node_index)) {
+                        log_error("peers: refused %s: it says it is node %u of %u; this is node %u "
+                                  "of %u and holds replicas only of its replication sources",
+                                  l->addr, h->node_index, h->node_count, self,
+                                  ps->opts.topo.count);
+                        send_error(l, 0, -EPERM, "node %u of %u does not replicate to node %u",
+                                   h->node_index, h->node_count, self);
+                        link_close(l, -EPERM, "refused");
+                        return;
+                }
+                l->node = h->node_index;
+                memcpy(l->nonce_peer, h->nonce, PEER_NONCE_SIZE);
+                struct peer_msg r = { .hdr.type = PEER_MSG_HELLO_REPLY };
+                r.hello_reply.node_index = self;
+                r.hello_reply.node_count = ps->opts.topo.count;
+                memcpy(r.hello_reply.nonce, l->nonce_own, PEER_NONCE_SIZE);
+                peer_mac(ps->psk, ps->psk_len, true, l->nonce_peer, l->nonce_own, l->node, self,
+                         r.hello_reply.mac);
+                l->state = L_AUTH;
+                link_send(l, &r);
+                return;
+        }
+        if (!l->client && l->state == L_AUTH && m->hdr.type == PEER_MSG_AUTH) {
+                uint8_t want[PEER_MAC_SIZE];
+                peer_mac(ps->psk, ps->psk_len, false, l->nonce_peer, l->nonce_own, l->node, self,
+                         want);
+                if (!peer_mac_equal(want, m->auth.mac)) {
+                        log_error("peers: authentication failed: %s (claiming node %u) does not "
+                                  "know the pre-shared key", l->addr, l->node);
+                        send_error(l, 0, -EACCES, "authentication failed");
+                        link_close(l, -EACCES, "authentication failed");
+                        return;
+                }
+                struct peer_msg ok = { .hdr.type = PEER_MSG_AUTH_OK };
+                link_send(l, &ok);
+                link_ready(l);
+                return;
+        }
+        if (l->client && l->state == L_HELLO && m->hdr.type == PEER_MSG_HELLO_REPLY) {
+                const struct peer_hello_reply *h = &m->hello_reply;
+                uint8_t want[PEER_MAC_SIZE];
+                if (h->node_index != l->node || h->node_count != ps->opts.topo.count) {
+                        link_close(l, -EPROTO, "%s answered as node %u of %u, expected node %u of %u",
+                                   l->addr, h->node_index, h->node_count, l->node,
+                                   ps->opts.topo.count);
+                        return;
+                }
+                memcpy(l->nonce_peer, h->nonce, PEER_NONCE_SIZE);
+                peer_mac(ps->psk, ps->psk_len, true, l->nonce_own, l->nonce_peer, self, l->node,
+                         want);
+                if (!peer_mac_equal(want, h->mac)) {
+                        log_error("peers: authentication failed: node %u at %s does not know the "
+                                  "pre-shared key", l->node, l->addr);
+                        link_close(l, -EACCES, "authentication failed");
+                        return;
+                }
+                struct peer_msg a = { .hdr.type = PEER_MSG_AUTH };
+                peer_mac(ps->psk, ps->psk_len, false, l->nonce_own, l->nonce_peer, self, l->node,
+                         a.auth.mac);
+                l->state = L_AUTH;
+                link_send(l, &a);
+                return;
+        }
+        if (l->client && l->state == L_AUTH && m->hdr.type == PEER_MSG_AUTH_OK) {
+                link_ready(l);
+                return;
+        }
+        if (m->hdr.type == PEER_MSG_ERROR) {
+                log_error("peers: node %u (%s) refused the connection: %s", l->node, l->addr,
+                          m->error.message);
+                link_close(l, m->error.error, "refused by the other side");
+                return;
+        }
+        link_close(l, -EPROTO, "%s during the handshake", peer_msg_type_name(m->hdr.type));
+}
+
+static void handle_message(struct plink *l, const struct peer_msg *m) {
+        if (l->state != L_READY) {
+                handle_handshake(l, m);
+                return;
+        }
+        switch (m->hdr.type) {
+        case PEER_MSG_RANK_BEGIN:
+                if (m->rank_begin.purpose == PEER_PURPOSE_RESTORE) {
+                        struct ptarget *t = l->target;
+                        if (!t || !t->get_active) {
+                                link_close(l, -EPROTO, "a restore transfer nobody asked for");
+                                return;
+                        }
+                        rx_begin(l, m, t->get_active->rj);
+                } else {
+                        rx_begin(l, m, NULL);
+                }
+                break;
+        case PEER_MSG_RANK_END:
+                rx_end(l, m);
+                if (l->client && l->target && l->target->get_active && l->state == L_READY) {
+                        /* the answer is complete; the rx reports to its job */
+                        struct rget *g = l->target->get_active;
+                        l->target->get_active = NULL;
+                        free(g);
+                        target_pump(l->target);
+                }
+                break;
+        case PEER_MSG_RANK_ACK:
+                rank_acked(l, m);
+                break;
+        case PEER_MSG_LIST_REQ:
+                if (l->client) {
+                        link_close(l, -EPROTO, "LIST_REQ sent to the connecting side");
+                        return;
+                }
+                answer_list(l, m);
+                break;
+        case PEER_MSG_LIST_REP:
+                list_reply(l, m);
+                break;
+        case PEER_MSG_GET_RANK:
+                if (l->client) {
+                        link_close(l, -EPROTO, "GET_RANK sent to the connecting side");
+                        return;
+                }
+                answer_get(l, m);
+                break;
+        case PEER_MSG_PING: {
+                struct peer_msg p = { .hdr.type = PEER_MSG_PONG };
+                p.ping.value = m->ping.value;
+                link_send(l, &p);
+                break;
+        }
+        case PEER_MSG_PONG:
+                break;
+        case PEER_MSG_ERROR: {
+                struct ptarget *t = l->target;
+                if (t && t->get_active && m->hdr.stream) {
+                        /* that neighbour does not have it: another might */
+                        struct rget *g = t->get_active;
+                        t->get_active = NULL;
+                        log_warn("peers: node %u cannot send job %s step %" PRIu64 " rank %u: %s",
+                                 l->node, g->job, g->step, g->rank, m->error.message);
+                        g->rj->gets_pending--;
+                        restore_job_check(g->rj);
+                        free(g);
+                        target_pump(t);
+                        break;
+                }
+                log_error("peers: node %u (%s) reports: %s", l->node, l->addr, m->error.message);
+                break;
+        }
+        default:
+                link_close(l, -EPROTO, "unexpected %s", peer_msg_type_name(m->hdr.type));
+                break;
+        }
+}
+
+/* Read and dispatch until the socket is empty or the link blocks. */
+static void link_read(struct plink *l) {
+        while (l->state != L_DEAD && l->state != L_CONNECTING && !l->rx_blocked) {
+                if (l->pay) {
+                        struct rchunk *ch = l->pay;
+                        uint8_t *dst = pool_extent_addr(&ch->ext);
+                        ssize_t n = recv(l->fd, dst + l->pay_got, ch->length - l->pay_got, 0);
+                        if (n <= 0) {
+                                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                                        return;
+                                link_close(l, n ? -errno : -ECONNRESET, "%s",
+                                           n ? strerror(errno) : "closed by the other side");
+                                return;
+                        }
+                        l->pay_got += (uint64_t)n;
+                        if (l->pay_got == ch->length)
+                                rx_payload_done(l);
+                        continue;
+                }
+                if (l->in_got < l->in_want) {
+                        ssize_t n = recv(l->fd, l->in + l->in_got, l->in_want - l->in_got, 0);
+                        if (n <= 0) {
+                                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                                        return;
+                                link_close(l, n ? -errno : -ECONNRESET, "%s",
+                                           n ? strerror(errno) : "closed by the other side");
+                                return;
+                        }
+                        l->in_got += (size_t)n;
+                        continue;
+                }
+                if (!l->hdr_done) {
+                        int r = peer_hdr_decode(&l->hdr, l->in, PEER_HDR_SIZE);
+                        if (r < 0) {
+                                link_close(l, r, "bad frame header (%s)", strerror(-r));
+                                return;
+                        }
+                        size_t body = l->hdr.type == PEER_MSG_DATA ? PEER_DATA_HDR_SIZE
+                                                                   : l->hdr.length;
+                        /* a handshake message is small: nobody unauthenticated
+                         * makes this daemon allocate 16 MiB */
+                        if (l->state != L_READY && body > PEER_MSG_MAX) {
+                                link_close(l, -EBADMSG, "oversized message before authentication");
+                                return;
+                        }
+                        if (PEER_HDR_SIZE + body > l->in_cap) {
+                                uint8_t *n = realloc(l->in, PEER_HDR_SIZE + body);
+                                if (!n) {
+                                        link_close(l, -ENOMEM, "out of memory");
+                                        return;
+                                }
+                                l->in = n;
+                                l->in_cap = PEER_HDR_SIZE + body;
+                        }
+                        l->hdr_done = true;
+                        l->in_want = PEER_HDR_SIZE + body;
+                        continue;
+                }
+                /* a whole message (for DATA: header and data header) */
+                struct peer_msg *m = calloc(1, sizeof(*m));
+                if (!m) {
+                        link_close(l, -ENOMEM, "out of memory");
+                        return;
+                }
+                int r = peer_msg_decode(m, l->in, l->in_got);
+                l->hdr_done = false;
+                l->in_got = 0;
+                l->in_want = PEER_HDR_SIZE;
+                if (r < 0) {
+                        free(m);
+                        link_close(l, r, "malformed %s (%s)", peer_msg_type_name(l->hdr.type),
+                                   strerror(-r));
+                        return;
+                }
+                if (m->hdr.type == PEER_MSG_DATA) {
+                        if (l->state != L_READY) {
+                                free(m);
+                                link_close(l, -EPROTO, "DATA before authentication");
+                                return;
+                        }
+                        bool go = rx_data(l, m);
+                        free(m);
+                        if (!go)
+                                return;
+                        continue;
+                }
+                handle_message(l, m);
+                free(m);
+                /* shrink after a big RANK_BEGIN */
+                if (l->in_cap > PEER_HDR_SIZE + PEER_MSG_MAX) {
+                        free(l->in);
+                        l->in = malloc(PEER_HDR_SIZE + PEER_MSG_MAX);
+                        l->in_cap = l->in ? PEER_HDR_SIZE + PEER_MSG_MAX : 0;
+                        if (!l->in) {
+                                link_close(l, -ENOMEM, "out of memory");
+                                return;
+                        }
+                }
+        }
+}
+
+static void link_on_event(struct loop_watch *w, uint32_t events) {
+        struct plink *l = container_of(w, struct plink, watch);
+
+        if (l->state == L_CONNECTING) {
+                int err = 0;
+                socklen_t len = sizeof(err);
+                getsockopt(l->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+                if (err) {
+                        link_close(l, -err, "connect: %s", strerror(err));
+                        return;
+                }
+                l->state = L_HELLO;
+                struct peer_msg m = { .hdr.type = PEER_MSG_HELLO };
+                m.hello.node_index = l->ps->opts.topo.index;
+                m.hello.node_count = l->ps->opts.topo.count;
+                memcpy(m.hello.nonce, l->nonce_own, PEER_NONCE_SIZE);
+                link_send(l, &m);
+                link_update_events(l);
+                return;
+        }
+        if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+                link_read(l);
+        if (l->state != L_DEAD && (events & EPOLLOUT))
+                link_flush(l);
+}
+
+static struct plink *link_new(struct peers *ps, int fd, bool client, uint32_t node,
+                              const char *addr) {
+        struct plink *l = calloc(1, sizeof(*l));
+        if (!l)
+                return NULL;
+        l->ps = ps;
+        l->fd = fd;
+        l->client = client;
+        l->node = node;
+        snprintf(l->addr, sizeof(l->addr), "%s", addr);
+        list_init(&l->ctlq);
+        l->in = malloc(PEER_HDR_SIZE + PEER_MSG_MAX);
+        l->in_cap = PEER_HDR_SIZE + PEER_MSG_MAX;
+        l->in_want = PEER_HDR_SIZE;
+        if (!l->in || peer_nonce(l->nonce_own) < 0) {
+                free(l->in);
+                free(l);
+                return NULL;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        list_init(&l->link);
+        list_add_tail(&ps->links, &l->link);
+        l->state = client ? L_CONNECTING : L_HELLO;
+        l->events = client ? EPOLLOUT : EPOLLIN;
+        if (loop_watch_add(ps->loop, &l->watch, fd, l->events, link_on_event) < 0) {
+                list_unlink(&l->link);
+                free(l->in);
+                free(l);
+                return NULL;
+        }
+        l->watching = true;
+        return l;
+}
+
+/* ---- connecting and accepting ------------------------------------------------------------- */
+
+static void target_connect(struct ptarget *t) {
+        struct peers *ps = t->ps;
+        const struct config_peer *a = &ps->addrs[t->node];
+        char port[8], addr[80];
+        struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
+
+        if (ps->freeing || t->l)
+                return;
+        snprintf(port, sizeof(port), "%u", a->port);
+        snprintf(addr, sizeof(addr), "%s:%u", a->host, a->port);
+        /* names resolve synchronously: a cluster's peer list is IP
+         * addresses or names in /etc/hosts in practice */
+        int r = getaddrinfo(a->host, port, &hints, &res);
+        if (r != 0 || !res) {
+                log_warn("peers: cannot resolve node %u's address %s: %s", t->node, addr,
+                         gai_strerror(r));
+                goto retry;
+        }
+        int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+                freeaddrinfo(res);
+                goto retry;
+        }
+        if (connect(fd, res->ai_addr, res->ai_addrlen) < 0 && errno != EINPROGRESS) {
+                freeaddrinfo(res);
+                close(fd);
+                goto retry;
+        }
+        freeaddrinfo(res);
+        t->l = link_new(ps, fd, true, t->node, addr);
+        if (!t->l) {
+                close(fd);
+                goto retry;
+        }
+        t->l->target = t;
+        return;
+retry:
+        t->backoff_ms = t->backoff_ms ? MIN(t->backoff_ms * 2, RECONNECT_MAX_MS) : RECONNECT_MIN_MS;
+        loop_timer_start(ps->loop, &t->timer, t->backoff_ms, target_timer);
+}
+
+static void target_timer(struct loop_timer *timer) {
+        target_connect(container_of(timer, struct ptarget, timer));
+}
+
+static void on_accept(struct loop_watch *w, uint32_t events) {
+        struct peers *ps = container_of(w, struct peers, listen_watch);
+        (void)events;
+
+        for (;;) {
+                struct sockaddr_storage sa;
+                socklen_t len = sizeof(sa);
+                int fd = accept4(ps->listen_fd, (struct sockaddr *)&sa, &len,
+                                 SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd < 0)
+                        return;
+                char host[64] = "?", addr[80];
+                uint16_t port = 0;
+                if (sa.ss_family == AF_INET) {
+                        struct sockaddr_in *in = (struct sockaddr_in *)&sa;
+                        inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+                        port = ntohs(in->sin_port);
+                } else if (sa.ss_family == AF_INET6) {
+                        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&sa;
+                        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+                        port = ntohs(in6->sin6_port);
+                }
+                snprintf(addr, sizeof(addr), "%s:%u", host, port);
+                if (!link_new(ps, fd, false, UINT32_MAX, addr))
+                        close(fd);
+        }
+}
+
+static int peers_listen(struct peers *ps) {
+        char port[8];
+        struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *res = NULL;
+
+        snprintf(port, sizeof(port), "%u", ps->opts.listen_port);
+        int r = getaddrinfo(ps->opts.listen_host, port, &hints, &res);
+        if (r != 0 || !res) {
+                log_error("peers: cannot resolve the listen address %s: %s",
+                          ps->opts.listen_host ? ps->opts.listen_host : "*", gai_strerror(r));
+                return -EINVAL;
+        }
+        int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        int one = 1;
+        if (fd >= 0)
+                setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 64) < 0) {
+                r = -errno;
+                log_error("peers: cannot listen on %s:%u: %s",
+                          ps->opts.listen_host ? ps->opts.listen_host : "*", ps->opts.listen_port,
+                          strerror(-r));
+                if (fd >= 0)
+                        close(fd);
+                freeaddrinfo(res);
+                return r;
+        }
+        freeaddrinfo(res);
+        ps->listen_fd = fd;
+        r = loop_watch_add(ps->loop, &ps->listen_watch, fd, EPOLLIN, on_accept);
+        if (r < 0)
+                return r;
+        log_info("peers: node %u of %u listening on %s:%u", ps->opts.topo.index,
+                 ps->opts.topo.count, ps->opts.listen_host ? ps->opts.listen_host : "*",
+                 ps->opts.listen_port);
+        return 0;
+}
+
+/* ---- status and lifecycle ------------------------------------------------------------------- */
+
+void peers_status(struct peers *ps, char *text, size_t size, uint32_t *connected,
+                  uint32_t *total, uint32_t *pending_steps) {
+        size_t off = 0;
+
+        *connected = *total = *pending_steps = 0;
+        text[0] = 0;
+        for (size_t i = 0; i < ps->ntargets; i++) {
+                struct ptarget *t = &ps->targets[i];
+                bool up = t->l && t->l->state == L_READY;
+                char addr[80];
+                config_peer_format(&ps->addrs[t->node], addr, sizeof(addr));
+                (*total)++;
+                *connected += up;
+                *pending_steps += t->steps_pending;
+                int n = snprintf(text + off, size - off, "%snode %u %s %s%s, %u steps owed",
+                                 i ? "; " : "", t->node, addr, up ? "up" : "down",
+                                 !up && t->down_since ? " (since a disconnect)" : "",
+                                 t->steps_pending);
+                if (n < 0 || (size_t)n >= size - off)
+                        break;
+                off += (size_t)n;
+        }
+}
+
+void peers_set_keep(struct peers *ps, uint32_t keep) {
+        ps->opts.keep = keep;
+}
+
+int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers,
+              struct pool *pool, struct store *store, struct catalog *catalog,
+              struct replica_area *areas, size_t nareas, const struct peers_options *opts,
+              void (*on_changed)(void *userdata, const char *job, uint64_t step),
+              void *userdata) {
+        struct peers *ps = calloc(1, sizeof(*ps));
+        uint32_t targets[TARGETS_MAX];
+        int r;
+
+        if (!ps)
+                return -ENOMEM;
+        ps->loop = loop;
+        ps->workers = workers;
+        ps->pool = pool;
+        ps->store = store;
+        ps->catalog = catalog;
+        ps->areas = areas;
+        ps->nareas = nareas;
+        ps->opts = *opts;
+        ps->on_changed = on_changed;
+        ps->userdata = userdata;
+        ps->listen_fd = -1;
+        ps->addrs = (struct config_peer *)opts->addrs;
+        if (opts->psk_len > sizeof(ps->psk)) {
+                free(ps);
+                return -EINVAL;
+        }
+        memcpy(ps->psk, opts->psk, opts->psk_len);
+        ps->psk_len = opts->psk_len;
+        list_init(&ps->links);
+        list_init(&ps->restores);
+        r = peers_listen(ps);
+        if (r < 0) {
+                free(ps);
+                return r;
+        }
+        size_t n = topology_targets(&opts->topo, opts->topo.index, targets, TARGETS_MAX);
+        for (size_t i = 0; i < n && i < TARGETS_MAX; i++) {
+                struct ptarget *t = &ps->targets[ps->ntargets++];
+                t->ps = ps;
+                t->node = targets[i];
+                list_init(&t->steps);
+                list_init(&t->gets);
+                target_connect(t);
+        }
+        *out = ps;
+        return 0;
+}
+
+struct peers *peers_free(struct peers *ps) {
+        struct list *pos, *tmp;
+
+        if (!ps)
+                return NULL;
+        ps->freeing = true;
+        if (ps->listen_fd >= 0) {
+                loop_watch_del(ps->loop, &ps->listen_watch);
+                close(ps->listen_fd);
+        }
+        for (size_t i = 0; i < ps->ntargets; i++) {
+                struct ptarget *t = &ps->targets[i];
+                loop_timer_cancel(&t->timer);
+                while (!list_empty(&t->steps))
+                        rstep_free(list_first_entry(&t->steps, struct rstep, link));
+                while (!list_empty(&t->gets)) {
+                        struct rget *g = list_first_entry(&t->gets, struct rget, link);
+                        list_unlink(&g->link);
+                        free(g);
+                }
+                free(t->get_active);
+                t->get_active = NULL;
+                t->rj_listing = NULL;
+        }
+        list_for_each_safe(pos, tmp, &ps->links) {
+                struct plink *l = list_entry(pos, struct plink, link);
+                l->target = NULL;
+                link_close(l, -ECANCELED, "shutting down");
+        }
+        list_for_each_safe(pos, tmp, &ps->restores) {
+                struct restore_job *rj = list_entry(pos, struct restore_job, link);
+                list_unlink(&rj->link);
+                free(rj->keys);
+                free(rj);
+        }
+        explicit_bzero(ps->psk, sizeof(ps->psk));
+        free(ps);
+        return NULL;
+}

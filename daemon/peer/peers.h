@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * peers — the neighbour tier: replication of committed steps to the nodes
+ * the replication rule names, replica areas for the nodes that replicate
+ * to this one, and restore of this node's ranks from its neighbours.
+ *
+ * Connections: every node listens on its [cluster] peers entry; it
+ * connects to its replication targets and keeps those connections (with
+ * reconnect and backoff).  All requests go from the connecting side: it
+ * pushes ranks to replicate (RANK_BEGIN/DATA/RANK_END, answered by
+ * RANK_ACK), lists what the target holds of it (LIST_REQ) and pulls ranks
+ * back (GET_RANK).  The accepting side only answers, and only nodes whose
+ * shards it is meant to hold (its replication sources) may connect.  Both
+ * prove knowledge of the pre-shared key (docs/peer-protocol.md).
+ *
+ * Replicas are written by the receiving daemon through its own local-tier
+ * code into a replica area per source node,
+ * <state>/replica/node-<src>/{jobs/...,catalog.db}: same layout, manifests
+ * and checks as the local tier, its own catalog.  A rank is acknowledged
+ * only after its every block matched the manifest's CRC32C, the files were
+ * fsynced and the rank directory renamed into place.
+ *
+ * Loop thread only.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "catalog/catalog.h"
+#include "ckpt-proto.h"
+#include "cluster/topology.h"
+#include "io/loop.h"
+#include "io/worker.h"
+#include "local/store.h"
+#include "pool/pool.h"
+
+struct peers;
+struct config_peer;
+
+/* What this node holds of another node's ranks. */
+struct replica_area {
+        uint32_t src;
+        struct store *store;
+        struct catalog *catalog;
+};
+
+struct peers_options {
+        struct topology topo;
+        const struct config_peer *addrs; /* topo.count entries */
+        const char *listen_host;         /* NULL: any */
+        uint16_t listen_port;
+        const uint8_t *psk;
+        size_t psk_len;
+        uint64_t connect_timeout_ms;
+        uint32_t keep;                   /* committed steps kept per job in each area */
+        bool restore_on_start;           /* pull missing ranks from the targets */
+        uint64_t pool_wait_ms;
+};
+
+/* areas: one per replication source (borrowed, must outlive peers).
+ * on_changed(userdata, job, step): the step's replication state moved. */
+int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers,
+              struct pool *pool, struct store *store, struct catalog *catalog,
+              struct replica_area *areas, size_t nareas, const struct peers_options *opts,
+              void (*on_changed)(void *userdata, const char *job, uint64_t step),
+              void *userdata);
+struct peers *peers_free(struct peers *ps);
+
+/* A step was committed here: record it pending for every target and send. */
+int peers_step_committed(struct peers *ps, const char *job, uint64_t step);
+
+/* 1: every target holds every local rank of (job, step); 0: not yet;
+ * -ENOENT no such step. */
+int peers_replicated(struct peers *ps, const char *job, uint64_t step);
+
+/* Where (job, step, rank) is held on this node outside the local tier:
+ * the replica area, or NULL. */
+struct replica_area *peers_area_of(struct peers *ps, const char *job, uint64_t step,
+                                   uint32_t rank);
+
+/* Pull the ranks of (job, step) (CKPT_STEP_LATEST: every committed step
+ * the targets hold of this node that is missing here) from the targets
+ * into the local tier.  done(userdata, error, ranks, message) runs once. */
+int peers_restore(struct peers *ps, const char *job, uint64_t step,
+                  void (*done)(void *userdata, int error, uint32_t ranks, const char *message),
+                  void *userdata);
+
+/* Fill the peer fields of a status reply (text for ckptctl). */
+void peers_status(struct peers *ps, char *text, size_t size, uint32_t *connected,
+                  uint32_t *total, uint32_t *pending_steps);
+
+void peers_set_keep(struct peers *ps, uint32_t keep);
