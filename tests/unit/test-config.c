@@ -7,7 +7,10 @@
  * The [remote] and [cluster] sections add the object-store rules (endpoint,
  * bucket, prefix), the Slurm-derived defaults, and the handling of the
  * secret: refused as a flag, refused from a file others can read, never
- * in help or reload logs.
+ * in help or reload logs.  The [cluster] replication keys add the one list
+ * value (peers: hosts, ports, duplicates, its length against node_count),
+ * the listen address, and the placement rule that config_validate() asks
+ * cluster/topology about.
  *
  * Error output is captured with open_memstream() and compared literally
  * where the wording is part of the contract (the location prefix, the key
@@ -460,6 +463,19 @@ static void check_numeric_defaults(const struct config *c) {
               c->remote_retry_attempts);
         CHECK(c->cluster_node_index == 0, "cluster_node_index %u", c->cluster_node_index);
         CHECK(c->cluster_node_count == 1, "cluster_node_count %u", c->cluster_node_count);
+        CHECK(c->cluster_peers == NULL && c->cluster_npeers == 0, "cluster_peers: %u entries",
+              c->cluster_npeers);
+        CHECK(c->cluster_listen.host == NULL && c->cluster_listen.port == 0,
+              "cluster_listen '%s' port %u", c->cluster_listen.host ? c->cluster_listen.host : "",
+              c->cluster_listen.port);
+        CHECK(c->cluster_replication_jump == 1, "replication_jump %u",
+              c->cluster_replication_jump);
+        CHECK(c->cluster_replication_factor == 1, "replication_factor %u",
+              c->cluster_replication_factor);
+        CHECK(c->cluster_placement == PLACEMENT_CLIQUE, "placement %d", c->cluster_placement);
+        CHECK(c->cluster_psk_file == NULL, "psk_file %s", c->cluster_psk_file);
+        CHECK(c->cluster_peer_connect_timeout_ms == 5000, "peer_connect_timeout %llu",
+              (unsigned long long)c->cluster_peer_connect_timeout_ms);
         CHECK(!config_remote_enabled(c), "remote tier off by default");
 }
 
@@ -1752,6 +1768,646 @@ static void test_remote_help(void) {
         env_reset();
 }
 
+/* ---- [cluster] peers and replication ----------------------------------- */
+
+/* c's peers are exactly want (a NULL-terminated list of "host", "port"
+ * pairs as host and decimal text). */
+static void check_peers(const struct config *c, const char *const *want) {
+        uint32_t n = 0;
+
+        while (want[2 * n])
+                n++;
+        CHECK(c->cluster_npeers == n, "%u peers, want %u", c->cluster_npeers, n);
+        if (c->cluster_npeers != n)
+                return;
+        CHECK((n == 0) == (c->cluster_peers == NULL), "peers list %p for %u entries",
+              (void *)c->cluster_peers, n);
+        for (uint32_t i = 0; i < n; i++) {
+                const struct config_peer *p = &c->cluster_peers[i];
+                char port[16];
+                snprintf(port, sizeof(port), "%u", p->port);
+                CHECK(p->host && strcmp(p->host, want[2 * i]) == 0 &&
+                              strcmp(port, want[2 * i + 1]) == 0,
+                      "peer %u: '%s' port %s, want '%s' port %s", i, p->host ? p->host : "(null)",
+                      port, want[2 * i], want[2 * i + 1]);
+        }
+}
+
+#define PEERS(...) (const char *const[]){ __VA_ARGS__, NULL }
+
+static void test_cluster_file(void) {
+        char *path = tmp_path("cluster.conf");
+        struct config c = config_default();
+        struct topology t;
+        struct capture cap;
+        char buf[300];
+        int r;
+
+        env_reset();
+        write_file(path, "[cluster]\n"
+                         "node_index = 1\n"
+                         "node_count = 5\n"
+                         "peers = node0.example.com:7000, 10.0.0.2:7001,[fd00::3]:7002 ,\t"
+                         "NODE-4:65535,[::FFFF:10.0.0.5]:1\n"
+                         "listen = [::]:7001\n"
+                         "replication_jump = 2\n"
+                         "replication_factor = 3\n"
+                         "placement = RING\n"
+                         "psk_file = /etc/ckptd/peer.psk\n"
+                         "peer_connect_timeout = 1500ms\n");
+        capture_open(&cap);
+        r = config_load_file(&c, path, cap.f);
+        CHECK(r == 0, "load: %d %s", r, capture_text(&cap));
+        CHECK_STR(capture_text(&cap), "");
+        /* hosts as written, IPv6 without its brackets */
+        check_peers(&c, PEERS("node0.example.com", "7000", "10.0.0.2", "7001", "fd00::3", "7002",
+                              "NODE-4", "65535", "::FFFF:10.0.0.5", "1"));
+        CHECK_STR(c.cluster_listen.host, "::");
+        CHECK(c.cluster_listen.port == 7001, "listen port %u", c.cluster_listen.port);
+        CHECK(c.cluster_replication_jump == 2 && c.cluster_replication_factor == 3,
+              "J %u F %u", c.cluster_replication_jump, c.cluster_replication_factor);
+        CHECK(c.cluster_placement == PLACEMENT_RING, "placement %d", c.cluster_placement);
+        CHECK_STR(c.cluster_psk_file, "/etc/ckptd/peer.psk");
+        CHECK(c.cluster_peer_connect_timeout_ms == 1500, "timeout %llu",
+              (unsigned long long)c.cluster_peer_connect_timeout_ms);
+        CHECK(config_validate(&c, cap.f) == 0, "validate: %s", capture_text(&cap));
+        capture_close(&cap);
+
+        config_topology(&c, &t);
+        CHECK(t.count == 5 && t.index == 1 && t.jump == 2 && t.factor == 3 &&
+                      t.placement == PLACEMENT_RING,
+              "config_topology: %u %u %u %u %d", t.count, t.index, t.jump, t.factor,
+              (int)t.placement);
+        CHECK_STR(config_peer_format(&c.cluster_peers[2], buf, sizeof(buf)), "[fd00::3]:7002");
+        CHECK_STR(config_peer_format(&c.cluster_peers[0], buf, sizeof(buf)),
+                  "node0.example.com:7000");
+        CHECK_STR(config_peer_format(&(struct config_peer){ 0 }, buf, sizeof(buf)), "");
+        CHECK_STR(config_peer_format(&c.cluster_peers[0], buf, 5), "node");
+
+        /* A later file that does not name them keeps them. */
+        write_file(path, "[local]\nkeep = 4\n");
+        capture_open(&cap);
+        CHECK(config_load_file(&c, path, cap.f) == 0, "second file: %s", capture_text(&cap));
+        capture_close(&cap);
+        check_peers(&c, PEERS("node0.example.com", "7000", "10.0.0.2", "7001", "fd00::3", "7002",
+                              "NODE-4", "65535", "::FFFF:10.0.0.5", "1"));
+        CHECK_STR(c.cluster_listen.host, "::");
+        CHECK(c.cluster_listen.port == 7001 && c.keep == 4, "listen kept, keep applied");
+
+        /* A failed load leaves the peers that were there, not defaults,
+         * and not half of the new list. */
+        {
+                struct config_peer *before = c.cluster_peers;
+                write_file(path, "[cluster]\npeers = a:1,b:2,c:3,d:4,e:5\nplacement = clique\n"
+                                 "replication_jump = 0\n");
+                capture_open(&cap);
+                CHECK(config_load_file(&c, path, cap.f) == -EINVAL, "bad load");
+                capture_close(&cap);
+                CHECK(c.cluster_peers == before && c.cluster_placement == PLACEMENT_RING &&
+                              c.cluster_replication_jump == 2,
+                      "nothing applied");
+                check_peers(&c, PEERS("node0.example.com", "7000", "10.0.0.2", "7001", "fd00::3",
+                                      "7002", "NODE-4", "65535", "::FFFF:10.0.0.5", "1"));
+        }
+
+        /* Empty values unset; names and ports at their limits are fine;
+         * one host with several ports is several daemons (tests on one
+         * machine). */
+        {
+                char label[64], name[300], text[800];
+                memset(label, 'a', 63);
+                label[63] = '\0';
+                /* 63 + 1 + 63 + 1 + 63 + 1 + 61 = 253 characters */
+                snprintf(name, sizeof(name), "%s.%s.%s.%.61s", label, label, label, label);
+                CHECK(strlen(name) == 253, "name length %zu", strlen(name));
+                snprintf(text, sizeof(text),
+                         "[cluster]\nnode_index = 0\nnode_count = 4\nlisten =\n"
+                         "peers = %s:1,127.0.0.1:7001,127.0.0.1:7002,x:7001\n"
+                         "psk_file =\nreplication_factor = 1\n", name);
+                write_file(path, text);
+                capture_open(&cap);
+                r = config_load_file(&c, path, cap.f);
+                CHECK(r == 0, "edge load: %d %s", r, capture_text(&cap));
+                CHECK(config_validate(&c, cap.f) == 0, "edge validate: %s", capture_text(&cap));
+                capture_close(&cap);
+                check_peers(&c, PEERS(name, "1", "127.0.0.1", "7001", "127.0.0.1", "7002", "x",
+                                      "7001"));
+                CHECK(c.cluster_listen.host == NULL && c.cluster_listen.port == 0,
+                      "listen unset");
+                CHECK(c.cluster_psk_file == NULL, "psk_file unset");
+        }
+        write_file(path, "[cluster]\npeers =\n");
+        capture_open(&cap);
+        CHECK(config_load_file(&c, path, cap.f) == 0, "empty peers: %s", capture_text(&cap));
+        capture_close(&cap);
+        check_peers(&c, PEERS(NULL));
+
+        config_clear(&c);
+        CHECK(c.cluster_peers == NULL && c.cluster_npeers == 0 && c.cluster_listen.host == NULL &&
+                      c.cluster_psk_file == NULL,
+              "config_clear frees the [cluster] values");
+        config_clear(&c);
+        unlink(path);
+        free(path);
+}
+
+/* One bad value of key in [cluster]: the exact message and nothing
+ * applied (check_file_error() checks the defaults afterwards). */
+static void check_cluster_error(const char *key, const char *value, const char *want) {
+        char text[1024], expect[1024];
+
+        snprintf(text, sizeof(text), "[cluster]\nreplication_factor = 2\n%s = %s\n", key, value);
+        snprintf(expect, sizeof(expect), "PATH:3: %s\n", want);
+        check_file_error(text, expect);
+}
+
+#define HOST_RULES                                                                         \
+        "is not a host name (letters, digits and '-' in dot-separated labels of 1 to 63 " \
+        "characters, none beginning or ending with '-')"
+
+static void test_cluster_file_errors(void) {
+        char label[80], text[1024];
+
+        check_cluster_error("peers", "a:1,,b:2",
+                            "[cluster] peers: node 1's address is empty (expected host:port for "
+                            "each node, separated by commas)");
+        check_cluster_error("peers", "a:1,b:2,",
+                            "[cluster] peers: node 2's address is empty (expected host:port for "
+                            "each node, separated by commas)");
+        check_cluster_error("peers", ", a:1",
+                            "[cluster] peers: node 0's address is empty (expected host:port for "
+                            "each node, separated by commas)");
+        check_cluster_error("peers", "a:1, node1",
+                            "[cluster] peers: node 1's address 'node1': no port (expected "
+                            "host:port, such as node1:7000)");
+        check_cluster_error("peers", "7000",
+                            "[cluster] peers: node 0's address '7000': no host (expected "
+                            "host:port, such as 0.0.0.0:7000)");
+        check_cluster_error("peers", "node1:",
+                            "[cluster] peers: node 0's address 'node1:': the port after ':' is "
+                            "missing");
+        check_cluster_error("peers", "node1:0",
+                            "[cluster] peers: node 0's address 'node1:0': port 0 is out of range "
+                            "(1..65535)");
+        check_cluster_error("peers", "node1:65536",
+                            "[cluster] peers: node 0's address 'node1:65536': port 65536 is out "
+                            "of range (1..65535)");
+        check_cluster_error("peers", "node1:7k",
+                            "[cluster] peers: node 0's address 'node1:7k': port '7k' is not a "
+                            "number 1..65535");
+        check_cluster_error("peers", "node1:+70",
+                            "[cluster] peers: node 0's address 'node1:+70': port '+70' is not a "
+                            "number 1..65535");
+        check_cluster_error("peers", "node1:123456",
+                            "[cluster] peers: node 0's address 'node1:123456': port '123456' is "
+                            "not a number 1..65535");
+        check_cluster_error("peers", ":7000",
+                            "[cluster] peers: node 0's address ':7000': the host is missing");
+        check_cluster_error("peers", "no_de:7000",
+                            "[cluster] peers: node 0's address 'no_de:7000': 'no_de' " HOST_RULES);
+        check_cluster_error("peers", "a:1,no de:7000",
+                            "[cluster] peers: node 1's address 'no de:7000': 'no de' " HOST_RULES);
+        check_cluster_error("peers", "-node:1",
+                            "[cluster] peers: node 0's address '-node:1': '-node' " HOST_RULES);
+        check_cluster_error("peers", "node-.x:1",
+                            "[cluster] peers: node 0's address 'node-.x:1': 'node-.x' " HOST_RULES);
+        check_cluster_error("peers", "a..b:1",
+                            "[cluster] peers: node 0's address 'a..b:1': 'a..b' " HOST_RULES);
+        check_cluster_error("peers", "node.:1",
+                            "[cluster] peers: node 0's address 'node.:1': 'node.' " HOST_RULES);
+        memset(label, 'l', 64);
+        label[64] = '\0';
+        snprintf(text, sizeof(text),
+                 "[cluster] peers: node 0's address '%s.x:1': '%s.x' " HOST_RULES, label, label);
+        {
+                char value[100];
+                snprintf(value, sizeof(value), "%s.x:1", label);
+                check_cluster_error("peers", value, text);
+        }
+        {
+                char name[300], value[310];
+                memset(name, 'n', 254);
+                for (int i = 50; i < 254; i += 50)
+                        name[i] = '.';
+                name[254] = '\0';
+                snprintf(value, sizeof(value), "%s:1", name);
+                snprintf(text, sizeof(text),
+                         "[cluster] peers: node 0's address '%s': the host name is 254 "
+                         "characters long; DNS allows at most 253", value);
+                check_cluster_error("peers", value, text);
+        }
+        check_cluster_error("peers", "10.1:7000",
+                            "[cluster] peers: node 0's address '10.1:7000': '10.1' is not an "
+                            "IPv4 address (four numbers 0..255, such as 10.0.0.1)");
+        check_cluster_error("peers", "10.0.0.256:7000",
+                            "[cluster] peers: node 0's address '10.0.0.256:7000': '10.0.0.256' "
+                            "is not an IPv4 address (four numbers 0..255, such as 10.0.0.1)");
+        check_cluster_error("peers", "::1:7000",
+                            "[cluster] peers: node 0's address '::1:7000': an IPv6 address must "
+                            "be in brackets, such as [fd00::1]:7000");
+        check_cluster_error("peers", "fd00::1",
+                            "[cluster] peers: node 0's address 'fd00::1': an IPv6 address must "
+                            "be in brackets, such as [fd00::1]:7000");
+        check_cluster_error("peers", "[::1:7000",
+                            "[cluster] peers: node 0's address '[::1:7000': '[' without a "
+                            "closing ']'");
+        check_cluster_error("peers", "[::1]7000",
+                            "[cluster] peers: node 0's address '[::1]7000': expected ':' and a "
+                            "port after ']'");
+        check_cluster_error("peers", "[::1]",
+                            "[cluster] peers: node 0's address '[::1]': expected ':' and a port "
+                            "after ']'");
+        check_cluster_error("peers", "[]:7000",
+                            "[cluster] peers: node 0's address '[]:7000': '' is not an IPv6 "
+                            "address");
+        check_cluster_error("peers", "[10.0.0.1]:7000",
+                            "[cluster] peers: node 0's address '[10.0.0.1]:7000': '10.0.0.1' is "
+                            "not an IPv6 address");
+        check_cluster_error("peers", "[fe80::1%eth0]:7000",
+                            "[cluster] peers: node 0's address '[fe80::1%eth0]:7000': "
+                            "'fe80::1%eth0' is not an IPv6 address");
+
+        /* Duplicates: the first entry (in list order) that repeats an
+         * earlier one, however it is spelled. */
+        check_cluster_error("peers", "node1:7000,node2:7000,Node1:7000",
+                            "[cluster] peers: nodes 0 and 2 have the same address 'Node1:7000'; "
+                            "each node needs its own (another host or port)");
+        check_cluster_error("peers", "[::1]:9,[0:0::1]:9",
+                            "[cluster] peers: nodes 0 and 1 have the same address '[0:0::1]:9'; "
+                            "each node needs its own (another host or port)");
+        check_cluster_error("peers", "a:1,b:1,c:1,b:1,a:1",
+                            "[cluster] peers: nodes 1 and 3 have the same address 'b:1'; each "
+                            "node needs its own (another host or port)");
+        check_cluster_error("peers", "a:1,a:1,a:1",
+                            "[cluster] peers: nodes 0 and 1 have the same address 'a:1'; each "
+                            "node needs its own (another host or port)");
+        check_cluster_error("peers", "10.0.0.1:5,x:5,10.0.0.1:5",
+                            "[cluster] peers: nodes 0 and 2 have the same address '10.0.0.1:5'; "
+                            "each node needs its own (another host or port)");
+
+        /* listen: the same address rules */
+        check_cluster_error("listen", "7000",
+                            "[cluster] listen '7000': no host (expected host:port, such as "
+                            "0.0.0.0:7000)");
+        check_cluster_error("listen", "0.0.0.0:0",
+                            "[cluster] listen '0.0.0.0:0': port 0 is out of range (1..65535)");
+        check_cluster_error("listen", ":::7000",
+                            "[cluster] listen ':::7000': an IPv6 address must be in brackets, "
+                            "such as [fd00::1]:7000");
+        check_cluster_error("listen", "a:1,b:2",
+                            "[cluster] listen 'a:1,b:2': one address only (host:port)");
+
+        /* the numbers and choices */
+        check_cluster_error("replication_jump", "0",
+                            "[cluster] replication_jump = 0 is out of range (1..65535)");
+        check_cluster_error("replication_jump", "65536",
+                            "[cluster] replication_jump = 65536 is out of range (1..65535)");
+        check_cluster_error("replication_factor", "3",
+                            "duplicate key 'replication_factor' in section [cluster] (first set "
+                            "on line 2)");
+        check_file_error("[cluster]\nreplication_factor = 0\n",
+                         "PATH:2: [cluster] replication_factor = 0 is out of range (1..16)\n");
+        check_file_error("[cluster]\nreplication_factor = 17\n",
+                         "PATH:2: [cluster] replication_factor = 17 is out of range (1..16)\n");
+        check_cluster_error("placement", "star",
+                            "invalid value 'star' for [cluster] placement (expected clique or "
+                            "ring)");
+        check_cluster_error("placement", "",
+                            "missing value for [cluster] placement (expected clique or ring)");
+        check_cluster_error("placement", "1",
+                            "invalid value '1' for [cluster] placement (expected clique or ring)");
+        check_cluster_error("psk_file", "peer.psk",
+                            "[cluster] psk_file must be an absolute path, not 'peer.psk'");
+        check_cluster_error("peer_connect_timeout", "50ms",
+                            "[cluster] peer_connect_timeout = 50ms is out of range (100ms..10m)");
+        check_cluster_error("peer_connect_timeout", "11m",
+                            "[cluster] peer_connect_timeout = 11m is out of range (100ms..10m)");
+        check_cluster_error("peer_connect_timeout", "",
+                            "missing value for [cluster] peer_connect_timeout (expected a whole "
+                            "number with an optional ms, s, m or h suffix; bare is ms)");
+        check_file_error("[cluster]\npeers = a:1\npeers = b:1\n",
+                         "PATH:3: duplicate key 'peers' in section [cluster] (first set on line "
+                         "2)\n");
+}
+
+static void test_cluster_flags(void) {
+        struct config c = config_default();
+        struct capture cap;
+        int r;
+
+        capture_open(&cap);
+        r = PARSE(&c, &cap, "--cluster-node-count=2", "--cluster-peers", "[::1]:7000,[::1]:7001",
+                  "--cluster-listen=[::1]:7000", "--cluster-replication-factor", "2",
+                  "--cluster-replication-jump=1", "--cluster-placement=ring",
+                  "--cluster-psk-file=/run/psk", "--cluster-peer-connect-timeout", "2s");
+        CHECK(r == 0, "parse: %d %s", r, capture_text(&cap));
+        CHECK_STR(capture_text(&cap), "");
+        check_peers(&c, PEERS("::1", "7000", "::1", "7001"));
+        CHECK_STR(c.cluster_listen.host, "::1");
+        CHECK(c.cluster_listen.port == 7000, "listen port");
+        CHECK(c.cluster_replication_factor == 2 && c.cluster_placement == PLACEMENT_RING,
+              "factor/placement");
+        CHECK_STR(c.cluster_psk_file, "/run/psk");
+        CHECK(c.cluster_peer_connect_timeout_ms == 2000, "timeout");
+        CHECK(config_validate(&c, cap.f) == 0, "validate: %s", capture_text(&cap));
+        /* a later flag replaces the whole list */
+        CHECK(PARSE(&c, &cap, "--cluster-peers=h:1,h:2") == 0, "second list");
+        check_peers(&c, PEERS("h", "1", "h", "2"));
+        capture_close(&cap);
+        config_clear(&c);
+
+        FLAG_ERROR("--cluster-peers: [cluster] peers: node 1's address 'b': no port (expected "
+                   "host:port, such as b:7000)\n", "--cluster-node-count=2",
+                   "--cluster-peers=a:1,b");
+        FLAG_ERROR("--cluster-peers: [cluster] peers: nodes 0 and 1 have the same address "
+                   "'a:1'; each node needs its own (another host or port)\n",
+                   "--cluster-peers=a:1,a:1");
+        FLAG_ERROR("--cluster-listen: [cluster] listen 'x': no port (expected host:port, such as "
+                   "x:7000)\n", "--cluster-listen", "x");
+        FLAG_ERROR("--cluster-placement: invalid value 'mesh' for [cluster] placement (expected "
+                   "clique or ring)\n", "--cluster-placement=mesh");
+        FLAG_ERROR("--cluster-replication-factor: [cluster] replication_factor = 17 is out of "
+                   "range (1..16)\n", "--cluster-replication-factor=17");
+}
+
+/* The largest list config allows parses (and its duplicate check does not
+ * take quadratic time); one entry more is refused. */
+static void test_cluster_many_peers(void) {
+        struct config c = config_default();
+        struct capture cap;
+        size_t cap_len = 65537 * 24;
+        char *list = malloc(cap_len), *arg = malloc(cap_len + 32);
+        size_t used = 0;
+        int r;
+
+        if (!list || !arg)
+                exit(1);
+        for (unsigned i = 0; i < 65536; i++)
+                used += (size_t)snprintf(list + used, cap_len - used, "%snode%u.x:%u",
+                                         i ? "," : "", i, 1 + i % 4);
+        snprintf(arg, cap_len + 32, "--cluster-peers=%s", list);
+        capture_open(&cap);
+        r = PARSE(&c, &cap, "--cluster-node-count=65536", arg);
+        CHECK(r == 0, "65536 peers: %d %s", r, capture_text(&cap));
+        CHECK(c.cluster_npeers == 65536 && c.cluster_peers &&
+                      strcmp(c.cluster_peers[65535].host, "node65535.x") == 0 &&
+                      c.cluster_peers[65535].port == 4,
+              "65536 peers parsed");
+        CHECK(config_validate(&c, cap.f) == 0, "validate: %s", capture_text(&cap));
+        capture_close(&cap);
+        config_clear(&c);
+
+        snprintf(arg, cap_len + 32, "--cluster-peers=%s,one:1", list);
+        c = config_default();
+        capture_open(&cap);
+        CHECK(PARSE(&c, &cap, arg) == -EINVAL, "65537 peers");
+        CHECK_STR(capture_text(&cap), "--cluster-peers: [cluster] peers lists 65537 addresses; "
+                                      "at most 65536 (one per node)\n");
+        capture_close(&cap);
+        check_numeric_defaults(&c);
+        config_clear(&c);
+        free(list);
+        free(arg);
+}
+
+static void test_cluster_validate(void) {
+        struct config c = config_default(), v;
+        struct config_peer four[4] = { { (char *)"n0", 7000 }, { (char *)"n1", 7000 },
+                                       { (char *)"n2", 7000 }, { (char *)"n3", 7000 } };
+        struct config_peer six[6] = { { (char *)"n0", 1 }, { (char *)"n1", 1 },
+                                      { (char *)"n2", 1 }, { (char *)"n3", 1 },
+                                      { (char *)"n4", 1 }, { (char *)"n5", 1 } };
+        struct config_peer bad[2] = { { (char *)"n0", 7000 }, { (char *)"n 1", 7000 } };
+        struct capture cap;
+
+        /* A replicating cluster that passes, as the base for the others. */
+        v = c;
+        v.cluster_node_count = 4;
+        v.cluster_node_index = 3;
+        v.cluster_peers = four;
+        v.cluster_npeers = 4;
+        v.cluster_replication_factor = 2;
+        v.cluster_replication_jump = 2;
+        v.cluster_psk_file = (char *)"/etc/ckptd/peer.psk";
+        capture_open(&cap);
+        CHECK(config_validate(&v, cap.f) == 0, "base: %s", capture_text(&cap));
+        capture_close(&cap);
+
+        {
+                struct config w = v;
+                w.cluster_npeers = 3;
+                check_invalid(&w, "[cluster] peers lists 3 addresses but [cluster] node_count = "
+                                  "4: give one host:port per node, node i's at position i "
+                                  "(counting from 0)\n");
+                /* peers without replication are still one per node */
+                w.cluster_replication_factor = 1;
+                check_invalid(&w, "[cluster] peers lists 3 addresses but [cluster] node_count = "
+                                  "4: give one host:port per node, node i's at position i "
+                                  "(counting from 0)\n");
+        }
+        {
+                struct config w = v;
+                w.cluster_peers = NULL;
+                w.cluster_npeers = 0;
+                w.cluster_psk_file = NULL;
+                check_invalid(&w, "[cluster] replication_factor = 2 needs [cluster] peers, the "
+                                  "host:port of every node, to send replicas to (or set "
+                                  "replication_factor = 1: no replication)\n"
+                                  "[cluster] replication_factor = 2 needs [cluster] psk_file, "
+                                  "the pre-shared key with which nodes authenticate each other "
+                                  "(the same file on every node, mode 0600)\n");
+                w.cluster_psk_file = (char *)"";
+                w.cluster_peers = four;
+                w.cluster_npeers = 4;
+                check_invalid(&w, "[cluster] replication_factor = 2 needs [cluster] psk_file, "
+                                  "the pre-shared key with which nodes authenticate each other "
+                                  "(the same file on every node, mode 0600)\n");
+                /* without replication neither is needed */
+                w.cluster_replication_factor = 1;
+                w.cluster_peers = NULL;
+                w.cluster_npeers = 0;
+                capture_open(&cap);
+                CHECK(config_validate(&w, cap.f) == 0, "F=1: %s", capture_text(&cap));
+                capture_close(&cap);
+        }
+
+        /* The placement rule, with topology's message behind "[cluster] ". */
+        {
+                struct config w = v;
+                w.cluster_node_count = 6;
+                w.cluster_peers = six;
+                w.cluster_npeers = 6;
+                check_invalid(&w, "[cluster] placement = clique needs node_count to be a "
+                                  "multiple of replication_jump * replication_factor = 2 * 2 = "
+                                  "4, and node_count = 6 is not: node_count = 4 or 8 would work "
+                                  "with these; for node_count = 6 and replication_factor = 2, "
+                                  "replication_jump = 1 or 3 would work; or use placement = "
+                                  "ring, which accepts these values\n");
+                w.cluster_placement = PLACEMENT_RING;
+                capture_open(&cap);
+                CHECK(config_validate(&w, cap.f) == 0, "ring N=6 J=2 F=2: %s",
+                      capture_text(&cap));
+                capture_close(&cap);
+                w.cluster_replication_jump = 5;
+                w.cluster_replication_factor = 3;
+                check_invalid(&w, "[cluster] placement = ring needs node_count > "
+                                  "(replication_factor - 1) * replication_jump = 2 * 5 = 10 (or "
+                                  "a node's replicas would come back to the node itself or land "
+                                  "twice on one node), but node_count = 6: node_count = 11 or "
+                                  "more, replication_jump at most 2, or replication_factor at "
+                                  "most 2 would work\n");
+                w.cluster_replication_factor = 8;
+                w.cluster_replication_jump = 1;
+                check_invalid(&w, "[cluster] replication_factor = 8 is larger than node_count = "
+                                  "6: 8 copies need 8 distinct nodes; use replication_factor "
+                                  "1..6\n");
+        }
+
+        /* A key out of range on its own is reported once, by its own rule. */
+        {
+                struct config w = v;
+                w.cluster_replication_jump = 0;
+                w.cluster_placement = 2;
+                check_invalid(&w, "[cluster] replication_jump = 0 is out of range (1..65535)\n"
+                                  "[cluster] placement = 2 is out of range (clique..ring)\n");
+                w = v;
+                w.cluster_replication_factor = 17;
+                check_invalid(&w, "[cluster] replication_factor = 17 is out of range (1..16)\n");
+                w = v;
+                w.cluster_node_index = 4;
+                check_invalid(&w, "[cluster] node_index = 4 must be less than [cluster] "
+                                  "node_count = 4 (their defaults come from $SLURM_NODEID and "
+                                  "$SLURM_NNODES)\n");
+        }
+
+        /* Addresses set by code: the parser's rules and messages. */
+        {
+                struct config w = c;
+                w.cluster_node_count = 2;
+                w.cluster_peers = bad;
+                w.cluster_npeers = 2;
+                check_invalid(&w, "[cluster] peers: node 1's address 'n 1:7000': 'n 1' " HOST_RULES
+                                  "\n");
+                bad[1].host = (char *)"N0";
+                check_invalid(&w, "[cluster] peers: nodes 0 and 1 have the same address "
+                                  "'N0:7000'; each node needs its own (another host or port)\n");
+                bad[1].host = (char *)"fd00::1";
+                bad[1].port = 0;
+                check_invalid(&w, "[cluster] peers: node 1's address '[fd00::1]:0': port 0 is "
+                                  "out of range (1..65535)\n");
+                bad[1].host = NULL;
+                bad[1].port = 1;
+                check_invalid(&w, "[cluster] peers: node 1's address '': the host is "
+                                  "missing\n");
+                bad[1].host = (char *)"[fd00::1]";
+                check_invalid(&w, "[cluster] peers: node 1's address '[[fd00::1]]:1': "
+                                  "'[fd00::1]' is not an IPv6 address\n");
+                bad[1].host = (char *)"fd00::1";
+                capture_open(&cap);
+                CHECK(config_validate(&w, cap.f) == 0, "fixed: %s", capture_text(&cap));
+                capture_close(&cap);
+
+                w.cluster_listen.host = (char *)"10.0.0.300";
+                w.cluster_listen.port = 1;
+                check_invalid(&w, "[cluster] listen '10.0.0.300:1': '10.0.0.300' is not an IPv4 "
+                                  "address (four numbers 0..255, such as 10.0.0.1)\n");
+                w.cluster_listen.host = (char *)"0.0.0.0";
+                w.cluster_listen.port = 0;
+                check_invalid(&w, "[cluster] listen '0.0.0.0:0': port 0 is out of range "
+                                  "(1..65535)\n");
+                w.cluster_listen.port = 7000;
+                w.cluster_psk_file = (char *)"peer.psk";
+                check_invalid(&w, "[cluster] psk_file must be an absolute path, not "
+                                  "'peer.psk'\n");
+                w.cluster_psk_file = NULL;
+                w.cluster_peer_connect_timeout_ms = 0;
+                check_invalid(&w, "[cluster] peer_connect_timeout = 0ms is out of range "
+                                  "(100ms..10m)\n");
+        }
+        config_clear(&c);
+}
+
+static void test_cluster_reload(void) {
+        struct config dst = config_default(), src;
+        struct capture cap;
+        char *out;
+
+        capture_open(&cap);
+        CHECK(PARSE(&dst, &cap, "--cluster-node-count=2", "--cluster-peers=a:1,b:1",
+                    "--cluster-listen=0.0.0.0:1") == 0,
+              "dst: %s", capture_text(&cap));
+        capture_close(&cap);
+        src = config_default();
+        capture_open(&cap);
+        CHECK(PARSE(&src, &cap, "--cluster-node-count=2", "--cluster-peers=a:1,b:1",
+                    "--cluster-listen=0.0.0.0:1") == 0,
+              "src: %s", capture_text(&cap));
+        capture_close(&cap);
+
+        /* Equal lists in other memory: nothing to say. */
+        stderr_capture_begin();
+        config_reload(&dst, &src);
+        out = stderr_capture_end();
+        CHECK_STR(out, "");
+        free(out);
+
+        capture_open(&cap);
+        CHECK(PARSE(&src, &cap, "--cluster-peers=a:1,b:2", "--cluster-listen=0.0.0.0:2",
+                    "--cluster-replication-factor=2", "--cluster-placement=ring",
+                    "--cluster-psk-file=/k", "--cluster-peer-connect-timeout=1s") == 0,
+              "src changes: %s", capture_text(&cap));
+        capture_close(&cap);
+        stderr_capture_begin();
+        config_reload(&dst, &src);
+        out = stderr_capture_end();
+        check_peers(&dst, PEERS("a", "1", "b", "1"));
+        CHECK(dst.cluster_listen.port == 1 && dst.cluster_replication_factor == 1 &&
+                      dst.cluster_placement == PLACEMENT_CLIQUE && dst.cluster_psk_file == NULL &&
+                      dst.cluster_peer_connect_timeout_ms == 5000,
+              "[cluster] keys are not reloaded");
+        static const char *const keys_changed[] = { "peers", "listen", "replication_factor",
+                                                    "placement", "psk_file",
+                                                    "peer_connect_timeout" };
+        for (size_t i = 0; i < sizeof(keys_changed) / sizeof(keys_changed[0]); i++) {
+                char want[160];
+                snprintf(want, sizeof(want),
+                         "warning: config: [cluster] %s changed but takes effect only after a "
+                         "restart\n", keys_changed[i]);
+                CHECK(strstr(out, want), "log lacks '%s': %s", want, out);
+        }
+        CHECK(!strstr(out, "replication_jump"), "jump did not change: %s", out);
+        free(out);
+
+        config_clear(&dst);
+        config_clear(&src);
+}
+
+static void test_cluster_help(void) {
+        static const char *const want[] = {
+                "--cluster-peers=HOST:PORT,... ", "peers = (unset)",
+                "--cluster-listen=HOST:PORT ", "listen = (unset)",
+                "--cluster-replication-jump=N ", "replication_jump = 1",
+                "--cluster-replication-factor=N ", "replication_factor = 1",
+                "--cluster-placement=RULE ", "placement = clique",
+                "--cluster-psk-file=PATH ", "psk_file = (unset)",
+                "--cluster-peer-connect-timeout=DURATION ", "peer_connect_timeout = 5s",
+        };
+        struct capture cap;
+        const char *text;
+
+        env_reset();
+        capture_open(&cap);
+        config_print_help(cap.f);
+        text = capture_text(&cap);
+        for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+                CHECK(strstr(text, want[i]), "help lacks '%s':\n%s", want[i], text);
+        /* after the [cluster] heading */
+        CHECK(strstr(text, "\n[cluster]\n") &&
+                      strstr(text, "\n[cluster]\n") < strstr(text, "--cluster-peers="),
+              "peers under [cluster]");
+        capture_close(&cap);
+}
+
 int main(void) {
         if (!mkdtemp(tmpdir)) {
                 perror("mkdtemp");
@@ -1783,6 +2439,13 @@ int main(void) {
         test_remote_validate();
         test_remote_reload();
         test_remote_help();
+        test_cluster_file();
+        test_cluster_file_errors();
+        test_cluster_flags();
+        test_cluster_many_peers();
+        test_cluster_validate();
+        test_cluster_reload();
+        test_cluster_help();
 
         unlink(stderr_file);
         free(stderr_file);
@@ -1794,6 +2457,9 @@ int main(void) {
                 unlink(p);
                 free(p);
                 p = tmp_path("prec.conf");
+                unlink(p);
+                free(p);
+                p = tmp_path("cluster.conf");
                 unlink(p);
                 free(p);
         }
