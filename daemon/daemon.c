@@ -379,6 +379,7 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
                 .connect_timeout_ms = cfg->cluster_peer_connect_timeout_ms,
                 .keep = cfg->keep,
                 .restore_on_start = true,
+                .store_configured = d->flusher != NULL,
                 .pool_wait_ms = cfg->pool_wait_ms,
         };
         r = peers_new(&d->peers, d->loop, d->workers, d->pool, d->store, d->catalog, d->areas,

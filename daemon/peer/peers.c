@@ -198,6 +198,7 @@ struct rstep {
 struct rget {
         struct list link;
         struct restore_job *rj;
+        size_t tidx;               /* index of the target it is queued on */
         char job[CKPT_NAME_MAX + 1];
         uint64_t step;
         uint32_t rank, world_size;
@@ -211,6 +212,7 @@ struct restore_job {
         uint32_t lists_pending;
         uint32_t gets_pending;
         uint32_t ranks_done;
+        bool single;                      /* one rank, asked of target after target */
         int error;
         char msg[PEER_ERRMSG_MAX + 1];
         /* (job, step, rank) already asked for somewhere */
@@ -252,6 +254,7 @@ static void target_connect(struct ptarget *t);
 static void target_timer(struct loop_timer *timer);
 static void rx_free(struct rx *rx);
 static void restore_job_check(struct restore_job *rj);
+static bool rget_next_target(struct rget *g);
 
 static bool node_is_source(struct peers *ps, uint32_t node) {
         for (size_t i = 0; i < ps->nareas; i++)
@@ -732,11 +735,18 @@ static void rx_committed(void *userdata, int error) {
         } else {
                 catalog_ckpt_upsert(rx->catalog, rx->m->job, rx->m->step, rx->m->world_size,
                                     CKPT_STATE_COMMITTED, (int64_t)time(NULL));
-                if (rx->local)
+                if (rx->local) {
                         /* the neighbour it came from holds it: nothing to
                          * send back there */
                         catalog_repl_set(rx->catalog, rx->m->job, rx->m->step, rx->from,
                                          CATALOG_REPL_DONE, NULL);
+                        /* and the object store has it already (or its node
+                         * will flush it): a flush from here would rewrite
+                         * this node's manifest of an old step */
+                        if (rx->ps->opts.store_configured)
+                                catalog_ckpt_remote_set(rx->catalog, rx->m->job, rx->m->step,
+                                                        CATALOG_REMOTE_DONE, NULL);
+                }
                 catalog_flush(rx->catalog);
                 log_info("peers: job %s step %" PRIu64 " rank %u %s node %u (%u shards)",
                          rx->m->job, rx->m->step, rx->m->rank,
@@ -1228,6 +1238,56 @@ struct replica_area *peers_area_of(struct peers *ps, const char *job, uint64_t s
 
 /* ---- restore (the connecting side) ------------------------------------------------------- */
 
+/* Queue g on the next connected target after the one it was on: true if
+ * there is one. */
+static bool rget_next_target(struct rget *g) {
+        struct peers *ps = g->rj->ps;
+        for (size_t i = g->tidx + 1; i < ps->ntargets; i++) {
+                struct ptarget *t = &ps->targets[i];
+                if (t->l && t->l->state == L_READY) {
+                        g->tidx = i;
+                        list_add_tail(&t->gets, &g->link);
+                        target_pump(t);
+                        return true;
+                }
+        }
+        return false;
+}
+
+int peers_fetch_rank(struct peers *ps, const char *job, uint64_t step, uint32_t rank,
+                     void (*done)(void *userdata, int error, uint32_t ranks, const char *message),
+                     void *userdata) {
+        struct restore_job *rj = calloc(1, sizeof(*rj));
+        struct rget *g = calloc(1, sizeof(*g));
+        if (!rj || !g) {
+                free(rj);
+                free(g);
+                return -ENOMEM;
+        }
+        rj->ps = ps;
+        rj->single = true;
+        snprintf(rj->job, sizeof(rj->job), "%s", job);
+        rj->step = step;
+        rj->done = done;
+        rj->userdata = userdata;
+        g->rj = rj;
+        snprintf(g->job, sizeof(g->job), "%s", job);
+        g->step = step;
+        g->rank = rank;
+        list_init(&g->link);
+        /* tidx is unsigned: start "before" target 0 */
+        g->tidx = (size_t)-1;
+        if (!rget_next_target(g)) {
+                free(g);
+                free(rj);
+                return -EHOSTUNREACH;
+        }
+        list_init(&rj->link);
+        list_add_tail(&ps->restores, &rj->link);
+        rj->gets_pending = 1;
+        return 0;
+}
+
 static void restore_job_check(struct restore_job *rj) {
         struct peers *ps = rj->ps;
         if (rj->lists_pending || rj->gets_pending)
@@ -1400,7 +1460,10 @@ static int list_fill_cb(void *userdata, const char *job, uint64_t step, uint8_t 
                 return 0;
         for (size_t i = 0; i < MIN(n, (size_t)256); i++) {
                 struct peer_list_rep *r = &lf->m->list_rep;
-                if (r->count == PEER_LIST_PAGE) {
+                /* a page is full at PEER_LIST_PAGE entries or when one more
+                 * long name would not fit the message bound */
+                if (r->count == PEER_LIST_PAGE ||
+                    peer_list_rep_size(r, r->count) + 19 + strlen(job) > PEER_MSG_MAX) {
                         r->more = 1;
                         link_send(lf->l, lf->m);
                         r->count = 0;
@@ -1635,8 +1698,12 @@ static void handle_message(struct plink *l, const struct peer_msg *m) {
                         /* that neighbour does not have it: another might */
                         struct rget *g = t->get_active;
                         t->get_active = NULL;
-                        log_warn("peers: node %u cannot send job %s step %" PRIu64 " rank %u: %s",
-                                 l->node, g->job, g->step, g->rank, m->error.message);
+                        log_debug("peers: node %u cannot send job %s step %" PRIu64 " rank %u: %s",
+                                  l->node, g->job, g->step, g->rank, m->error.message);
+                        if (g->rj->single && rget_next_target(g)) {
+                                target_pump(t);
+                                break;
+                        }
                         g->rj->gets_pending--;
                         restore_job_check(g->rj);
                         free(g);

@@ -55,6 +55,7 @@ struct peers_options {
         uint64_t connect_timeout_ms;
         uint32_t keep;                   /* committed steps kept per job in each area */
         bool restore_on_start;           /* pull missing ranks from the targets */
+        bool store_configured;           /* an object store flushes committed steps */
         uint64_t pool_wait_ms;
 };
 
@@ -85,6 +86,13 @@ struct replica_area *peers_area_of(struct peers *ps, const char *job, uint64_t s
 int peers_restore(struct peers *ps, const char *job, uint64_t step,
                   void (*done)(void *userdata, int error, uint32_t ranks, const char *message),
                   void *userdata);
+
+/* Pull one rank (any node's: a job restarted on other nodes reads ranks
+ * their old nodes saved) from the first target that holds it, into the
+ * local tier.  0: done() runs later; -EHOSTUNREACH: no target is up. */
+int peers_fetch_rank(struct peers *ps, const char *job, uint64_t step, uint32_t rank,
+                     void (*done)(void *userdata, int error, uint32_t ranks, const char *message),
+                     void *userdata);
 
 /* Fill the peer fields of a status reply (text for ckptctl). */
 void peers_status(struct peers *ps, char *text, size_t size, uint32_t *connected,

@@ -50,7 +50,8 @@ struct read_op {
 
 struct conn_fetch {
         struct fetch_request fr;
-        struct conn *c;
+        struct conn *c;             /* NULL: the client left during a neighbour fetch */
+        bool peers_busy;            /* asking the neighbours (not the object store) */
         uint16_t type;
         union {
                 struct ckpt_req_job_step job_step;
@@ -59,6 +60,8 @@ struct conn_fetch {
                 struct ckpt_req_fetch fetch;
         } req;
 };
+
+static void serve_again(struct conn_fetch *cf);
 
 static void fetch_request_done(struct fetch_request *fr, int error, const char *msg) {
         struct conn_fetch *cf = container_of(fr, struct conn_fetch, fr);
@@ -96,8 +99,14 @@ static void fetch_request_done(struct fetch_request *fr, int error, const char *
                 free(cf);
                 return;
         }
-        /* Serve the request again; if the fetch found nothing it answers
-         * with its usual "not here" error. */
+        serve_again(cf);
+}
+
+/* Serve the request again; if the fetches found nothing it answers with
+ * its usual "not here" error.  Frees cf. */
+static void serve_again(struct conn_fetch *cf) {
+        struct conn *c = cf->c;
+
         c->fetch_retry = true;
         switch (cf->type) {
         case CKPT_MSG_LATEST:
@@ -117,14 +126,48 @@ static void fetch_request_done(struct fetch_request *fr, int error, const char *
         free(cf);
 }
 
-/* The local tier lacks what req wants: when an object store is
- * configured, pull (job, step) — the ranks `which`/`index` select — and
- * answer req afterwards.  true: the fetch runs and the reply comes later. */
+/* The object store, after the neighbours found nothing (or right away). */
+static bool fetch_from_store(struct conn_fetch *cf) {
+        struct conn *c = cf->c;
+        struct server *srv = c->srv;
+
+        if (!srv->fetcher)
+                return false;
+        cf->fr.done = fetch_request_done;
+        if (fetch_start(srv->fetcher, &cf->fr) < 0)
+                return false;
+        c->fetch = cf;
+        log_info("job %s: step %s not on this node; restoring from the object store", cf->fr.job,
+                 cf->fr.step == CKPT_STEP_LATEST ? "latest" : "requested");
+        return true;
+}
+
+/* A neighbour sent the rank (or none had it): serve, or ask the store. */
+static void peer_rank_done(void *userdata, int error, uint32_t ranks, const char *message) {
+        struct conn_fetch *cf = userdata;
+        struct conn *c = cf->c;
+        (void)ranks;
+        (void)message;
+
+        if (!c) {
+                free(cf); /* the client went away meanwhile */
+                return;
+        }
+        c->fetch = NULL;
+        cf->peers_busy = false;
+        if (error < 0 && fetch_from_store(cf))
+                return;
+        serve_again(cf);
+}
+
+/* The local tier lacks what req wants: ask the neighbours (a rank), then
+ * the object store, and answer req afterwards.  true: a fetch runs and the
+ * reply comes later. */
 static bool restore_from_store(struct conn *c, uint16_t type, const void *req, size_t len,
                                const char *job, uint64_t step, uint8_t which, uint32_t index) {
         struct server *srv = c->srv;
 
-        if (!srv->fetcher || c->fetch_retry || c->fetch)
+        if ((!srv->fetcher && !srv->peers) || c->fetch_retry || c->fetch)
                 return false;
         struct conn_fetch *cf = calloc(1, sizeof(*cf));
         if (!cf)
@@ -138,16 +181,18 @@ static bool restore_from_store(struct conn *c, uint16_t type, const void *req, s
         cf->fr.index = index;
         cf->fr.uid = c->uid;
         cf->fr.lenient = type == CKPT_MSG_LATEST;
-        cf->fr.done = fetch_request_done;
-        int r = fetch_start(srv->fetcher, &cf->fr);
-        if (r < 0) {
-                free(cf);
-                return false;
+        if (srv->peers && which == CKPT_FETCH_RANK && step != CKPT_STEP_LATEST &&
+            peers_fetch_rank(srv->peers, job, step, index, peer_rank_done, cf) == 0) {
+                cf->peers_busy = true;
+                c->fetch = cf;
+                log_info("job %s step %" PRIu64 " rank %u not on this node; asking the neighbours",
+                         job, step, index);
+                return true;
         }
-        c->fetch = cf;
-        log_info("job %s: step %s not on local disk; restoring from the object store", job,
-                 step == CKPT_STEP_LATEST ? "latest" : "requested");
-        return true;
+        if (fetch_from_store(cf))
+                return true;
+        free(cf);
+        return false;
 }
 
 /* ckptctl restore --from-peers: the reply waits for the neighbours. */
@@ -735,6 +780,10 @@ void restore_handle_map(struct conn *c, const struct ckpt_req_read *req) {
 }
 
 void restore_conn_closed(struct conn *c) {
+        if (c->fetch && c->fetch->peers_busy) {
+                c->fetch->c = NULL; /* peer_rank_done frees it */
+                c->fetch = NULL;
+        }
         if (c->peer_fetch) {
                 c->peer_fetch->c = NULL; /* the restore goes on; nobody to answer */
                 c->peer_fetch = NULL;

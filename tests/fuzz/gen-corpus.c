@@ -3,7 +3,7 @@
  * Seed corpus generator for the fuzz targets.
  *
  * Usage: gen-corpus DIR   writes DIR/request/, DIR/reply/, DIR/manifest/,
- *                         DIR/objects/
+ *                         DIR/objects/, DIR/peer/
  *
  * A fuzzer starting from valid messages of every type reaches the deep
  * branches of each body parser at once instead of rediscovering the magic,
@@ -20,12 +20,15 @@
 
 #include "ckpt-proto.h"
 #include "crc32c.h"
+#include "peer-proto.h"
 #include "local/manifest.h"
 #include "remote/objects.h"
 
 static const char *outdir;
 static uint8_t buf[CKPT_MSG_MAX];
 static struct ckpt_reply rep;
+static struct peer_msg pm;
+static uint8_t peer_buf[PEER_HDR_SIZE + PEER_MSG_MAX];
 
 static void die(const char *what, int r) {
         fprintf(stderr, "gen-corpus: %s: %s\n", what, strerror(r < 0 ? -r : r));
@@ -60,13 +63,16 @@ static int encode_rep(const struct ckpt_reply *m) {
         return n;
 }
 
-/* File name from the type name: "SAVE_BEGIN" -> "save-begin.bin". */
-static void file_for(char *out, size_t cap, uint16_t type) {
-        const char *t = ckpt_msg_type_name(type);
+/* File name from a type name: "SAVE_BEGIN" -> "save-begin.bin". */
+static void file_for_name(char *out, size_t cap, const char *t) {
         size_t i = 0;
         for (; t[i] && i + 5 < cap; i++)
                 out[i] = t[i] == '_' ? '-' : (char)(t[i] | 0x20);
         snprintf(out + i, cap - i, ".bin");
+}
+
+static void file_for(char *out, size_t cap, uint16_t type) {
+        file_for_name(out, cap, ckpt_msg_type_name(type));
 }
 
 static void set_le32(uint8_t *p, uint32_t v) {
@@ -641,8 +647,183 @@ static void objects(void) {
         }
 }
 
+/* ---- peer protocol ---- */
+
+static int encode_peer(const struct peer_msg *m) {
+        int n = peer_msg_encode(m, peer_buf, sizeof(peer_buf));
+        if (n < 0)
+                die(peer_msg_type_name(m->hdr.type), n);
+        return n;
+}
+
+/* Variants of the message in peer_buf[0..n): byte `off` set to v, or (le32)
+ * a little-endian u32 at `off`. */
+static void peer_bad(const char *file, int n, size_t off, uint32_t v, bool le32) {
+        uint8_t bad[sizeof(peer_buf)];
+        memcpy(bad, peer_buf, (size_t)n);
+        if (le32)
+                set_le32(bad + off, v);
+        else
+                bad[off] = (uint8_t)v;
+        write_file("peer", file, bad, (size_t)n);
+}
+
+/* One valid message of every type, as a daemon would send them (RANK_BEGIN
+ * with a real manifest), and one invalid variant per kind of rejection. */
+static void peers(void) {
+        char fn[64];
+        char *manifest_text = NULL;
+        size_t manifest_len = 0;
+        struct manifest *man;
+        int r, n;
+
+        r = manifest_new(&man, "llama-70b", 1000, 3, 8, 1000);
+        if (r >= 0) {
+                uint32_t blocks[8], crc;
+                man->block_size = 4096;
+                shard_crcs(5000, 4096, 7, &crc, blocks);
+                r = manifest_add_shard(man, "model.pt", 5000, crc, blocks);
+        }
+        if (r >= 0)
+                r = manifest_format(man, &manifest_text, &manifest_len);
+        if (r < 0)
+                die("peer manifest", r);
+        manifest_free(man);
+
+        for (uint16_t t = PEER_MSG_HELLO; t < PEER_MSG_TYPE_MAX_; t++) {
+                memset(&pm, 0, sizeof(pm));
+                pm.hdr.type = t;
+                pm.hdr.seq = t;
+                pm.hdr.stream = 0;
+                switch (t) {
+                case PEER_MSG_HELLO:
+                        pm.hello.node_index = 1;
+                        pm.hello.node_count = 8;
+                        for (int i = 0; i < PEER_NONCE_SIZE; i++)
+                                pm.hello.nonce[i] = (uint8_t)(i * 13 + 1);
+                        snprintf(pm.hello.cluster_id, sizeof(pm.hello.cluster_id), "rack-a");
+                        break;
+                case PEER_MSG_HELLO_REPLY:
+                        pm.hello_reply.node_index = 3;
+                        pm.hello_reply.node_count = 8;
+                        for (int i = 0; i < PEER_NONCE_SIZE; i++) {
+                                pm.hello_reply.nonce[i] = (uint8_t)(i * 29 + 5);
+                                pm.hello_reply.mac[i] = (uint8_t)(i * 31 + 7);
+                        }
+                        break;
+                case PEER_MSG_AUTH:
+                        for (int i = 0; i < PEER_MAC_SIZE; i++)
+                                pm.auth.mac[i] = (uint8_t)(0xf0 - i);
+                        break;
+                case PEER_MSG_ERROR:
+                        pm.hdr.stream = pm.error.stream = 2;
+                        pm.error.error = -ENOSPC;
+                        snprintf(pm.error.message, sizeof(pm.error.message),
+                                 "no space left for job llama-70b step 1000 rank 3");
+                        break;
+                case PEER_MSG_RANK_BEGIN:
+                        pm.hdr.stream = 1;
+                        name(&pm.rank_begin.job, "llama-70b");
+                        pm.rank_begin.step = 1000;
+                        pm.rank_begin.rank = 3;
+                        pm.rank_begin.world_size = 8;
+                        pm.rank_begin.src_node = 1;
+                        pm.rank_begin.purpose = PEER_PURPOSE_REPLICATE;
+                        pm.rank_begin.manifest = manifest_text;
+                        pm.rank_begin.manifest_len = (uint32_t)manifest_len;
+                        break;
+                case PEER_MSG_DATA:
+                        pm.hdr.stream = 1;
+                        pm.data.shard = 0;
+                        pm.data.offset = 4096;
+                        pm.data.length = 904;
+                        break;
+                case PEER_MSG_RANK_END:
+                        pm.hdr.stream = 1;
+                        break;
+                case PEER_MSG_RANK_ACK:
+                        pm.hdr.stream = 1;
+                        snprintf(pm.rank_ack.message, sizeof(pm.rank_ack.message), "ok");
+                        break;
+                case PEER_MSG_LIST_REQ:
+                        pm.hdr.stream = 3;
+                        pm.list_req.src_node = 1; /* every job */
+                        break;
+                case PEER_MSG_LIST_REP:
+                        pm.hdr.stream = 3;
+                        pm.list_rep.count = 3;
+                        pm.list_rep.more = 1;
+                        for (uint32_t k = 0; k < 3; k++) {
+                                struct peer_list_entry *e = &pm.list_rep.entries[k];
+                                name(&e->job, k == 2 ? "bert" : "llama-70b");
+                                e->step = 1000 - 100 * k;
+                                e->rank = 3;
+                                e->world_size = 8;
+                                e->committed = k != 0;
+                        }
+                        break;
+                case PEER_MSG_GET_RANK:
+                        pm.hdr.stream = 4;
+                        name(&pm.get_rank.job, "llama-70b");
+                        pm.get_rank.step = 900;
+                        pm.get_rank.rank = 3;
+                        break;
+                case PEER_MSG_PING:
+                case PEER_MSG_PONG:
+                        pm.ping.value = 0x0123456789abcdefull;
+                        break;
+                default: /* AUTH_OK */
+                        break;
+                }
+                n = encode_peer(&pm);
+                file_for_name(fn, sizeof(fn), peer_msg_type_name(t));
+                write_file("peer", fn, peer_buf, (size_t)n);
+
+                /* Header: 0 magic, 4 version, 6 type, 8 length, 12 stream,
+                 * 16 seq; body from 24. */
+                switch (t) {
+                case PEER_MSG_HELLO:
+                        peer_bad("invalid-magic.bin", n, 3, 'T', false);
+                        peer_bad("invalid-version.bin", n, 4, PEER_PROTO_VERSION + 1, false);
+                        peer_bad("invalid-type.bin", n, 6, PEER_MSG_TYPE_MAX_, false);
+                        peer_bad("invalid-stream.bin", n, 12, 1, true);
+                        peer_bad("invalid-node-index.bin", n, 24, 8, true);
+                        write_file("peer", "invalid-truncated.bin", peer_buf, (size_t)n - 1);
+                        peer_buf[n] = 0;
+                        peer_bad("invalid-trailing.bin", n + 1, 8, (uint32_t)n + 1 - PEER_HDR_SIZE, true);
+                        break;
+                case PEER_MSG_RANK_BEGIN:
+                        /* job "llama-70b" at 24 (u16 length) + 26 */
+                        peer_bad("invalid-name.bin", n, 26, '/', false);
+                        /* purpose after step, rank, world_size, src_node */
+                        peer_bad("invalid-purpose.bin", n, 26 + 9 + 20, 3, false);
+                        peer_bad("invalid-manifest-nul.bin", n, (size_t)n - 3, 0, false);
+                        peer_bad("invalid-manifest-len.bin", n, 26 + 9 + 21, (uint32_t)manifest_len + 1, true);
+                        peer_bad("invalid-body-length.bin", n, 8, PEER_RANK_BEGIN_MAX + 1, true);
+                        break;
+                case PEER_MSG_DATA:
+                        peer_bad("invalid-data-length.bin", n, 24 + 12, 905, true);
+                        peer_bad("invalid-data-reserved.bin", n, 24 + 16, 1, false);
+                        peer_bad("invalid-data-over.bin", n, 8, PEER_DATA_HDR_SIZE + PEER_DATA_MAX + 1, true);
+                        peer_bad("invalid-data-stream.bin", n, 12, 0, true);
+                        break;
+                case PEER_MSG_LIST_REP:
+                        peer_bad("invalid-count.bin", n, 24, PEER_LIST_PAGE + 1, true);
+                        peer_bad("invalid-more.bin", n, (size_t)n - 1, 2, false);
+                        break;
+                case PEER_MSG_ERROR:
+                        peer_bad("invalid-errno.bin", n, 24, 5, true);
+                        peer_bad("invalid-error-stream.bin", n, 28, 3, true);
+                        break;
+                default:
+                        break;
+                }
+        }
+        free(manifest_text);
+}
+
 int main(int argc, char **argv) {
-        static const char *const subs[] = { "request", "reply", "manifest", "objects" };
+        static const char *const subs[] = { "request", "reply", "manifest", "objects", "peer" };
 
         if (argc != 2) {
                 fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -661,5 +842,6 @@ int main(int argc, char **argv) {
         replies();
         manifests();
         objects();
+        peers();
         return 0;
 }

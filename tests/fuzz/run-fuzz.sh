@@ -26,7 +26,7 @@ srcdir=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-fuzz.XXXXXX")
 failed=
 
-for name in request reply manifest objects; do
+for name in request reply manifest objects peer; do
         bin=$builddir/tests/fuzz/fuzz-$name
         if [ ! -x "$bin" ]; then
                 echo "$0: $bin missing: configure $builddir with CC=clang -Dfuzz=true" >&2
@@ -38,7 +38,9 @@ for name in request reply manifest objects; do
         rm -f "$work/$name/corpus/README" "$work/$name/corpus/README.md"
         echo "== fuzz-$name for ${seconds}s"
         # -max_len: a message is at most CKPT_MSG_MAX (65536) bytes; a
-        # manifest is text of similar scale for fuzzing purposes.
+        # manifest is text of similar scale for fuzzing purposes; so is a
+        # peer message (a RANK_BEGIN may be bigger, but its manifest is
+        # only scanned, so longer inputs find nothing new).
         if ! "$bin" -max_total_time="$seconds" -max_len=65600 -timeout=30 \
                 -rss_limit_mb=4096 -print_final_stats=1 \
                 -artifact_prefix="$work/$name/artifacts/" \
