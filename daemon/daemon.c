@@ -207,8 +207,8 @@ static void daemon_retention_all(struct daemon *d) {
 /* ---- the object-store tier ------------------------------------------------------------- */
 
 /*
- * The flush yields to saves: while any save is staging or being written,
- * uploads hold still (no request, no MD5 hashing starts; transfers on the
+ * The flush and the replication yield to saves: while any save is staging
+ * or being written, uploads and outgoing replica data hold still (no request, no MD5 hashing starts; transfers on the
  * wire pause).  A trainer blocks for its copy into the slot, and on a node
  * where the store's traffic shares cores and memory bandwidth with it, a
  * running flush made staging several times slower (docs/BENCHMARKS.md).
@@ -217,24 +217,32 @@ static void daemon_retention_all(struct daemon *d) {
  */
 #define DAEMON_YIELD_MAX_MS 30000
 
+static void daemon_background_pause(struct daemon *d, bool paused) {
+        if (d->s3)
+                s3_client_pause(d->s3, paused);
+        if (d->peers)
+                peers_pause(d->peers, paused);
+}
+
 static void daemon_yield_timeout(struct loop_timer *t) {
         struct daemon *d = container_of(t, struct daemon, yield_timer);
-        log_debug("flush: saves busy for %u s; uploading anyway", DAEMON_YIELD_MAX_MS / 1000);
-        s3_client_pause(d->s3, false);
+        log_debug("saves busy for %u s; flushing and replicating anyway",
+                  DAEMON_YIELD_MAX_MS / 1000);
+        daemon_background_pause(d, false);
 }
 
 static void daemon_on_saving(struct server *srv, bool saving) {
         struct daemon *d = srv->userdata;
 
-        if (!d->s3)
+        if (!d->s3 && !d->peers)
                 return;
         if (saving) {
-                s3_client_pause(d->s3, true);
+                daemon_background_pause(d, true);
                 loop_timer_start(d->loop, &d->yield_timer, DAEMON_YIELD_MAX_MS,
                                  daemon_yield_timeout);
         } else {
                 loop_timer_cancel(&d->yield_timer);
-                s3_client_pause(d->s3, false);
+                daemon_background_pause(d, false);
         }
 }
 

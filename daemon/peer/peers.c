@@ -243,6 +243,7 @@ struct peers {
         void (*on_changed)(void *userdata, const char *job, uint64_t step);
         void *userdata;
         bool freeing;
+        bool paused;              /* peers_pause(): no new frame leaves */
 };
 
 static void link_close(struct plink *l, int error, const char *fmt, ...)
@@ -455,6 +456,9 @@ static void link_flush(struct plink *l) {
                 }
                 if (!tx || l->state != L_READY)
                         break;
+                /* paused between frames: control messages still flow */
+                if (l->ps->paused && !mid_frame && tx->sent == tx->len && tx->fsent == tx->flen)
+                        break;
                 if (tx->sent < tx->len) {
                         ssize_t n = send(l->fd, tx->buf + tx->sent, tx->len - tx->sent,
                                          MSG_NOSIGNAL | (tx->flen ? MSG_MORE : 0));
@@ -508,7 +512,7 @@ static void link_update_events(struct plink *l) {
                 return;
         uint32_t ev = 0;
         bool pending_out = l->cur || !list_empty(&l->ctlq) ||
-                           (l->tx && l->state == L_READY &&
+                           (l->tx && l->state == L_READY && !l->ps->paused &&
                             (l->tx->sent < l->tx->len || l->tx->fsent < l->tx->flen ||
                              !l->tx->ended));
         if (l->state == L_CONNECTING)
@@ -2015,6 +2019,20 @@ void peers_status(struct peers *ps, char *text, size_t size, uint32_t *connected
                 if (n < 0 || (size_t)n >= size - off)
                         break;
                 off += (size_t)n;
+        }
+}
+
+void peers_pause(struct peers *ps, bool paused) {
+        struct list *pos, *tmp;
+
+        if (ps->paused == paused)
+                return;
+        ps->paused = paused;
+        if (paused)
+                return;
+        list_for_each_safe(pos, tmp, &ps->links) {
+                struct plink *l = list_entry(pos, struct plink, link);
+                link_flush(l);
         }
 }
 

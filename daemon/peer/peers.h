@@ -99,3 +99,7 @@ void peers_status(struct peers *ps, char *text, size_t size, uint32_t *connected
                   uint32_t *total, uint32_t *pending_steps);
 
 void peers_set_keep(struct peers *ps, uint32_t keep);
+
+/* Hold outgoing rank data between frames (saves are staging here); the
+ * handshake, acknowledgements and requests still flow. */
+void peers_pause(struct peers *ps, bool paused);
