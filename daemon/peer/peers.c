@@ -1359,9 +1359,10 @@ static void list_reply(struct plink *l, const struct peer_msg *m) {
                  * the one asked for */
                 uint64_t latest;
                 uint32_t ws;
+                struct ckpt_ckpt_entry ce;
                 if (rj->step == CKPT_STEP_LATEST &&
                     catalog_latest_committed(ps->catalog, e->job.str, &latest, &ws) == 0 &&
-                    e->step <= latest && catalog_rank_exists(ps->catalog, e->job.str, e->step, 0) != 1)
+                    e->step < latest && catalog_ckpt_get(ps->catalog, e->job.str, e->step, &ce) < 0)
                         continue;
                 if (!rj_claim(rj, e))
                         continue;
