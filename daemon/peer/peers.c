@@ -973,7 +973,7 @@ static bool rx_data(struct plink *l, const struct peer_msg *m) {
         l->pay = ch;
         l->pay_got = 0;
         uint32_t units = pool_units_for(ps->pool, d->length);
-        int r = pool_try_acquire(ps->pool, POOL_UID_NONE - 1, units, &ch->ext);
+        int r = pool_try_acquire(ps->pool, rx->m->uid, units, &ch->ext);
         if (r == 1 && ch->ext.count >= units) {
                 ch->has_ext = true;
                 return true;
@@ -981,7 +981,7 @@ static bool rx_data(struct plink *l, const struct peer_msg *m) {
         if (r == 1)
                 pool_release(ps->pool, &ch->ext);
         l->rx_blocked = true;
-        pool_wait(ps->pool, &l->waiter, POOL_UID_NONE - 1, units, ps->opts.pool_wait_ms,
+        pool_wait(ps->pool, &l->waiter, rx->m->uid, units, ps->opts.pool_wait_ms,
                   link_resume_rx);
         link_update_events(l);
         return false;
