@@ -511,7 +511,7 @@ int64_t ckpt_read(struct ckpt_conn *c, const char *job, uint64_t step, uint32_t 
                 /* one slot holds whole CRC blocks: stay inside one */
                 uint64_t piece = MIN_U64(len - done, c->slot_size - off % c->block_size);
                 int fd;
-                void *src;
+                void *src = NULL;
 
                 req.hdr.type = CKPT_MSG_READ;
                 req.read.offset = off;
