@@ -212,6 +212,7 @@ struct restore_job {
         uint32_t lists_pending;
         uint32_t gets_pending;
         uint32_t ranks_done;
+        uint32_t present;                 /* listed ranks already here */
         bool single;                      /* one rank, asked of target after target */
         int error;
         char msg[PEER_ERRMSG_MAX + 1];
@@ -244,6 +245,7 @@ struct peers {
         void *userdata;
         bool freeing;
         bool paused;              /* peers_pause(): no new frame leaves */
+        struct restore_job *startup_rj; /* the restore targets join as they come up */
 };
 
 static void link_close(struct plink *l, int error, const char *fmt, ...)
@@ -560,6 +562,9 @@ static void link_close(struct plink *l, int error, const char *fmt, ...) {
                 /* a neighbour not up yet: retried with backoff, logged
                  * once it was up and went away */
                 log_debug("peers: node %u (%s) not reachable: %s", l->node, l->addr, why);
+        else if (l->node == UINT32_MAX)
+                log_warn("peers: connection from unauthenticated peer %s closed: %s", l->addr,
+                         why);
         else
                 log_warn("peers: link %s node %u (%s) closed: %s", l->client ? "to" : "from",
                          l->node, l->addr, why);
@@ -1298,7 +1303,7 @@ static void restore_job_check(struct restore_job *rj) {
                 return;
         list_unlink(&rj->link);
         int error = rj->error;
-        if (!error && rj->ranks_done == 0 && rj->step != CKPT_STEP_LATEST) {
+        if (!error && rj->ranks_done == 0 && rj->present == 0 && rj->step != CKPT_STEP_LATEST) {
                 error = -ENOENT;
                 snprintf(rj->msg, sizeof(rj->msg), "no neighbour holds step %" PRIu64
                          " of job '%s' for node %u", rj->step, rj->job, ps->opts.topo.index);
@@ -1352,8 +1357,10 @@ static void list_reply(struct plink *l, const struct peer_msg *m) {
                         continue;
                 if (rj->step != CKPT_STEP_LATEST && rj->step != e->step)
                         continue;
-                if (catalog_rank_exists(ps->catalog, e->job.str, e->step, e->rank) == 1)
+                if (catalog_rank_exists(ps->catalog, e->job.str, e->step, e->rank) == 1) {
+                        rj->present++;
                         continue;
+                }
                 /* a step deleted here by retention must not come back:
                  * only steps newer than the newest local committed one, or
                  * the one asked for */
@@ -1429,19 +1436,35 @@ int peers_restore(struct peers *ps, const char *job, uint64_t step,
         return 0;
 }
 
+static void startup_restore_done(void *userdata, int error, uint32_t ranks, const char *message) {
+        struct peers *ps = userdata;
+        (void)error;
+        (void)ranks;
+        (void)message;
+        ps->startup_rj = NULL;
+}
+
 /* Restore at start: each target, when its link comes up, is asked for
- * what it holds of this node. */
+ * what it holds of this node.  Targets that come up while that restore
+ * runs join it, so a rank listed by two of them is pulled once (from the
+ * first that listed it). */
 static void restore_on_connect(struct ptarget *t) {
         struct peers *ps = t->ps;
         if (!ps->opts.restore_on_start || t->rj_listing)
                 return;
-        struct restore_job *rj = calloc(1, sizeof(*rj));
-        if (!rj)
-                return;
-        rj->ps = ps;
-        rj->step = CKPT_STEP_LATEST;
-        list_init(&rj->link);
-        list_add_tail(&ps->restores, &rj->link);
+        struct restore_job *rj = ps->startup_rj;
+        if (!rj) {
+                rj = calloc(1, sizeof(*rj));
+                if (!rj)
+                        return;
+                rj->ps = ps;
+                rj->step = CKPT_STEP_LATEST;
+                rj->done = startup_restore_done;
+                rj->userdata = ps;
+                list_init(&rj->link);
+                list_add_tail(&ps->restores, &rj->link);
+                ps->startup_rj = rj;
+        }
         target_list(t, rj);
 }
 
