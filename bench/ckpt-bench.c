@@ -9,7 +9,7 @@
  * (N bytes as K equal tensors), and prints one `key=value` line per number;
  * the reference side (fio, torch) and the medians are run.sh's job.
  *
- *   ckpt-bench [OPTIONS] all|memcpy|stage|zerocopy|restore
+ *   ckpt-bench [OPTIONS] all|memcpy|stage|zerocopy|restore|flush-stage
  *
  *   --socket PATH      the daemon's socket ($CKPT_SOCKET if unset)
  *   --job NAME         job to save under (default: bench)
@@ -27,6 +27,13 @@
  * on the same connection, so the pool slots are already mapped here and the
  * timed save measures the steady state a trainer sees from its second save
  * on.  Steps are numbered after the job's latest committed step.
+ *
+ * flush-stage (bench/remote.sh, a daemon with the object-store tier on) is
+ * not part of `all`: it times one staging with the daemon idle, then
+ * commits a step A, stages a step B at once while A is being uploaded, and
+ * waits for A to reach tier remote, so the script can tell whether the
+ * flush really overlapped B's staging.  It does its own warm-ups, in a
+ * second job (see mode_flush_stage), and commits only A.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -430,11 +437,80 @@ static int mode_restore(struct bench *b) {
         return r;
 }
 
+/*
+ * What an upload costs the trainer: staging time with the daemon idle, and
+ * staging time of a save begun right after a commit, while that step is
+ * being uploaded.  Only A is committed, so nothing else starts a flush.
+ *
+ * The untimed warm-ups and the idle save go to a second job, JOB-idle: a
+ * commit drops the job's older uncommitted steps, and deleting gigabytes of
+ * them while B stages would be charged to the flush (it made staging 4x
+ * slower with no object store at all).  So JOB holds only A and B, and the
+ * daemon should be fresh (steps are numbered after JOB's latest committed
+ * step, in both jobs).  A's wait for CKPT_REMOTE tells whether the flush was
+ * still running when B's staging ended (flush_overlapped=1).
+ */
+static int mode_flush_stage(struct bench *b) {
+        struct save_times idle, a, busy;
+        char idle_job[256];
+        const char *job = b->job;
+        int r;
+
+        r = bench_connect(b);
+        if (r < 0)
+                return r;
+        snprintf(idle_job, sizeof(idle_job), "%s-idle", job);
+        /* two warm-ups: with a pool of twice --size the saves alternate
+         * between two sets of slots, and both must be mapped here already,
+         * or the first save into the second set pays page faults that have
+         * nothing to do with the flush */
+        b->job = idle_job;
+        r = bench_save(b, false, &idle);
+        if (r >= 0)
+                r = bench_save(b, false, &idle);
+        if (r >= 0)
+                r = bench_save(b, false, &idle);
+        b->job = job;
+        if (r >= 0)
+                r = bench_save(b, false, &a);
+        if (r < 0)
+                return r;
+        uint64_t step_a = b->saved_step;
+        double commit_begin = now_s();
+        r = ckpt_commit(b->conn, b->job, step_a, WAIT_TIMEOUT_MS);
+        double commit_end = now_s();
+        if (r < 0)
+                return fail(b, "commit", r);
+
+        r = bench_save(b, false, &busy);
+        if (r < 0)
+                return r;
+
+        printf("stage_idle_s=%.6f\n", idle.finished - idle.begin);
+        printf("stage_busy_s=%.6f\n", busy.finished - busy.begin);
+        printf("stage_busy_after_commit_s=%.6f\n", busy.begin - commit_end);
+        printf("commit_s=%.6f\n", commit_end - commit_begin);
+        fflush(stdout);
+
+        r = ckpt_wait(b->conn, b->job, step_a, CKPT_REMOTE, 600u * 1000);
+        double remote = now_s();
+        if (r < 0)
+                return fail(b, "wait remote", r);
+        printf("flush_step=%" PRIu64 "\n", step_a);
+        printf("flush_s=%.6f\n", remote - commit_end);
+        printf("flush_mbps=%.1f\n", (double)b->size / (remote - commit_end) / 1e6);
+        /* the flush began before B's first byte (the commit had returned);
+         * if it ended after B's finish, it ran for the whole staging */
+        printf("flush_left_after_stage_s=%.6f\n", remote - busy.finished);
+        printf("flush_overlapped=%d\n", remote > busy.finished ? 1 : 0);
+        return 0;
+}
+
 static void usage(FILE *f) {
         fprintf(f, "usage: ckpt-bench [--socket PATH] [--job NAME] [--size BYTES] [--tensors K]\n"
                    "                  [--daemon-pid PID] [--no-commit] [--restore-streams N]\n"
                    "                  [--restore-strided] "
-                   "all|memcpy|stage|zerocopy|restore\n");
+                   "all|memcpy|stage|zerocopy|restore|flush-stage\n");
 }
 
 int main(int argc, char **argv) {
@@ -485,7 +561,7 @@ int main(int argc, char **argv) {
         }
         const char *mode = argv[optind];
         if (strcmp(mode, "all") && strcmp(mode, "memcpy") && strcmp(mode, "stage") &&
-            strcmp(mode, "zerocopy") && strcmp(mode, "restore")) {
+            strcmp(mode, "zerocopy") && strcmp(mode, "restore") && strcmp(mode, "flush-stage")) {
                 usage(stderr);
                 return 2;
         }
@@ -495,8 +571,13 @@ int main(int argc, char **argv) {
                 return 2;
         }
         b.tensor_size = b.size / b.tensors;
+        bool flush_stage = !strcmp(mode, "flush-stage");
         b.src = alloc_prefaulted(b.size, true);
-        b.dst = alloc_prefaulted(b.size, false);
+        /* flush-stage reads nothing back: no second buffer to hold */
+        b.dst = flush_stage ? b.src : alloc_prefaulted(b.size, false);
+        /* no commit but the one of A that mode_flush_stage() makes itself */
+        if (flush_stage)
+                b.commit = false;
         if (!b.src || !b.dst) {
                 fprintf(stderr, "ckpt-bench: cannot allocate 2 x %" PRIu64 " bytes\n", b.size);
                 return 1;
@@ -505,7 +586,7 @@ int main(int argc, char **argv) {
 
         bool all = !strcmp(mode, "all");
         int r = 0;
-        if (strcmp(mode, "memcpy"))
+        if (strcmp(mode, "memcpy") && !flush_stage)
                 r = bench_warmup(&b);
         /* the reference copy right before the staging it is compared with,
          * with the daemon idle (the warm-up is on disk by now) */
@@ -517,6 +598,8 @@ int main(int argc, char **argv) {
                 r = mode_zerocopy(&b);
         if (r >= 0 && (all || !strcmp(mode, "restore")))
                 r = mode_restore(&b);
+        if (r >= 0 && flush_stage)
+                r = mode_flush_stage(&b);
         ckpt_disconnect(b.conn);
         fflush(stdout);
         return r < 0 ? 1 : 0;
