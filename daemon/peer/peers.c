@@ -54,6 +54,12 @@
 #define FRAME_PAYLOAD PEER_DATA_MAX /* 4 MiB, a multiple of the block size */
 #define RX_CHUNKS_MAX 8             /* payloads being checked or written per link */
 #define TARGETS_MAX 16
+/* Keepalive on the connecting side: a PING every PING_EVERY_MS; a link
+ * that answers nothing for PING_TIMEOUT_MS is closed (and reconnected), so
+ * a cut cable shows as a target down within seconds rather than when TCP
+ * gives up.  Generous: a receiver waiting for pool memory stops reading. */
+#define PING_EVERY_MS 5000
+#define PING_TIMEOUT_MS 20000
 
 enum link_state { L_CONNECTING, L_HELLO, L_AUTH, L_READY, L_DEAD };
 
@@ -170,6 +176,8 @@ struct ptarget {
         uint32_t node;
         struct plink *l;           /* NULL while down */
         struct loop_timer timer;   /* reconnect */
+        struct loop_timer ping;    /* keepalive while up */
+        uint64_t last_heard_ms;    /* loop_now_ms() of the last message received */
         uint64_t backoff_ms;
         int64_t down_since;        /* unix seconds; 0: never up yet */
         bool ever_up;
@@ -615,6 +623,7 @@ static void link_close(struct plink *l, int error, const char *fmt, ...) {
         }
         struct ptarget *t = l->target;
         if (t) {
+                loop_timer_cancel(&t->ping);
                 t->l = NULL;
                 t->down_since = time(NULL);
                 t->list_sent = false;
@@ -946,6 +955,8 @@ static bool rx_data(struct plink *l, const struct peer_msg *m) {
         struct rx *rx = l->rx;
         const struct peer_data *d = &m->data;
 
+        if (l->target)
+                l->target->last_heard_ms = loop_now_ms();
         if (!rx || rx->stream != m->hdr.stream || rx->ended) {
                 link_close(l, -EPROTO, "DATA outside a rank transfer");
                 return false;
@@ -1565,6 +1576,22 @@ static void answer_get(struct plink *l, const struct peer_msg *req) {
 
 /* ---- links: input ---------------------------------------------------------------------------- */
 
+static void target_ping(struct loop_timer *timer) {
+        struct ptarget *t = container_of(timer, struct ptarget, ping);
+        struct plink *l = t->l;
+
+        if (!l || l->state != L_READY)
+                return;
+        if (loop_now_ms() - t->last_heard_ms > PING_TIMEOUT_MS) {
+                link_close(l, -ETIMEDOUT, "no answer for %u s", PING_TIMEOUT_MS / 1000);
+                return;
+        }
+        struct peer_msg m = { .hdr.type = PEER_MSG_PING };
+        m.ping.value = loop_now_ms();
+        link_send(l, &m);
+        loop_timer_start(t->ps->loop, &t->ping, PING_EVERY_MS, target_ping);
+}
+
 static void link_ready(struct plink *l) {
         struct ptarget *t = l->target;
 
@@ -1576,6 +1603,8 @@ static void link_ready(struct plink *l) {
         t->backoff_ms = 0;
         t->down_since = 0;
         t->ever_up = true;
+        t->last_heard_ms = loop_now_ms();
+        loop_timer_start(l->ps->loop, &t->ping, PING_EVERY_MS, target_ping);
         /* catch up: everything owed to this node, from the catalog */
         catalog_repl_pending_foreach(l->ps->catalog, t->node, pending_cb, t);
         restore_on_connect(t);
@@ -1665,6 +1694,8 @@ static void handle_handshake(struct plink *l, const struct peer_msg *m) {
 }
 
 static void handle_message(struct plink *l, const struct peer_msg *m) {
+        if (l->target)
+                l->target->last_heard_ms = loop_now_ms();
         if (l->state != L_READY) {
                 handle_handshake(l, m);
                 return;
@@ -2126,6 +2157,7 @@ struct peers *peers_free(struct peers *ps) {
         for (size_t i = 0; i < ps->ntargets; i++) {
                 struct ptarget *t = &ps->targets[i];
                 loop_timer_cancel(&t->timer);
+                loop_timer_cancel(&t->ping);
                 while (!list_empty(&t->steps))
                         rstep_free(list_first_entry(&t->steps, struct rstep, link));
                 while (!list_empty(&t->gets)) {
