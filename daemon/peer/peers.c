@@ -670,17 +670,20 @@ static void rx_free(struct rx *rx) {
                 store_rank_abort(rx->store, rx->rw);
                 rx->rw = NULL;
         }
-        if (rx->rj && rx->error) {
-                struct restore_job *rj = rx->rj;
-                if (!rj->error) {
-                        rj->error = rx->error;
-                        snprintf(rj->msg, sizeof(rj->msg), "%s", rx->msg);
-                }
+        struct restore_job *rj = rx->rj;
+        if (rj && rx->error && !rj->error) {
+                rj->error = rx->error;
+                snprintf(rj->msg, sizeof(rj->msg), "%s", rx->msg);
         }
         free(rx->fds);
         manifest_free(rx->m);
         commit_record_clear(&rx->record);
         free(rx);
+        /* the one place a restore transfer ends, whichever way */
+        if (rj) {
+                rj->gets_pending--;
+                restore_job_check(rj);
+        }
 }
 
 static void rx_ack(struct rx *rx) {
@@ -782,14 +785,10 @@ static void rx_committed(void *userdata, int error) {
         rx_ack(rx);
         if (rj && !error)
                 rj->ranks_done++;
-        rx_free(rx);
+        rx_free(rx); /* reports to rj */
         /* replicas follow the same retention as local checkpoints */
         if (area && !error)
                 area_retention(store, catalog, job, ps->opts.keep);
-        if (rj) {
-                rj->gets_pending--;
-                restore_job_check(rj);
-        }
 }
 
 /* All data arrived and was written: finish like a save. */

@@ -38,7 +38,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import (CKPTD, SKIP, TESTRANK, Daemon, SkipTest, TestFailure,  # noqa: E402
+from harness import (CKPTD, SKIP, TESTRANK, Daemon, SkipTest, TestFailure, ctl_json,  # noqa: E402
                      check, log, shards_arg, step_path, wait_until)
 
 MiB = 1024 * 1024
@@ -854,6 +854,51 @@ def case_netns(ctx):
 
 
 # --------------------------------------------------------------------------
+# 7. a receiver whose disk is full
+
+
+def case_disk_full(ctx):
+    if os.geteuid() != 0:
+        raise SkipTest("mounting a small tmpfs needs root")
+    mnt = os.path.join(ctx.tmp, "small")
+    os.mkdir(mnt)
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", mnt],
+                       capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        raise SkipTest("cannot mount a tmpfs: %s" % p.stderr.strip())
+    ctx.cleanups.append(lambda: subprocess.run(["umount", "-l", mnt], capture_output=True))
+    cl = Cluster(ctx, 2, 2, 1, "clique", ranks_per_node=1, pool="64M", slot="4M")
+    src, dst = cl.nodes
+    # the receiver's state (and so its replica area) on 24 MiB; direct I/O
+    # off: tmpfs has no O_DIRECT
+    dst.state_dir = os.path.join(mnt, "state")
+    dst.extra += ["--local-direct-io=no"]
+    cl.start()
+    step = 3
+    layouts = {0: [("w", 40 * MiB + 123)], 1: [("w", 4096)]}
+    save_node(src, JOB, step, [0], 2, layouts)
+    # the target refuses the rank: the step is owed, not replicated, and the
+    # refusal says why
+    wait_until(lambda: "No space left" in src.read_log(), timeout=60,
+               what="node 0 to log the target's refusal (no space)")
+    wait_not_replicated(src, JOB, step)
+    area = replica_step_path(dst.state_dir, 0, JOB, step)
+    ranks, odd = rank_dirs(area)
+    check(not ranks, "node 1 holds ranks %s of node 0 with a full disk" % ranks)
+    err = verify_rank(dst, JOB, step, 0, layouts[0])
+    check(err is not None and "MISMATCH" not in err,
+          "a read of rank 0 through the full node must fail cleanly, got: %s" % err)
+    rows = {c["step"]: c for c in ctl_json(src, "list", JOB)}
+    check(rows[step]["replicas"] == 0, "node 0 counts a replica on the full node: %s" % rows)
+    # the node itself keeps working: its own small rank saves and replicates
+    save_node(dst, JOB, step, [1], 2, layouts)
+    wait_replicated(dst, JOB, step)
+    must_verify(src, JOB, step, 1, layouts[1], what=" (node 1's rank, held by node 0)")
+    for d in cl.nodes:
+        check_sanitizer_clean(d)
+
+
+# --------------------------------------------------------------------------
 
 CASES = [
     (1, "placement: clique 4/1/2, clique 8/2/2, ring 5/1/3", case_placement),
@@ -862,6 +907,7 @@ CASES = [
     (4, "garbage and truncated frames on the peer port", case_garbage),
     (5, "SIGKILL of the receiver in the middle of a transfer", case_kill_receiver),
     (6, "a link down and up again (network namespaces)", case_netns),
+    (7, "a receiver with a full disk refuses, nothing corrupt", case_disk_full),
 ]
 
 
