@@ -1,0 +1,478 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# replication.sh — ckptd's neighbour-replication benchmark: two daemons on
+# this machine, node 0 and node 1 of a two-node clique (J=1, F=2) talking
+# over loopback, each with its own state dir on the same filesystem.  It
+# measures, as medians of R runs:
+#
+#   1. replication: a step of RANKS x SHARDS x SHARD_SIZE saved on node 0
+#      (every rank to tier local, in parallel), then commit -> tier
+#      "replicated" (node 1 holds every rank, checked, fsynced, acked);
+#   2. restore of a lost node: node 0 stopped, its state dir wiped, started
+#      again: start -> the step back in its local tier (pulled from node 1);
+#   3. what a running replication costs a trainer: staging a step B right
+#      after step A's commit, while A is on its way to node 1, against the
+#      same staging with the daemons idle (ckpt-bench flush-stage; its wait
+#      for tier remote fails on these daemons, which is expected), with
+#      `ckptctl status` polled every 50 ms to show copies of A still owed
+#      when B's staging ended, A's replication timed from node 0's log
+#      (bench/replication-overlap.py), and a control on a lone daemon
+#      without replication;
+#
+# each next to the physical limit measured in the same run: min(iperf3
+# over loopback, one stream for 10 s; fio O_DIRECT sequential write of the
+# step's size on the state dirs' filesystem).  For information, fio's write
+# with a concurrent read of the same size on the same disk: on one machine
+# node 0's reads of the step and node 1's writes share the disk.  Also the daemons' CPU
+# (utime+stime, /proc/PID/stat) per GB replicated and restored, sender and
+# receiver.
+#
+#   bench/replication.sh      (no arguments; settings from the environment)
+#
+#   BUILD=dir                 meson build dir (default: build); its targets are
+#                             built first unless REPL_BENCH_NO_BUILD=1
+#   REPL_BENCH_RUNS=R         runs (default 3); medians are reported
+#   REPL_BENCH_RANKS=N        rank processes per step (default 4)
+#   REPL_BENCH_SHARDS=K       shards per rank (default 4)
+#   REPL_BENCH_SHARD_SIZE=S   bytes per shard (default 128M): 4 x 4 x 128M = 2 GiB
+#   REPL_BENCH_POOL_SIZE=P    each daemon's --pool-size (default 1G)
+#   REPL_BENCH_SLOT_SIZE=S    --pool-slot-size (default 64M)
+#   REPL_BENCH_STAGE_SIZE=S   bytes staged in part 3 (default: half the pool, so
+#                             that A and B fit in it together)
+#   REPL_BENCH_IPERF_S=T      iperf3 duration (default 10)
+#   REPL_BENCH_CONTROL=0      skip part 3's control on a lone daemon
+#   REPL_BENCH_PROFILE=1      perf record -e cpu-clock -g on both daemons during
+#                             parts 1 and 2 of the last run (perf-*.txt in the
+#                             results dir; the CPU numbers of that run include perf)
+#   REPL_BENCH_DIR=dir        where the scratch dir is made (default /var/tmp)
+#   REPL_BENCH_KEEP=1         keep the scratch dir
+#
+# Raw per-run output, daemon logs and the summary line go to
+# bench/results/repl-DATE/ (git-ignored).
+set -euo pipefail
+
+SRC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$SRC_ROOT"
+
+BUILD=${BUILD:-build}
+RUNS=${REPL_BENCH_RUNS:-3}
+RANKS=${REPL_BENCH_RANKS:-4}
+SHARDS=${REPL_BENCH_SHARDS:-4}
+SHARD_SIZE=${REPL_BENCH_SHARD_SIZE:-128M}
+POOL_SIZE=${REPL_BENCH_POOL_SIZE:-1G}
+SLOT_SIZE=${REPL_BENCH_SLOT_SIZE:-64M}
+IPERF_S=${REPL_BENCH_IPERF_S:-10}
+CONTROL=${REPL_BENCH_CONTROL:-1}
+PROFILE=${REPL_BENCH_PROFILE:-0}
+KEEP=${REPL_BENCH_KEEP:-0}
+JOB=rbench
+CMDLINE="$(env | { grep -E '^(BUILD|REPL_BENCH_[A-Z_]*)=' || true; } | sort | tr '\n' ' ')bench/replication.sh"
+
+die() { echo "replication.sh: $*" >&2; exit 1; }
+log() { echo "replication.sh: $*" >&2; }
+
+case "${1:-}" in
+-h|--help) sed -n '/^#   bench\/replication/,/^# bench\/results/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+"") ;;
+*) die "no arguments are taken; settings come from the environment (see --help)" ;;
+esac
+
+to_bytes() {
+        local v=${1%iB} m=1
+        v=${v%B}
+        case "$v" in
+        *[kK]) m=1024; v=${v%?} ;;
+        *[mM]) m=$((1024 * 1024)); v=${v%?} ;;
+        *[gG]) m=$((1024 * 1024 * 1024)); v=${v%?} ;;
+        esac
+        [[ "$v" =~ ^[0-9]+$ ]] || die "not a size: '$1'"
+        echo $((v * m))
+}
+
+for v in RUNS RANKS SHARDS IPERF_S; do
+        [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer"
+done
+SHARD_B=$(to_bytes "$SHARD_SIZE")
+POOL_B=$(to_bytes "$POOL_SIZE")
+SLOT_B=$(to_bytes "$SLOT_SIZE")
+STEP_B=$((RANKS * SHARDS * SHARD_B))
+STAGE_B=$(to_bytes "${REPL_BENCH_STAGE_SIZE:-$((POOL_B / 2))}")
+# part 3's shards: the step's shard size where it divides, else one shard
+if [ $((STAGE_B % SHARD_B)) = 0 ]; then
+        STAGE_TENSORS=$((STAGE_B / SHARD_B))
+else
+        STAGE_TENSORS=1
+fi
+
+# ---- tools, build ---------------------------------------------------------------------
+IPERF3=${IPERF3:-/usr/bin/iperf3}
+[ -x "$IPERF3" ] || die "$IPERF3 not found (apt-get install iperf3)"
+command -v fio >/dev/null || die "fio not found (apt-get install fio)"
+fio --enghelp 2>/dev/null | grep -qw io_uring || die "this fio has no io_uring engine"
+if [ "$PROFILE" = 1 ]; then
+        command -v perf >/dev/null || die "REPL_BENCH_PROFILE=1 needs perf"
+fi
+
+if [ "${REPL_BENCH_NO_BUILD:-0}" != 1 ]; then
+        [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" --buildtype=release >&2
+        ninja -C "$BUILD" daemon/ckptd daemon/ckptctl tests/ckpt-testrank bench/ckpt-bench >&2
+fi
+CKPTD=$SRC_ROOT/$BUILD/daemon/ckptd
+CKPTCTL=$SRC_ROOT/$BUILD/daemon/ckptctl
+TESTRANK=$SRC_ROOT/$BUILD/tests/ckpt-testrank
+BENCH=$SRC_ROOT/$BUILD/bench/ckpt-bench
+for f in "$CKPTD" "$CKPTCTL" "$TESTRANK" "$BENCH"; do
+        [ -x "$f" ] || die "$f not built"
+done
+BUILDTYPE=$(meson introspect --buildoptions "$BUILD" 2>/dev/null |
+        python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "buildtype"))' 2>/dev/null || echo "?")
+CKPTD_HELP=$("$CKPTD" --help 2>&1 || true)
+[[ "$CKPTD_HELP" == *--cluster-replication-factor=* ]] || die "$CKPTD has no replication"
+
+# ---- scratch dir, results, cleanup ------------------------------------------------------
+WORK=$(mktemp -d "${REPL_BENCH_DIR:-/var/tmp}/ckptd-repl.XXXXXX")
+# the step on node 0, its replica on node 1, part 3's steps, fio's file, margin
+need_kb=$(( (3 * STEP_B + 6 * STAGE_B) / 1024 + (1 << 20) ))
+avail_kb=$(df -Pk "$WORK" | awk 'NR == 2 { print $4 }')
+[ "$avail_kb" -ge "$need_kb" ] || { rm -rf "$WORK"; die "$WORK: need $((need_kb >> 20)) GiB free"; }
+RESULTS=$SRC_ROOT/bench/results/repl-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$RESULTS"
+RAW=$RESULTS/raw.txt
+: >"$RAW"
+
+PSK=$WORK/psk
+(umask 077; head -c 36 /dev/urandom | base64 | tr -d '\n' >"$PSK")
+[ "$(wc -c <"$PSK")" = 48 ] || die "could not write a 48-character key"
+
+PIDS=("" "")        # ckptd of node 0, node 1
+PERF_PIDS=()
+IPERF_SRV=
+POLL_PID=
+stop_pid() { # pid: TERM, wait
+        local p=$1
+        [ -n "$p" ] || return 0
+        if kill -0 "$p" 2>/dev/null; then
+                kill -TERM "$p" 2>/dev/null || true
+                wait "$p" 2>/dev/null || true
+        fi
+}
+cleanup() {
+        local p
+        for p in "$POLL_PID" "${PERF_PIDS[@]}" "${PIDS[@]}" "$IPERF_SRV"; do
+                stop_pid "$p"
+        done
+        if [ "$KEEP" = 1 ]; then
+                log "kept $WORK"
+        else
+                rm -rf "$WORK"
+        fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_ports() { # n: n TCP ports free on loopback right now
+        python3 - "$1" <<'PYEOF'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PYEOF
+}
+read -r P0 P1 PI < <(free_ports 3)
+PEERS=127.0.0.1:$P0,127.0.0.1:$P1
+
+now() { date +%s.%N; }
+cpu_s() { # utime+stime of pids, seconds
+        local p
+        for p in "$@"; do cat "/proc/$p/stat"; done |
+                awk -v tck="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); n += $12 + $13 } END { print n / tck }'
+}
+
+# REPL_BENCH_PROFILE=1: perf record on a daemon, last run only
+profile_start() { # pid output-name
+        [ "$PROFILE" = 1 ] && [ "$run" = "$RUNS" ] || return 0
+        perf record -e cpu-clock -g -F 999 -p "$1" -o "$RESULTS/perf-$2.data" >/dev/null 2>&1 &
+        PERF_PIDS+=($!)
+}
+profile_stop() {
+        local p
+        for p in "${PERF_PIDS[@]}"; do
+                kill -INT "$p" 2>/dev/null || true
+                wait "$p" 2>/dev/null || true
+        done
+        PERF_PIDS=()
+}
+
+sock_of() { echo "$WORK/node$1.sock"; }
+state_of() { echo "$WORK/node$1"; }
+
+start_node() { # index [lone: without peers]; sets PIDS[index]
+        local i=$1 args
+        args=(--state-dir "$(state_of "$i")" --socket "$(sock_of "$i")" --pool-size "$POOL_B"
+              --pool-slot-size "$SLOT_B" --local-keep 2 --log-level info)
+        if [ "${2:-}" != lone ]; then
+                args+=(--cluster-node-count 2 --cluster-node-index "$i" --cluster-peers "$PEERS"
+                       --cluster-replication-jump 1 --cluster-replication-factor 2
+                       --cluster-psk-file "$PSK")
+        fi
+        mkdir -p "$(state_of "$i")"
+        echo "== $(date -u +%T.%N) start: ckptd ${args[*]}" >>"$RESULTS/node$i.log"
+        "$CKPTD" "${args[@]}" >>"$RESULTS/node$i.log" 2>&1 &
+        PIDS[$i]=$!
+}
+wait_socket() { # index
+        local i=$1
+        for _ in $(seq 1200); do
+                [ -S "$(sock_of "$i")" ] && return 0
+                kill -0 "${PIDS[$i]}" 2>/dev/null || { tail -20 "$RESULTS/node$i.log" >&2; die "node $i's ckptd exited at start"; }
+                sleep 0.05
+        done
+        die "node $i's ckptd did not create its socket within 60 s"
+}
+stop_node() { # index
+        stop_pid "${PIDS[$1]}"
+        PIDS[$1]=""
+        rm -f "$(sock_of "$1")"
+}
+ctl() { # index args...
+        local i=$1
+        shift
+        "$CKPTCTL" --socket "$(sock_of "$i")" "$@"
+}
+# both links up: each daemon's status says 1 of 1 targets up
+wait_linked() {
+        local i
+        for _ in $(seq 600); do
+                for i in 0 1; do
+                        ctl "$i" --json status 2>/dev/null |
+                                python3 -c 'import json, sys
+r = json.load(sys.stdin)["replication"]
+sys.exit(0 if r and r["peers_up"] == r["peers_total"] else 1)' 2>/dev/null || continue 2
+                done
+                return 0
+        done
+        die "the two daemons did not connect to each other within 60 s (see $RESULTS/node*.log)"
+}
+# the step committed on node $1 with all its ranks local
+step_restored() { # index job step world
+        ctl "$1" --json list "$2" 2>/dev/null | python3 -c 'import json, sys
+step, world = int(sys.argv[1]), int(sys.argv[2])
+ok = any(c["step"] == step and c["state"] == "committed" and c["ranks_local"] == world
+         for c in json.load(sys.stdin))
+sys.exit(0 if ok else 1)' "$3" "$4" 2>/dev/null
+}
+# `ckptctl --json status` every 50 ms, each line "EPOCH JSON", for part 3
+# (the same poller runs in the control, so both carry its load)
+poll_status() { # index file
+        while :; do
+                printf '%s ' "$EPOCHREALTIME"
+                ctl "$1" --json status 2>/dev/null || echo
+                sleep 0.05
+        done >"$2"
+}
+
+SHARD_SPEC=$(for i in $(seq 0 $((SHARDS - 1))); do printf 's%d:%d,' "$i" "$SHARD_B"; done)
+SHARD_SPEC=${SHARD_SPEC%,}
+
+FIO_COMMON=(--ioengine=io_uring --direct=1 --bs=1M --iodepth=16 --size="$STEP_B"
+            --output-format=json)
+mkdir -p "$WORK/fio"
+
+# ---- runs ---------------------------------------------------------------------------
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+T_START=$(date +%s)
+for run in $(seq "$RUNS"); do
+        log "run $run/$RUNS"
+        out=$RESULTS/run-$run.txt
+        echo "run=$run" >"$out"
+
+        # ---- the limit: fio write on the state dirs' filesystem, iperf3 on loopback
+        rm -f "$WORK/fio/write.dat"
+        fio --name=write --filename="$WORK/fio/write.dat" --rw=write --end_fsync=1 \
+                "${FIO_COMMON[@]}" >"$RESULTS/fio-write-$run.json"
+        # (information) what this one-disk setup asks of the disk: node 0
+        # reads the step while node 1 writes it, so also a write of the same
+        # size with a concurrent read of the file just written
+        rm -f "$WORK/fio/write2.dat"
+        fio "${FIO_COMMON[@]}" --name=read --filename="$WORK/fio/write.dat" --rw=read \
+                --name=write --filename="$WORK/fio/write2.dat" --rw=write --end_fsync=1 \
+                >"$RESULTS/fio-mixed-$run.json"
+        rm -f "$WORK/fio/write.dat" "$WORK/fio/write2.dat"
+        python3 - "$RESULTS/fio-write-$run.json" "$RESULTS/fio-mixed-$run.json" >>"$out" <<'PYEOF'
+import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+print("fio_write_mbps=%.1f" % (j["write"]["bw_bytes"] / 1e6))
+cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100 * j["job_runtime"] / 1000
+print("fio_write_cpu_s_per_gb=%.4f" % (cpu / (j["write"]["io_bytes"] / 1e9)))
+m = {x["jobname"]: x for x in json.load(open(sys.argv[2]))["jobs"]}
+print("fio_mixed_write_mbps=%.1f" % (m["write"]["write"]["bw_bytes"] / 1e6))
+print("fio_mixed_read_mbps=%.1f" % (m["read"]["read"]["bw_bytes"] / 1e6))
+PYEOF
+        "$IPERF3" -s -1 -B 127.0.0.1 -p "$PI" >/dev/null 2>&1 &
+        IPERF_SRV=$!
+        sleep 0.3
+        "$IPERF3" -c 127.0.0.1 -p "$PI" -t "$IPERF_S" -J >"$RESULTS/iperf3-$run.json" ||
+                die "iperf3 failed (see $RESULTS/iperf3-$run.json)"
+        wait "$IPERF_SRV" 2>/dev/null || true
+        IPERF_SRV=
+        python3 - "$RESULTS/iperf3-$run.json" >>"$out" <<'PYEOF'
+import json, sys
+e = json.load(open(sys.argv[1]))["end"]
+print("iperf3_mbps=%.1f" % (e["sum_received"]["bits_per_second"] / 8 / 1e6))
+PYEOF
+
+        # ---- 1. replication: fresh state dirs, fresh daemons each run
+        rm -rf "$(state_of 0)" "$(state_of 1)"
+        start_node 0
+        start_node 1
+        wait_socket 0
+        wait_socket 1
+        wait_linked
+        step=$run
+        export CKPT_SOCKET
+        CKPT_SOCKET=$(sock_of 0)
+        pids=()
+        for r in $(seq 0 $((RANKS - 1))); do
+                "$TESTRANK" save --job "$JOB" --step "$step" --rank "$r" --world "$RANKS" \
+                        --shards "$SHARD_SPEC" --seed "$run" --wait-local --timeout 600000 &
+                pids+=($!)
+        done
+        for p in "${pids[@]}"; do wait "$p" || die "a rank's save failed"; done
+        # nothing committed yet, so nothing replicates yet: both idle here
+        if [ "$PROFILE" = 1 ] && [ "$run" = "$RUNS" ]; then
+                profile_start "${PIDS[0]}" repl-sender
+                profile_start "${PIDS[1]}" repl-receiver
+                sleep 0.5
+        fi
+        c0s=$(cpu_s "${PIDS[0]}")
+        c0r=$(cpu_s "${PIDS[1]}")
+        t0=$(now)
+        "$TESTRANK" commit --job "$JOB" --step "$step" --timeout 600000
+        t_commit=$(now)
+        "$TESTRANK" wait --job "$JOB" --step "$step" --tier replicated --timeout 600000 ||
+                die "wait --tier replicated failed (see $RESULTS/node*.log)"
+        t1=$(now)
+        c1s=$(cpu_s "${PIDS[0]}")
+        c1r=$(cpu_s "${PIDS[1]}")
+        profile_stop
+        ctl 0 --json status >"$RESULTS/status-repl-node0-$run.json" 2>&1 || true
+        ctl 1 --json status >"$RESULTS/status-repl-node1-$run.json" 2>&1 || true
+        # node 1's replica area holds the step's bytes (checked outside the daemon)
+        rdir=$(state_of 1)/replica/node-0/jobs/$JOB/$(printf '%020d' "$step")
+        got=$(find "$rdir" -type f -path '*/rank-*/*' ! -name MANIFEST -printf '%s\n' 2>/dev/null |
+                awk '{ n += $1 } END { printf "%.0f", n }')
+        [ "$got" = "$STEP_B" ] || die "node 1's replica of step $step holds $got shard bytes, want $STEP_B ($rdir)"
+        awk -v b="$STEP_B" -v t0="$t0" -v tc="$t_commit" -v t1="$t1" -v c0s="$c0s" -v c1s="$c1s" \
+            -v c0r="$c0r" -v c1r="$c1r" 'BEGIN {
+                printf "repl_s=%.3f\nrepl_commit_s=%.3f\nrepl_mbps=%.1f\n", t1 - t0, tc - t0, b / (t1 - t0) / 1e6
+                printf "repl_sender_cpu_s_per_gb=%.4f\nrepl_receiver_cpu_s_per_gb=%.4f\n",
+                       (c1s - c0s) / (b / 1e9), (c1r - c0r) / (b / 1e9) }' >>"$out"
+
+        # ---- 2. restore of a lost node from node 1
+        stop_node 0
+        rm -rf "$(state_of 0)"
+        profile_start "${PIDS[1]}" restore-sender
+        c0s=$(cpu_s "${PIDS[1]}")
+        t0=$(now)
+        start_node 0
+        profile_start "${PIDS[0]}" restore-receiver
+        # done when node 0 logs the restore's end, then confirmed with ckptctl
+        # list (polling ckptctl + python would take a core of these 2 CPUs)
+        restored=0
+        t_ready=
+        n_before=$(grep -c "peers: restored [0-9]* ranks from neighbours" "$RESULTS/node0.log" || true)
+        for _ in $(seq 12000); do
+                [ -z "$t_ready" ] && [ -S "$(sock_of 0)" ] && t_ready=$(now)
+                n_now=$(grep -c "peers: restored [0-9]* ranks from neighbours" "$RESULTS/node0.log" || true)
+                if [ "$n_now" -gt "$n_before" ]; then
+                        t1=$(now)
+                        if step_restored 0 "$JOB" "$step" "$RANKS"; then
+                                restored=1
+                                break
+                        fi
+                fi
+                kill -0 "${PIDS[0]}" 2>/dev/null || { tail -20 "$RESULTS/node0.log" >&2; die "node 0 exited during the restore"; }
+                sleep 0.05
+        done
+        [ "$restored" = 1 ] || die "node 0 did not get step $step back from node 1 within 10 min"
+        c1s=$(cpu_s "${PIDS[1]}")
+        c1r=$(cpu_s "${PIDS[0]}")   # node 0's whole life: start and restore
+        profile_stop
+        [ -n "$t_ready" ] || t_ready=$t1
+        awk -v b="$STEP_B" -v t0="$t0" -v t1="$t1" -v tr="$t_ready" -v c0s="$c0s" -v c1s="$c1s" -v c1r="$c1r" 'BEGIN {
+                printf "restore_s=%.3f\nrestore_mbps=%.1f\nrestore_start_to_socket_s=%.3f\n", t1 - t0, b / (t1 - t0) / 1e6, tr - t0
+                printf "restore_sender_cpu_s_per_gb=%.4f\nrestore_receiver_cpu_s_per_gb=%.4f\n",
+                       (c1s - c0s) / (b / 1e9), c1r / (b / 1e9) }' >>"$out"
+        # the bytes came back (untimed): every rank against the generator
+        pids=()
+        for r in $(seq 0 $((RANKS - 1))); do
+                "$TESTRANK" verify --job "$JOB" --step "$step" --rank "$r" --shards "$SHARD_SPEC" \
+                        --seed "$run" --timeout 600000 &
+                pids+=($!)
+        done
+        for p in "${pids[@]}"; do wait "$p" || die "a restored rank does not verify"; done
+        echo "restore_verified=1" >>"$out"
+
+        # ---- 3. staging while a replication runs, against staging with the daemons idle
+        wait_linked
+        fs=$RESULTS/stage-$run.txt
+        sjob=stage$run
+        poll_status 0 "$RESULTS/poll-stage-$run.txt" &
+        POLL_PID=$!
+        "$BENCH" --socket "$(sock_of 0)" --job "$sjob" --size "$STAGE_B" \
+                --tensors "$STAGE_TENSORS" flush-stage >"$fs" 2>"$RESULTS/stage-$run.err" || true
+        # (its wait for tier remote fails: no object store here)
+        stop_pid "$POLL_PID"
+        POLL_PID=
+        grep -q '^stage_busy_s=' "$fs" || { cat "$fs" "$RESULTS/stage-$run.err" >&2; die "ckpt-bench flush-stage failed"; }
+        grep -E '^(stage_|commit_s)' "$fs" >>"$out"
+        read -r step_a _ < <(CKPT_SOCKET=$(sock_of 0) "$TESTRANK" latest --job "$sjob")
+        CKPT_SOCKET=$(sock_of 0) "$TESTRANK" wait --job "$sjob" --step "$step_a" --tier replicated \
+                --timeout 600000 || die "step A of part 3 did not replicate"
+        python3 "$SRC_ROOT/bench/replication-overlap.py" "$RESULTS/node0.log" "$sjob" "$fs" \
+                "$RESULTS/poll-stage-$run.txt" >>"$out"
+        stop_node 0
+        stop_node 1
+
+        # the control: the same sequence on a lone daemon without replication,
+        # so what the commit itself and this machine's noise cost is not laid
+        # on the replication
+        if [ "$CONTROL" = 1 ]; then
+                rm -rf "$(state_of 0)"
+                start_node 0 lone
+                wait_socket 0
+                poll_status 0 "$RESULTS/poll-control-$run.txt" &
+                POLL_PID=$!
+                "$BENCH" --socket "$(sock_of 0)" --job "ctl$run" --size "$STAGE_B" \
+                        --tensors "$STAGE_TENSORS" flush-stage >"$RESULTS/control-$run.txt" 2>&1 || true
+                stop_pid "$POLL_PID"
+                POLL_PID=
+                sed -n 's/^stage_\(idle\|busy\)_s=/control_stage_\1_s=/p' "$RESULTS/control-$run.txt" >>"$out"
+                stop_node 0
+        fi
+        rm -rf "$(state_of 0)" "$(state_of 1)"
+        cat "$out" >>"$RAW"
+done
+T_END=$(date +%s)
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+
+if [ "$PROFILE" = 1 ]; then
+        for f in "$RESULTS"/perf-*.data; do
+                [ -f "$f" ] || continue
+                perf report -i "$f" --no-children --stdio --sort sym -g none \
+                        --percent-limit 0.5 2>/dev/null | grep -v '^$' | head -60 >"${f%.data}.txt" || true
+        done
+fi
+
+# ---- medians, table, summary line -------------------------------------------------------
+FSTYPE=$(findmnt -n -o FSTYPE -T "$WORK" 2>/dev/null || echo "?")
+FSSRC=$(findmnt -n -o SOURCE -T "$WORK" 2>/dev/null || echo "?")
+export RESULTS RAW RUNS STEP_B STAGE_B RANKS SHARDS SHARD_B POOL_B SLOT_B BUILD BUILDTYPE IPERF_S
+export LOAD_START LOAD_END CMDLINE FSTYPE FSSRC PROFILE
+export DURATION=$((T_END - T_START)) NPROC=$(nproc) KERNEL=$(uname -r)
+export FIO_VERSION=$(fio --version) IPERF_VERSION=$("$IPERF3" --version | head -1 | cut -d' ' -f1-2)
+python3 "$SRC_ROOT/bench/replication-report.py"
