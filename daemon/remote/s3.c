@@ -1260,8 +1260,17 @@ static void hash_done(struct work *w) {
         hash_pump(c);
 }
 
+/*
+ * Content-MD5 jobs on the worker pool at once.  One MD5 pass runs at
+ * ~0.6 GB/s per core, several times an upload's rate, so two keep the wire
+ * fed; more only take cores from the trainer and from the save path's own
+ * checksum jobs queued behind them on the same workers (a pause cannot
+ * stop a hash already running).
+ */
+#define S3_HASHING_MAX 2
+
 static void hash_pump(struct s3_client *c) {
-        while (!c->closing && !c->paused && c->nhashing < c->max_concurrent &&
+        while (!c->closing && !c->paused && c->nhashing < S3_HASHING_MAX &&
                !list_empty(&c->hash_wait)) {
                 struct s3_transfer *t = list_first_entry(&c->hash_wait, struct s3_transfer, link);
                 struct hash_work *h = calloc(1, sizeof(*h));
