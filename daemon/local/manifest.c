@@ -532,3 +532,16 @@ int commit_record_parse(struct commit_record *r, const char *text, size_t len) {
         *r = rec;
         return 0;
 }
+
+int64_t manifest_shard_check(const struct manifest_shard *sh, uint64_t offset, const void *p,
+                             uint64_t len) {
+        const uint8_t *b = p;
+
+        for (uint64_t off = 0; off < len; off += MANIFEST_BLOCK_SIZE) {
+                uint64_t block = (offset + off) / MANIFEST_BLOCK_SIZE;
+                uint64_t n = len - off < MANIFEST_BLOCK_SIZE ? len - off : MANIFEST_BLOCK_SIZE;
+                if (block >= sh->nblocks || crc32c(0, b + off, n) != sh->block_crcs[block])
+                        return (int64_t)block;
+        }
+        return -1;
+}

@@ -66,6 +66,14 @@ int manifest_add_unique_shard(struct manifest *m, const char *name, uint64_t siz
 /* Find a shard by name, or NULL. */
 const struct manifest_shard *manifest_find(const struct manifest *m, const char *name);
 
+/* Check bytes [offset, offset + len) of shard sh, held at p, against the
+ * manifest's block CRC32Cs: offset is a multiple of the block size, and
+ * len a multiple too unless the range ends at the shard's end.  Returns -1
+ * when every block matches, else the index of the first that does not (or
+ * lies past the shard).  Pure: workers call it. */
+int64_t manifest_shard_check(const struct manifest_shard *sh, uint64_t offset, const void *p,
+                             uint64_t len);
+
 /* Sum of shard sizes. */
 uint64_t manifest_bytes(const struct manifest *m);
 

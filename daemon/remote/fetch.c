@@ -473,18 +473,9 @@ static void chunk_written(struct store_xfer *x, int error) {
 
 static void chunk_verify_run(struct work *w) {
         struct fchunk *ch = container_of(w, struct fchunk, work);
-        const struct manifest_shard *sh = &ch->op->rank_m->shards[ch->shard];
-        const uint8_t *p = pool_extent_addr(&ch->ext);
 
-        ch->bad_block = -1;
-        for (uint64_t off = 0; off < ch->length; off += MANIFEST_BLOCK_SIZE) {
-                uint64_t block = (ch->offset + off) / MANIFEST_BLOCK_SIZE;
-                uint64_t len = MIN((uint64_t)MANIFEST_BLOCK_SIZE, ch->length - off);
-                if (block >= sh->nblocks || crc32c(0, p + off, len) != sh->block_crcs[block]) {
-                        ch->bad_block = (int64_t)block;
-                        return;
-                }
-        }
+        ch->bad_block = manifest_shard_check(&ch->op->rank_m->shards[ch->shard], ch->offset, pool_extent_addr(&ch->ext),
+                                             ch->length);
 }
 
 static void chunk_verify_done(struct work *w) {
