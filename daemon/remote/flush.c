@@ -338,6 +338,13 @@ static void step_request_failed(struct fstep *st, const char *what, const char *
         step_fail(st, "%s %s (bucket %s): %s", what, key, st->f->bucket, why);
 }
 
+/* The object's own request went to the S3 client. */
+static void obj_req_started(struct fobj *o) {
+        o->req_busy = true;
+        o->st->inflight++;
+        o->st->f->inflight++;
+}
+
 /* Bookkeeping every object request's done() starts with.  false: the step
  * failed meanwhile, and there is nothing more to do. */
 static bool obj_req_ended(struct fobj *o) {
@@ -503,9 +510,7 @@ static void obj_head(struct fobj *o) {
                 step_fail(st, "cannot start HeadObject %s: %s", o->key, strerror(-r));
                 return;
         }
-        o->req_busy = true;
-        st->inflight++;
-        f->inflight++;
+        obj_req_started(o);
 }
 
 static void obj_complete(struct fobj *o) {
@@ -520,9 +525,7 @@ static void obj_complete(struct fobj *o) {
                 step_fail(st, "cannot start CompleteMultipartUpload %s: %s", o->key, strerror(-r));
                 return;
         }
-        o->req_busy = true;
-        st->inflight++;
-        f->inflight++;
+        obj_req_started(o);
 }
 
 static void complete_done(struct s3_request *req, int error) {
@@ -729,9 +732,7 @@ static void list_parts_next(struct fobj *o) {
                 step_fail(st, "cannot start ListParts %s: %s", o->key, strerror(-r));
                 return;
         }
-        o->req_busy = true;
-        st->inflight++;
-        f->inflight++;
+        obj_req_started(o);
 }
 
 /* Begin a multipart object: resume the recorded upload or create one. */
@@ -770,9 +771,7 @@ static void obj_start_multipart(struct fobj *o) {
                 step_fail(st, "cannot start CreateMultipartUpload %s: %s", o->key, strerror(-r));
                 return;
         }
-        o->req_busy = true;
-        st->inflight++;
-        f->inflight++;
+        obj_req_started(o);
 }
 
 /* ---- the step ----------------------------------------------------------------------------- */
