@@ -773,6 +773,47 @@ def case_two_nodes(ctx):
 # --------------------------------------------------------------------------
 
 
+# --------------------------------------------------------------------------
+# 7. retention in the store: keep k committed steps plus pinned ones
+
+
+def case_retention(ctx):
+    store = ctx.store
+    bucket, job = "remote-retention", "kept-job"
+    store.s3.create_bucket(bucket)
+    d = ctx.daemon("keeper", bucket, flags=["--remote-keep=2", "--local-keep=5"]).start()
+    layouts = {0: [("w", 3 * MiB + 7), ("b", 100)]}
+    steps_dir = "jobs/%s/steps/" % job
+
+    def steps_in_store():
+        return sorted({int(k[len(steps_dir):].split("/")[0])
+                       for k in store.objects(bucket, steps_dir)})
+
+    save_ranks(d, job, 1, 1, layouts)
+    wait_remote(d, job, 1)
+    d.ctl("pin", job, 1)
+    for step in (2, 3, 4, 5):
+        save_ranks(d, job, step, 1, layouts)
+        wait_remote(d, job, step)
+    # keep 2: steps 4 and 5, and the pinned 1; 2 and 3 go (asynchronously),
+    # every object of theirs
+    wait_until(lambda: steps_in_store() == [1, 4, 5], timeout=60,
+               what=lambda: "the store to hold steps [1, 4, 5] (holds %s)" % steps_in_store())
+    for step in (1, 4, 5):
+        check_bucket_holds(store, bucket, "", job, step, layouts)
+    # unpinned, step 1 goes at the next retention pass (the next step)
+    d.ctl("unpin", job, 1)
+    save_ranks(d, job, 6, 1, layouts)
+    wait_remote(d, job, 6)
+    wait_until(lambda: steps_in_store() == [5, 6], timeout=60,
+               what=lambda: "the store to hold steps [5, 6] (holds %s)" % steps_in_store())
+    # the newest is always restorable from the store alone
+    wipe(d)
+    d2 = ctx.daemon("keeper2", bucket, state_dir=d.state_dir).start()
+    check(latest(d2, job)[0] == "6", "latest after a wipe: %s" % latest(d2, job))
+    verify_ranks(d2, job, 6, layouts)
+
+
 CASES = [
     (1, "save, flush, wipe, restore from the store", case_roundtrip),
     (2, "multipart big shard and 300 small shards", case_multipart),
@@ -780,6 +821,7 @@ CASES = [
     (4, "SIGKILL in the middle of a multipart upload", case_kill_resume),
     (5, "resets, 5xx and stalls", case_faults),
     (6, "two nodes, one COMMIT", case_two_nodes),
+    (7, "retention: keep k plus pinned", case_retention),
 ]
 
 
