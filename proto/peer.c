@@ -9,8 +9,8 @@
  * and the encoder (on what it was handed), so neither side can emit what
  * the other rejects and every valid message has exactly one encoding
  * (decode -> encode gives back the same bytes; the fuzzer relies on it).
- * The cursors are copies of proto.c's: they are static there, and the two
- * wire formats should be free to diverge.
+ * The cursors and the shared value checks are codec.c's, the same code as
+ * the client protocol's, so a fix to either reaches both.
  *
  * What is different from the client protocol comes from TCP: the header
  * carries the body length (a stream reader needs it before the body), and
@@ -23,210 +23,22 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "codec.h"
 #include "peer-proto.h"
-
-/* Largest errno a message may carry: the kernel's MAX_ERRNO. */
-#define ERRNO_MAX 4095
-
-/* ---- writer ------------------------------------------------------------ */
-
-struct wbuf {
-        uint8_t *p;
-        size_t cap, len;
-        bool overflow; /* sticky: once set, nothing more is written */
-};
-
-static void w_bytes(struct wbuf *w, const void *src, size_t n) {
-        if (w->overflow || n > w->cap - w->len) {
-                w->overflow = true;
-                return;
-        }
-        if (n > 0)
-                memcpy(w->p + w->len, src, n);
-        w->len += n;
-}
-
-static void w_u8(struct wbuf *w, uint8_t v) {
-        w_bytes(w, &v, 1);
-}
-
-static void w_u16(struct wbuf *w, uint16_t v) {
-        uint8_t b[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
-        w_bytes(w, b, sizeof(b));
-}
-
-static void w_u32(struct wbuf *w, uint32_t v) {
-        uint8_t b[4];
-        for (size_t i = 0; i < sizeof(b); i++)
-                b[i] = (uint8_t)(v >> (8 * i));
-        w_bytes(w, b, sizeof(b));
-}
-
-static void w_u64(struct wbuf *w, uint64_t v) {
-        uint8_t b[8];
-        for (size_t i = 0; i < sizeof(b); i++)
-                b[i] = (uint8_t)(v >> (8 * i));
-        w_bytes(w, b, sizeof(b));
-}
-
-static void w_i32(struct wbuf *w, int32_t v) {
-        w_u32(w, (uint32_t)v);
-}
-
-static void w_name(struct wbuf *w, const struct ckpt_name *n) {
-        /* check_name() has bounded n->len by CKPT_NAME_MAX. */
-        w_u16(w, n->len);
-        w_bytes(w, n->str, n->len);
-}
-
-/* A NUL-terminated char array; check_cstr() has bounded its length. */
-static void w_cstr(struct wbuf *w, const char *s, size_t max) {
-        size_t n = strnlen(s, max);
-        w_u16(w, (uint16_t)n);
-        w_bytes(w, s, n);
-}
-
-/* ---- reader ------------------------------------------------------------ */
-
-struct rbuf {
-        const uint8_t *p;
-        size_t len, pos;
-        int err; /* 0, or the worst problem so far: -EBADMSG beats -EINVAL */
-};
-
-static void r_fail(struct rbuf *r, int err) {
-        if (r->err != -EBADMSG)
-                r->err = err;
-}
-
-static const uint8_t *r_take(struct rbuf *r, size_t n) {
-        if (r->err == -EBADMSG || n > r->len - r->pos) {
-                r_fail(r, -EBADMSG);
-                return NULL;
-        }
-        const uint8_t *q = r->p + r->pos;
-        r->pos += n;
-        return q;
-}
-
-static void r_bytes(struct rbuf *r, void *dst, size_t n) {
-        const uint8_t *q = r_take(r, n);
-        if (q)
-                memcpy(dst, q, n);
-}
-
-static uint8_t r_u8(struct rbuf *r) {
-        const uint8_t *q = r_take(r, 1);
-        return q ? q[0] : 0;
-}
-
-static uint16_t r_u16(struct rbuf *r) {
-        const uint8_t *q = r_take(r, 2);
-        return q ? (uint16_t)(q[0] | q[1] << 8) : 0;
-}
-
-static uint32_t r_u32(struct rbuf *r) {
-        const uint8_t *q = r_take(r, 4);
-        uint32_t v = 0;
-        if (q)
-                for (size_t i = 0; i < 4; i++)
-                        v |= (uint32_t)q[i] << (8 * i);
-        return v;
-}
-
-static uint64_t r_u64(struct rbuf *r) {
-        const uint8_t *q = r_take(r, 8);
-        uint64_t v = 0;
-        if (q)
-                for (size_t i = 0; i < 8; i++)
-                        v |= (uint64_t)q[i] << (8 * i);
-        return v;
-}
-
-static int32_t r_i32(struct rbuf *r) {
-        return (int32_t)r_u32(r);
-}
-
-/* A name longer than CKPT_NAME_MAX is well-formed (the length prefix says
- * where it ends) but invalid, so it is -EINVAL like any other bad name. */
-static void r_name(struct rbuf *r, struct ckpt_name *n) {
-        uint16_t len = r_u16(r);
-        const uint8_t *q = r_take(r, len);
-        if (!q)
-                return;
-        if (len > CKPT_NAME_MAX) {
-                r_fail(r, -EINVAL);
-                return;
-        }
-        memcpy(n->str, q, len);
-        n->str[len] = '\0';
-        n->len = len;
-}
-
-/* Free text: over `max` or with an embedded NUL it could not round-trip
- * through a C string, so it is malformed. */
-static void r_cstr(struct rbuf *r, char *dst, size_t max) {
-        uint16_t len = r_u16(r);
-        const uint8_t *q = r_take(r, len);
-        if (!q)
-                return;
-        if (len > max || memchr(q, '\0', len)) {
-                r_fail(r, -EBADMSG);
-                return;
-        }
-        memcpy(dst, q, len);
-        dst[len] = '\0';
-}
 
 /* ---- value checks (shared by encoder and decoder) ---------------------- */
 
-struct check {
-        int err; /* as in struct rbuf */
-};
-
-static void bad(struct check *c, bool cond) {
-        if (cond)
-                c->err = -EBADMSG;
-}
-
-static void inval(struct check *c, bool cond) {
-        if (cond && c->err == 0)
-                c->err = -EINVAL;
-}
-
-static void check_name(struct check *c, const struct ckpt_name *n) {
-        inval(c, ckpt_name_validate(n->str, n->len) < 0);
-}
-
-static void check_cstr(struct check *c, const char *s, size_t max) {
-        /* A decoded string is always terminated; an unterminated array handed
-         * to the encoder is the caller's bug. */
-        bad(c, strnlen(s, max + 1) > max);
-}
-
-static void check_step(struct check *c, uint64_t step) {
-        inval(c, step > (uint64_t)CKPT_STEP_MAX);
-}
-
-static void check_world(struct check *c, uint32_t world_size) {
-        inval(c, world_size < 1 || world_size > CKPT_WORLD_MAX);
-}
-
 static void check_node(struct check *c, uint32_t node) {
-        inval(c, node >= PEER_NODES_MAX);
+        check_inval(c, node >= PEER_NODES_MAX);
 }
 
 static void check_nodes(struct check *c, uint32_t index, uint32_t count) {
-        inval(c, count < 1 || count > PEER_NODES_MAX || index >= count);
-}
-
-static void check_bool(struct check *c, uint8_t v) {
-        bad(c, v > 1);
+        check_inval(c, count < 1 || count > PEER_NODES_MAX || index >= count);
 }
 
 /* -4095 .. -1, or 0 too where success is a possible answer. */
 static void check_errno(struct check *c, int32_t e, bool zero_ok) {
-        bad(c, e < -ERRNO_MAX || e > 0 || (e == 0 && !zero_ok));
+        check_bad(c, e < -ERRNO_MAX || e > 0 || (e == 0 && !zero_ok));
 }
 
 static bool is_type(uint16_t type) {
@@ -271,7 +83,7 @@ static uint32_t body_min(uint16_t type) {
 static int check_msg(const struct peer_msg *m) {
         struct check c = { 0 };
 
-        bad(&c, !is_type(m->hdr.type) || !stream_ok(m->hdr.type, m->hdr.stream));
+        check_bad(&c, !is_type(m->hdr.type) || !stream_ok(m->hdr.type, m->hdr.stream));
         switch (m->hdr.type) {
         case PEER_MSG_HELLO:
                 check_nodes(&c, m->hello.node_index, m->hello.node_count);
@@ -282,7 +94,7 @@ static int check_msg(const struct peer_msg *m) {
                 break;
         case PEER_MSG_ERROR:
                 check_errno(&c, m->error.error, false);
-                inval(&c, m->error.stream != m->hdr.stream);
+                check_inval(&c, m->error.stream != m->hdr.stream);
                 check_cstr(&c, m->error.message, PEER_ERRMSG_MAX);
                 break;
         case PEER_MSG_RANK_BEGIN: {
@@ -290,25 +102,22 @@ static int check_msg(const struct peer_msg *m) {
                 check_name(&c, &b->job);
                 check_step(&c, b->step);
                 check_world(&c, b->world_size);
-                inval(&c, b->rank >= b->world_size);
+                check_inval(&c, b->rank >= b->world_size);
                 check_node(&c, b->src_node);
-                bad(&c, b->purpose < PEER_PURPOSE_REPLICATE || b->purpose >= PEER_PURPOSE_MAX_);
+                check_bad(&c, b->purpose < PEER_PURPOSE_REPLICATE || b->purpose >= PEER_PURPOSE_MAX_);
                 /* Over the bound: the header could not have announced it. */
-                bad(&c, b->manifest_len > PEER_MANIFEST_MAX);
+                check_bad(&c, b->manifest_len > PEER_MANIFEST_MAX);
                 /* Every rank has a manifest, even one without shards. */
-                inval(&c, b->manifest_len == 0);
+                check_inval(&c, b->manifest_len == 0);
                 if (b->manifest_len > 0 && b->manifest_len <= PEER_MANIFEST_MAX)
-                        bad(&c, !b->manifest || memchr(b->manifest, '\0', b->manifest_len));
+                        check_bad(&c, !b->manifest || memchr(b->manifest, '\0', b->manifest_len));
                 break;
         }
         case PEER_MSG_DATA:
-                inval(&c, m->data.shard >= PEER_SHARDS_MAX);
-                bad(&c, m->data.length > PEER_DATA_MAX);
-                inval(&c, m->data.length == 0);
-                /* Within the largest shard we accept, which also rules out
-                 * u64 overflow of offset + length. */
-                inval(&c, m->data.offset > CKPT_SHARD_SIZE_MAX ||
-                                  m->data.length > CKPT_SHARD_SIZE_MAX - m->data.offset);
+                check_inval(&c, m->data.shard >= PEER_SHARDS_MAX);
+                check_bad(&c, m->data.length > PEER_DATA_MAX);
+                check_inval(&c, m->data.length == 0);
+                check_range(&c, m->data.offset, m->data.length);
                 break;
         case PEER_MSG_RANK_ACK:
                 check_errno(&c, m->rank_ack.status, true);
@@ -321,13 +130,13 @@ static int check_msg(const struct peer_msg *m) {
                 break;
         case PEER_MSG_LIST_REP: {
                 const struct peer_list_rep *l = &m->list_rep;
-                bad(&c, l->count > PEER_LIST_PAGE);
+                check_bad(&c, l->count > PEER_LIST_PAGE);
                 for (uint32_t i = 0; i < l->count && i < PEER_LIST_PAGE; i++) {
                         const struct peer_list_entry *e = &l->entries[i];
                         check_name(&c, &e->job);
                         check_step(&c, e->step);
                         check_world(&c, e->world_size);
-                        inval(&c, e->rank >= e->world_size);
+                        check_inval(&c, e->rank >= e->world_size);
                         check_bool(&c, e->committed);
                 }
                 check_bool(&c, l->more);
@@ -336,7 +145,7 @@ static int check_msg(const struct peer_msg *m) {
         case PEER_MSG_GET_RANK:
                 check_name(&c, &m->get_rank.job);
                 check_step(&c, m->get_rank.step);
-                inval(&c, m->get_rank.rank >= CKPT_WORLD_MAX);
+                check_rank(&c, m->get_rank.rank);
                 break;
         default: /* AUTH, PING, PONG: any bytes; AUTH_OK, RANK_END: empty */
                 break;
@@ -516,18 +325,6 @@ size_t peer_list_rep_size(const struct peer_list_rep *l, uint32_t count) {
 
 /* ---- framing ----------------------------------------------------------- */
 
-static uint16_t get_le16(const uint8_t *p) {
-        return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get_le32(const uint8_t *p) {
-        return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_le64(const uint8_t *p) {
-        return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
-}
-
 /*
  * A stream reader trusts h->length to decide how much to read, so every
  * bound that can be judged from the header alone is judged here: the type,
@@ -563,15 +360,6 @@ static void put_hdr(struct wbuf *w, const struct peer_hdr *h) {
         w_u32(w, 0); /* length, patched in by peer_msg_encode() */
         w_u32(w, h->stream);
         w_u64(w, h->seq);
-}
-
-/* Combine what the reader saw with what the value check says. */
-static int verdict(const struct rbuf *r, int check) {
-        if (r->err == -EBADMSG || r->pos != r->len || check == -EBADMSG)
-                return -EBADMSG;
-        if (r->err < 0 || check < 0)
-                return -EINVAL;
-        return 0;
 }
 
 int peer_msg_encode(const struct peer_msg *m, void *buf, size_t cap) {
@@ -612,7 +400,7 @@ int peer_msg_decode(struct peer_msg *m, const void *buf, size_t len) {
 
         struct rbuf rb = { .p = buf, .len = len, .pos = PEER_HDR_SIZE };
         get_body(&rb, m);
-        return verdict(&rb, check_msg(m));
+        return r_verdict(&rb, check_msg(m));
 }
 
 /* ---- names ------------------------------------------------------------- */

@@ -22,161 +22,9 @@
 #include <string.h>
 
 #include "ckpt-proto.h"
+#include "codec.h"
 
-/* Largest errno a reply may carry: the kernel's MAX_ERRNO. */
-#define ERRNO_MAX 4095
-
-/* ---- writer ------------------------------------------------------------ */
-
-struct wbuf {
-        uint8_t *p;
-        size_t cap, len;
-        bool overflow; /* sticky: once set, nothing more is written */
-};
-
-static void w_bytes(struct wbuf *w, const void *src, size_t n) {
-        if (w->overflow || n > w->cap - w->len) {
-                w->overflow = true;
-                return;
-        }
-        if (n > 0)
-                memcpy(w->p + w->len, src, n);
-        w->len += n;
-}
-
-static void w_u8(struct wbuf *w, uint8_t v) {
-        w_bytes(w, &v, 1);
-}
-
-static void w_u16(struct wbuf *w, uint16_t v) {
-        uint8_t b[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
-        w_bytes(w, b, sizeof(b));
-}
-
-static void w_u32(struct wbuf *w, uint32_t v) {
-        uint8_t b[4];
-        for (size_t i = 0; i < sizeof(b); i++)
-                b[i] = (uint8_t)(v >> (8 * i));
-        w_bytes(w, b, sizeof(b));
-}
-
-static void w_u64(struct wbuf *w, uint64_t v) {
-        uint8_t b[8];
-        for (size_t i = 0; i < sizeof(b); i++)
-                b[i] = (uint8_t)(v >> (8 * i));
-        w_bytes(w, b, sizeof(b));
-}
-
-static void w_i32(struct wbuf *w, int32_t v) {
-        w_u32(w, (uint32_t)v);
-}
-
-static void w_i64(struct wbuf *w, int64_t v) {
-        w_u64(w, (uint64_t)v);
-}
-
-static void w_name(struct wbuf *w, const struct ckpt_name *n) {
-        /* check_name() has bounded n->len by CKPT_NAME_MAX. */
-        w_u16(w, n->len);
-        w_bytes(w, n->str, n->len);
-}
-
-/* A NUL-terminated char array; check_cstr() has bounded its length. */
-static void w_cstr(struct wbuf *w, const char *s, size_t max) {
-        size_t n = strnlen(s, max);
-        w_u16(w, (uint16_t)n);
-        w_bytes(w, s, n);
-}
-
-/* ---- reader ------------------------------------------------------------ */
-
-struct rbuf {
-        const uint8_t *p;
-        size_t len, pos;
-        int err; /* 0, or the worst problem so far: -EBADMSG beats -EINVAL */
-};
-
-static void r_fail(struct rbuf *r, int err) {
-        if (r->err != -EBADMSG)
-                r->err = err;
-}
-
-static const uint8_t *r_take(struct rbuf *r, size_t n) {
-        if (r->err == -EBADMSG || n > r->len - r->pos) {
-                r_fail(r, -EBADMSG);
-                return NULL;
-        }
-        const uint8_t *q = r->p + r->pos;
-        r->pos += n;
-        return q;
-}
-
-static uint8_t r_u8(struct rbuf *r) {
-        const uint8_t *q = r_take(r, 1);
-        return q ? q[0] : 0;
-}
-
-static uint16_t r_u16(struct rbuf *r) {
-        const uint8_t *q = r_take(r, 2);
-        return q ? (uint16_t)(q[0] | q[1] << 8) : 0;
-}
-
-static uint32_t r_u32(struct rbuf *r) {
-        const uint8_t *q = r_take(r, 4);
-        uint32_t v = 0;
-        if (q)
-                for (size_t i = 0; i < 4; i++)
-                        v |= (uint32_t)q[i] << (8 * i);
-        return v;
-}
-
-static uint64_t r_u64(struct rbuf *r) {
-        const uint8_t *q = r_take(r, 8);
-        uint64_t v = 0;
-        if (q)
-                for (size_t i = 0; i < 8; i++)
-                        v |= (uint64_t)q[i] << (8 * i);
-        return v;
-}
-
-static int32_t r_i32(struct rbuf *r) {
-        return (int32_t)r_u32(r);
-}
-
-static int64_t r_i64(struct rbuf *r) {
-        return (int64_t)r_u64(r);
-}
-
-/* A name longer than CKPT_NAME_MAX is well-formed (the length prefix says
- * where it ends) but invalid, so it is -EINVAL like any other bad name. */
-static void r_name(struct rbuf *r, struct ckpt_name *n) {
-        uint16_t len = r_u16(r);
-        const uint8_t *q = r_take(r, len);
-        if (!q)
-                return;
-        if (len > CKPT_NAME_MAX) {
-                r_fail(r, -EINVAL);
-                return;
-        }
-        memcpy(n->str, q, len);
-        n->str[len] = '\0';
-        n->len = len;
-}
-
-/* Free text (messages, versions, paths): over `max` or with an embedded NUL
- * it could not round-trip through a C string, so it is malformed. */
-static void r_cstr(struct rbuf *r, char *dst, size_t max) {
-        uint16_t len = r_u16(r);
-        const uint8_t *q = r_take(r, len);
-        if (!q)
-                return;
-        if (len > max || memchr(q, '\0', len)) {
-                r_fail(r, -EBADMSG);
-                return;
-        }
-        memcpy(dst, q, len);
-        dst[len] = '\0';
-}
+/* ---- list counts ------------------------------------------------------- */
 
 /* A list count sizes an array, so the reader must check it before parsing
  * entries; check_count() repeats the check for the encoder. */
@@ -188,56 +36,8 @@ static bool r_count(struct rbuf *r, uint32_t total, uint32_t count, uint32_t pag
         return r->err != -EBADMSG;
 }
 
-/* ---- value checks (shared by encoder and decoder) ---------------------- */
-
-struct check {
-        int err; /* as in struct rbuf */
-};
-
-static void bad(struct check *c, bool cond) {
-        if (cond)
-                c->err = -EBADMSG;
-}
-
-static void inval(struct check *c, bool cond) {
-        if (cond && c->err == 0)
-                c->err = -EINVAL;
-}
-
-static void check_name(struct check *c, const struct ckpt_name *n) {
-        inval(c, ckpt_name_validate(n->str, n->len) < 0);
-}
-
-static void check_cstr(struct check *c, const char *s, size_t max) {
-        /* A decoded string is always terminated; an unterminated array handed
-         * to the encoder is the caller's bug. */
-        bad(c, strnlen(s, max + 1) > max);
-}
-
-static void check_step(struct check *c, uint64_t step) {
-        inval(c, step > (uint64_t)CKPT_STEP_MAX);
-}
-
-static void check_world(struct check *c, uint32_t world_size) {
-        inval(c, world_size < 1 || world_size > CKPT_WORLD_MAX);
-}
-
-static void check_rank(struct check *c, uint32_t rank) {
-        inval(c, rank >= CKPT_WORLD_MAX);
-}
-
-/* [offset, offset + length) must lie within the largest shard we accept,
- * which also rules out u64 overflow of the sum. */
-static void check_range(struct check *c, uint64_t offset, uint64_t length) {
-        inval(c, offset > CKPT_SHARD_SIZE_MAX || length > CKPT_SHARD_SIZE_MAX - offset);
-}
-
 static void check_count(struct check *c, uint32_t total, uint32_t count, uint32_t page) {
-        bad(c, count > page || count > total);
-}
-
-static void check_bool(struct check *c, uint8_t v) {
-        bad(c, v > 1);
+        check_bad(c, count > page || count > total);
 }
 
 static bool is_request_type(uint16_t type) {
@@ -256,23 +56,23 @@ static int check_request(const struct ckpt_request *m) {
 
         switch (m->hdr.type) {
         case CKPT_MSG_HELLO:
-                inval(&c, m->hello.proto_min < 1 || m->hello.proto_min > m->hello.proto_max);
+                check_inval(&c, m->hello.proto_min < 1 || m->hello.proto_min > m->hello.proto_max);
                 break;
         case CKPT_MSG_SAVE_BEGIN:
                 check_name(&c, &m->save_begin.job);
                 check_step(&c, m->save_begin.step);
                 check_world(&c, m->save_begin.world_size);
-                inval(&c, m->save_begin.rank >= m->save_begin.world_size);
+                check_inval(&c, m->save_begin.rank >= m->save_begin.world_size);
                 break;
         case CKPT_MSG_SHARD_BEGIN:
                 check_name(&c, &m->shard_begin.shard);
-                inval(&c, m->shard_begin.size > CKPT_SHARD_SIZE_MAX);
+                check_inval(&c, m->shard_begin.size > CKPT_SHARD_SIZE_MAX);
                 break;
         case CKPT_MSG_CHUNK_GET:
-                inval(&c, m->chunk_get.offset > CKPT_SHARD_SIZE_MAX);
+                check_inval(&c, m->chunk_get.offset > CKPT_SHARD_SIZE_MAX);
                 break;
         case CKPT_MSG_CHUNK_PUT:
-                inval(&c, m->chunk_put.length == 0);
+                check_inval(&c, m->chunk_put.length == 0);
                 check_range(&c, m->chunk_put.offset, m->chunk_put.length);
                 break;
         case CKPT_MSG_SAVE_FINISH:
@@ -283,7 +83,7 @@ static int check_request(const struct ckpt_request *m) {
         case CKPT_MSG_WAIT:
                 check_name(&c, &m->wait.job);
                 check_step(&c, m->wait.step);
-                bad(&c, m->wait.tier < CKPT_TIER_STAGED || m->wait.tier >= CKPT_TIER_MAX_);
+                check_bad(&c, m->wait.tier < CKPT_TIER_STAGED || m->wait.tier >= CKPT_TIER_MAX_);
                 break;
         case CKPT_MSG_COMMIT:
         case CKPT_MSG_LATEST:
@@ -302,13 +102,13 @@ static int check_request(const struct ckpt_request *m) {
                 check_rank(&c, m->read.rank);
                 check_name(&c, &m->read.shard);
                 if (m->hdr.type == CKPT_MSG_READ) {
-                        inval(&c, m->read.length == 0);
+                        check_inval(&c, m->read.length == 0);
                         check_range(&c, m->read.offset, m->read.length);
                 }
                 break;
         case CKPT_MSG_JOB_LIST:
                 /* Reserved: must be empty so it can become a filter later. */
-                inval(&c, m->list.job.len != 0);
+                check_inval(&c, m->list.job.len != 0);
                 break;
         case CKPT_MSG_CKPT_LIST:
                 check_name(&c, &m->list.job);
@@ -317,11 +117,12 @@ static int check_request(const struct ckpt_request *m) {
                 check_name(&c, &m->fetch.job);
                 if (m->fetch.step != CKPT_STEP_LATEST)
                         check_step(&c, m->fetch.step);
-                bad(&c, m->fetch.which < CKPT_FETCH_NODE || m->fetch.which >= CKPT_FETCH_MAX_);
+                check_bad(&c, m->fetch.which < CKPT_FETCH_NODE || m->fetch.which >= CKPT_FETCH_MAX_);
                 if (m->fetch.which == CKPT_FETCH_RANK)
                         check_rank(&c, m->fetch.index);
-                inval(&c, (m->fetch.which == CKPT_FETCH_ALL || m->fetch.which == CKPT_FETCH_PEERS) &&
-                             m->fetch.index != 0);
+                check_inval(&c, (m->fetch.which == CKPT_FETCH_ALL ||
+                                 m->fetch.which == CKPT_FETCH_PEERS) &&
+                                        m->fetch.index != 0);
                 break;
         case CKPT_MSG_PIN:
                 check_name(&c, &m->pin.job);
@@ -329,7 +130,7 @@ static int check_request(const struct ckpt_request *m) {
                 check_bool(&c, m->pin.pinned);
                 break;
         default:
-                bad(&c, true);
+                check_bad(&c, true);
         }
         return c.err;
 }
@@ -508,7 +309,7 @@ static int check_reply(const struct ckpt_reply *m) {
         struct check c = { 0 };
 
         if (m->hdr.type == CKPT_MSG_ERROR) {
-                bad(&c, m->error.error >= 0 || m->error.error < -ERRNO_MAX);
+                check_bad(&c, m->error.error >= 0 || m->error.error < -ERRNO_MAX);
                 check_cstr(&c, m->error.message, CKPT_ERRMSG_MAX);
                 return c.err;
         }
@@ -517,18 +318,18 @@ static int check_reply(const struct ckpt_reply *m) {
 
         switch (m->hdr.type & ~CKPT_MSG_REPLY) {
         case CKPT_MSG_HELLO:
-                inval(&c, m->hello.proto < 1);
+                check_inval(&c, m->hello.proto < 1);
                 check_cstr(&c, m->hello.daemon_version, CKPT_VERSION_STR_MAX);
                 break;
         case CKPT_MSG_CHUNK_GET:
         case CKPT_MSG_READ:
                 check_bool(&c, m->slot.has_fd);
                 check_range(&c, m->slot.offset, m->slot.length);
-                inval(&c, m->slot.slot_offset > UINT64_MAX - m->slot.length);
+                check_inval(&c, m->slot.slot_offset > UINT64_MAX - m->slot.length);
                 break;
         case CKPT_MSG_WAIT:
                 /* 0: the step has not reached even the first tier. */
-                bad(&c, m->wait.tier >= CKPT_TIER_MAX_);
+                check_bad(&c, m->wait.tier >= CKPT_TIER_MAX_);
                 break;
         case CKPT_MSG_LATEST:
                 check_step(&c, m->latest.step);
@@ -539,13 +340,13 @@ static int check_reply(const struct ckpt_reply *m) {
                 check_count(&c, l->total, l->count, CKPT_LIST_PAGE);
                 for (uint32_t i = 0; i < l->count && i < CKPT_LIST_PAGE; i++) {
                         check_name(&c, &l->entries[i].name);
-                        inval(&c, l->entries[i].size > CKPT_SHARD_SIZE_MAX);
+                        check_inval(&c, l->entries[i].size > CKPT_SHARD_SIZE_MAX);
                 }
                 break;
         }
         case CKPT_MSG_MAP:
                 check_bool(&c, m->map.has_fd);
-                inval(&c, m->map.size > CKPT_SHARD_SIZE_MAX);
+                check_inval(&c, m->map.size > CKPT_SHARD_SIZE_MAX);
                 break;
         case CKPT_MSG_STATUS:
                 check_cstr(&c, m->status.daemon_version, CKPT_VERSION_STR_MAX);
@@ -556,21 +357,21 @@ static int check_reply(const struct ckpt_reply *m) {
                 check_cstr(&c, m->status.remote_error, CKPT_ERRMSG_MAX);
                 check_bool(&c, m->status.replication_enabled);
                 check_cstr(&c, m->status.peers, CKPT_ERRMSG_MAX);
-                inval(&c, m->status.peers_up > m->status.peers_total);
+                check_inval(&c, m->status.peers_up > m->status.peers_total);
                 /* node_count 0: not known (a daemon that predates clusters) */
-                inval(&c, m->status.node_count && m->status.node_index >= m->status.node_count);
+                check_inval(&c, m->status.node_count && m->status.node_index >= m->status.node_count);
                 break;
         case CKPT_MSG_FETCH:
                 check_step(&c, m->fetch.step);
                 check_world(&c, m->fetch.world_size);
-                inval(&c, m->fetch.ranks > m->fetch.world_size);
+                check_inval(&c, m->fetch.ranks > m->fetch.world_size);
                 break;
         case CKPT_MSG_JOB_LIST: {
                 const struct ckpt_rep_job_list *l = &m->job_list;
                 check_count(&c, l->total, l->count, CKPT_JOB_PAGE);
                 for (uint32_t i = 0; i < l->count && i < CKPT_JOB_PAGE; i++) {
                         check_name(&c, &l->entries[i].name);
-                        inval(&c, l->entries[i].latest_committed < -1);
+                        check_inval(&c, l->entries[i].latest_committed < -1);
                 }
                 break;
         }
@@ -579,12 +380,12 @@ static int check_reply(const struct ckpt_reply *m) {
                 check_count(&c, l->total, l->count, CKPT_LIST_PAGE);
                 for (uint32_t i = 0; i < l->count && i < CKPT_LIST_PAGE; i++) {
                         const struct ckpt_ckpt_entry *e = &l->entries[i];
-                        bad(&c, e->state < CKPT_STATE_SAVING || e->state >= CKPT_STATE_MAX_);
+                        check_bad(&c, e->state < CKPT_STATE_SAVING || e->state >= CKPT_STATE_MAX_);
                         check_step(&c, e->step);
                         check_world(&c, e->world_size);
-                        inval(&c, e->ranks_local > e->world_size);
-                        inval(&c, e->committed_at < 0);
-                        bad(&c, e->remote_state >= CKPT_REMOTE_MAX_);
+                        check_inval(&c, e->ranks_local > e->world_size);
+                        check_inval(&c, e->committed_at < 0);
+                        check_bad(&c, e->remote_state >= CKPT_REMOTE_MAX_);
                         check_bool(&c, e->pinned);
                 }
                 break;
@@ -874,14 +675,6 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
 
 /* ---- framing ----------------------------------------------------------- */
 
-static uint32_t get_le32(const uint8_t *p) {
-        return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint16_t get_le16(const uint8_t *p) {
-        return (uint16_t)(p[0] | p[1] << 8);
-}
-
 /*
  * Only the first CKPT_HDR_SIZE bytes are read, and the length field is
  * range-checked but not compared with len: a reader of a byte stream (peers)
@@ -926,15 +719,6 @@ static int finish(struct wbuf *w) {
         return (int)w->len;
 }
 
-/* Combine what the reader saw with what the value check says. */
-static int verdict(const struct rbuf *r, int check) {
-        if (r->err == -EBADMSG || r->pos != r->len || check == -EBADMSG)
-                return -EBADMSG;
-        if (r->err < 0 || check < 0)
-                return -EINVAL;
-        return 0;
-}
-
 int ckpt_request_encode(const struct ckpt_request *msg, void *buf, size_t cap) {
         struct wbuf w = { .p = buf, .cap = cap };
 
@@ -967,7 +751,7 @@ int ckpt_request_decode(struct ckpt_request *msg, const void *buf, size_t len) {
 
         struct rbuf rb = { .p = buf, .len = len, .pos = CKPT_HDR_SIZE };
         get_request_body(&rb, msg);
-        return verdict(&rb, check_request(msg));
+        return r_verdict(&rb, check_request(msg));
 }
 
 int ckpt_reply_decode(struct ckpt_reply *msg, const void *buf, size_t len) {
@@ -982,7 +766,7 @@ int ckpt_reply_decode(struct ckpt_reply *msg, const void *buf, size_t len) {
 
         struct rbuf rb = { .p = buf, .len = len, .pos = CKPT_HDR_SIZE };
         get_reply_body(&rb, msg);
-        return verdict(&rb, check_reply(msg));
+        return r_verdict(&rb, check_reply(msg));
 }
 
 /* ---- names ------------------------------------------------------------- */
