@@ -331,13 +331,6 @@ static int locate(struct conn *c, const char *job, uint64_t step, uint32_t rank,
         return 0;
 }
 
-/* Is the rank missing here, so that the object store should be asked? */
-static bool rank_missing(struct conn *c, const char *job, uint64_t step, uint32_t rank) {
-        struct store *s;
-        struct catalog *cat;
-        return locate(c, job, step, rank, &s, &cat) == -ENOENT;
-}
-
 /* The error reply for a failed locate(). */
 static void locate_error(struct conn *c, int r, const char *job, uint64_t step, uint32_t rank) {
         if (r == -EACCES)
@@ -348,13 +341,14 @@ static void locate_error(struct conn *c, int r, const char *job, uint64_t step, 
 }
 
 void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list *req) {
-        if (rank_missing(c, req->job.str, req->step, req->rank) &&
-            restore_from_store(c, CKPT_MSG_SHARD_LIST, req, sizeof(*req), req->job.str, req->step,
-                               CKPT_FETCH_RANK, req->rank))
-                return;
         struct store *store;
         struct catalog *catalog;
         int r = locate(c, req->job.str, req->step, req->rank, &store, &catalog);
+        /* not on this node: a neighbour or the object store, then again */
+        if (r == -ENOENT &&
+            restore_from_store(c, CKPT_MSG_SHARD_LIST, req, sizeof(*req), req->job.str, req->step,
+                               CKPT_FETCH_RANK, req->rank))
+                return;
         if (r < 0) {
                 locate_error(c, r, req->job.str, req->step, req->rank);
                 return;
@@ -655,13 +649,14 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                 conn_error(c, -ESHUTDOWN, "ckptd is shutting down; retry when it is back");
                 return;
         }
-        if (rank_missing(c, req->job.str, req->step, req->rank) &&
-            restore_from_store(c, CKPT_MSG_READ, req, sizeof(*req), req->job.str, req->step,
-                               CKPT_FETCH_RANK, req->rank))
-                return;
         struct store *store;
         struct catalog *catalog;
         int r = locate(c, req->job.str, req->step, req->rank, &store, &catalog);
+        /* not on this node: a neighbour or the object store, then again */
+        if (r == -ENOENT &&
+            restore_from_store(c, CKPT_MSG_READ, req, sizeof(*req), req->job.str, req->step,
+                               CKPT_FETCH_RANK, req->rank))
+                return;
         if (r < 0) {
                 locate_error(c, r, req->job.str, req->step, req->rank);
                 return;
@@ -755,13 +750,14 @@ void restore_handle_map(struct conn *c, const struct ckpt_req_read *req) {
         const struct manifest_shard *sh;
         int fd;
 
-        if (rank_missing(c, req->job.str, req->step, req->rank) &&
-            restore_from_store(c, CKPT_MSG_MAP, req, sizeof(*req), req->job.str, req->step,
-                               CKPT_FETCH_RANK, req->rank))
-                return;
         struct store *store;
         struct catalog *catalog;
         int r = locate(c, req->job.str, req->step, req->rank, &store, &catalog);
+        /* not on this node: a neighbour or the object store, then again */
+        if (r == -ENOENT &&
+            restore_from_store(c, CKPT_MSG_MAP, req, sizeof(*req), req->job.str, req->step,
+                               CKPT_FETCH_RANK, req->rank))
+                return;
         if (r < 0) {
                 locate_error(c, r, req->job.str, req->step, req->rank);
                 return;
