@@ -562,7 +562,6 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
                 goto fail;
         d->server->on_drained = daemon_drained;
         d->server->flusher = d->flusher;
-        d->server->peers = d->peers;
         d->server->userdata = d;
         d->server->on_saving = daemon_on_saving;
         d->server->fetcher = d->fetcher;

@@ -180,7 +180,6 @@ struct ptarget {
         uint64_t last_heard_ms;    /* loop_now_ms() of the last message received */
         uint64_t backoff_ms;
         int64_t down_since;        /* unix seconds; 0: never up yet */
-        bool ever_up;
         struct list steps;         /* struct rstep owed to this node, oldest first */
         uint32_t steps_pending;
         /* restore */
@@ -199,7 +198,6 @@ struct rstep {
         uint64_t step;
         uint32_t *ranks;
         size_t nranks, next;
-        bool sending;
 };
 
 /* One rank to pull from a target. */
@@ -615,11 +613,9 @@ static void link_close(struct plink *l, int error, const char *fmt, ...) {
                 rx_free(rx); /* frees now or when its chunks finish */
         }
         if (l->tx) {
-                struct rstep *rs = l->tx->rs;
+                /* its rank is sent again after the reconnect */
                 tx_free(l->tx);
                 l->tx = NULL;
-                if (rs)
-                        rs->sending = false;
         }
         struct ptarget *t = l->target;
         if (t) {
@@ -1186,7 +1182,6 @@ static void target_pump(struct ptarget *t) {
                         continue;
                 }
                 tx->rs = rs;
-                rs->sending = true;
                 l->tx = tx;
                 link_flush(l);
                 return;
@@ -1202,7 +1197,6 @@ static void rank_acked(struct plink *l, const struct peer_msg *m) {
         struct rstep *rs = tx->rs;
         l->tx = NULL;
         tx_free(tx);
-        rs->sending = false;
         if (m->rank_ack.status < 0) {
                 rstep_done(rs, m->rank_ack.status, m->rank_ack.message);
         } else {
@@ -1592,7 +1586,6 @@ static void link_ready(struct plink *l) {
                 return;
         t->backoff_ms = 0;
         t->down_since = 0;
-        t->ever_up = true;
         t->last_heard_ms = loop_now_ms();
         loop_timer_start(l->ps->loop, &t->ping, PING_EVERY_MS, target_ping);
         /* catch up: everything owed to this node, from the catalog */

@@ -59,7 +59,6 @@ struct fobj {
         uint32_t rank;
         char shard[CKPT_NAME_MAX + 1];
         uint64_t size;
-        uint32_t crc32c;
         char key[OBJECT_KEY_MAX + 1];
         enum obj_phase phase;
         int fd;
@@ -825,7 +824,6 @@ static int step_load(struct fstep *st) {
                         o->fd = -1;
                         o->rank = m->rank;
                         o->size = sh->size;
-                        o->crc32c = sh->crc32c;
                         snprintf(o->shard, sizeof(o->shard), "%s", sh->name);
                         r = object_key_shard(o->key, sizeof(o->key), f->prefix, st->job, st->step,
                                              m->rank, sh->name);
