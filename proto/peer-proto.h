@@ -63,6 +63,10 @@
  * CKPT_NAME_MAX bytes would not fit PEER_MSG_MAX: a sender fills a page
  * while peer_list_rep_size() stays <= PEER_MSG_MAX (see there). */
 #define PEER_LIST_PAGE 256
+/* Rank transfers (RANK_BEGIN .. its RANK_ACK, or GET_RANK .. its RANK_END)
+ * open at once on one connection in one direction.  Their DATA frames may
+ * interleave; a receiver closes a connection that opens more. */
+#define PEER_STREAMS_MAX 8
 #define PEER_CLUSTER_ID_MAX 64
 #define PEER_ERRMSG_MAX 512
 #define PEER_NONCE_SIZE 32

@@ -8,20 +8,26 @@
  *            reconnect with backoff on the connecting side;
  *   tx       sending one rank: RANK_BEGIN with the MANIFEST text, DATA
  *            frames whose payload goes file -> socket with sendfile (no
- *            copy through user space), RANK_END;
+ *            copy through user space), RANK_END; several per link, their
+ *            frames taking turns;
  *   rx       receiving one rank: payload straight into pool memory,
  *            every 1 MiB block checked against the manifest's CRC32C on a
  *            worker, O_DIRECT write from the registered slot, then the
  *            local tier's own finish (fsync, MANIFEST, rename), COMMITTED;
- *   replication  per target: the steps owed (catalog schema 3), one rank at
- *            a time, acknowledged ranks move the step to "replicated";
+ *   replication  per target: the steps owed (catalog schema 3), up to
+ *            TX_WINDOW ranks in flight on the link, acknowledged ranks move
+ *            the step to "replicated";
  *   restore  LIST_REQ / GET_RANK against the targets, ranks spread over the
  *            links that hold them.
  *
- * Strict ordering keeps the receiver simple and its checks tight: a link
- * carries one rank transfer at a time in each direction, shards in
- * manifest order, DATA frames contiguous and starting on a block boundary.
- * Anything else is a protocol error that closes the link (logged).
+ * A link carries up to TX_WINDOW rank transfers at once in each direction,
+ * each on its own stream; the sender interleaves their frames at frame
+ * boundaries (4 MiB), so a small rank does not wait behind a large one and
+ * the receiver's fsync and rename of one rank overlap the data of the
+ * next.  Within a transfer, ordering stays strict, which keeps the
+ * receiver's checks tight: shards in manifest order, DATA frames contiguous
+ * and starting on a block boundary.  Anything else is a protocol error
+ * that closes the link (logged).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -52,7 +58,11 @@
 #define RECONNECT_MIN_MS 100
 #define RECONNECT_MAX_MS 5000
 #define FRAME_PAYLOAD PEER_DATA_MAX /* 4 MiB, a multiple of the block size */
-#define RX_CHUNKS_MAX 8             /* payloads being checked or written per link */
+/* Rank transfers a sender keeps open on a link (replication pushes and
+ * restore pulls alike): enough that one rank's fsync, rename and round
+ * trip overlap the data of others, few enough that a link's transfers
+ * make progress together.  The receiver accepts up to PEER_STREAMS_MAX. */
+#define TX_WINDOW 4
 #define TARGETS_MAX 16
 /* Keepalive on the connecting side: a PING every PING_EVERY_MS; a link
  * that answers nothing for PING_TIMEOUT_MS is closed (and reconnected), so
@@ -77,6 +87,7 @@ struct ctl {
 /* ---- a rank being sent ------------------------------------------------------------------ */
 
 struct tx {
+        struct list link;          /* plink.txs */
         struct plink *l;
         uint32_t stream;
         uint8_t purpose;
@@ -93,15 +104,17 @@ struct tx {
         size_t len, sent;
         uint8_t small[PEER_HDR_SIZE + PEER_DATA_HDR_SIZE];
         uint64_t foff, flen, fsent;
-        /* replication: the step this rank belongs to */
+        /* replication: the step this rank belongs to, its index there */
         struct rstep *rs;
+        size_t rank_idx;
 };
 
 /* ---- a rank being received ---------------------------------------------------------------- */
 
 struct rx {
+        struct list link;          /* plink.rxs while l is set */
         struct peers *ps;
-        struct plink *l;
+        struct plink *l;           /* NULL once acknowledged or the link died */
         uint32_t stream;
         uint8_t purpose;
         uint32_t src;              /* whose rank it is */
@@ -120,6 +133,10 @@ struct rx {
         char msg[PEER_ERRMSG_MAX + 1];
         struct restore_job *rj;    /* restore: whom to tell */
         struct commit_record record;
+        /* peers.commits, from the rank's finish to its step's commit record:
+         * the record of a step is written by one rank at a time */
+        struct list clink;
+        bool committing, commit_waiting;
 };
 
 struct rchunk {
@@ -158,12 +175,15 @@ struct plink {
         uint64_t pay_got;
         bool rx_blocked;           /* waiting for pool memory */
         struct pool_waiter waiter;
-        struct rx *rx;             /* the rank arriving on this link */
+        struct list rxs;           /* struct rx arriving (or finishing) on this link */
+        uint32_t nrx;
         /* output */
         struct list ctlq;
         struct ctl *cur;
         size_t cur_sent;
-        struct tx *tx;             /* the rank leaving on this link */
+        struct list txs;           /* struct tx leaving on this link; turns in order */
+        uint32_t ntx;
+        struct tx *tx_cur;         /* whose frame is on its way, NULL between frames */
         uint32_t next_stream;
         uint64_t seq;
         /* client side */
@@ -187,17 +207,24 @@ struct ptarget {
         uint32_t list_stream;
         struct restore_job *rj_listing;
         struct list gets;          /* struct rget queued on this link */
-        struct rget *get_active;
+        struct list gets_active;   /* struct rget asked, RANK_END not yet here */
+        uint32_t ngets_active;
 };
 
-/* A step owed to one target. */
+/* A step owed to one target: each rank to send, in flight, or acknowledged. */
+enum { RANK_TODO, RANK_SENDING, RANK_ACKED };
+
 struct rstep {
         struct list link;
         struct ptarget *t;
         char job[CKPT_NAME_MAX + 1];
         uint64_t step;
         uint32_t *ranks;
-        size_t nranks, next;
+        uint8_t *rstate;           /* RANK_* per entry of ranks */
+        size_t nranks;
+        uint32_t inflight, acked;
+        int status;                /* the first failure; reported once nothing is in flight */
+        char msg[PEER_ERRMSG_MAX + 1];
 };
 
 /* One rank to pull from a target. */
@@ -205,6 +232,7 @@ struct rget {
         struct list link;
         struct restore_job *rj;
         size_t tidx;               /* index of the target it is queued on */
+        uint32_t stream;           /* while asked */
         char job[CKPT_NAME_MAX + 1];
         uint64_t step;
         uint32_t rank, world_size;
@@ -247,6 +275,7 @@ struct peers {
         struct ptarget targets[TARGETS_MAX];
         size_t ntargets;
         struct list restores;
+        struct list commits;      /* struct rx whose step's commit record is due */
         void (*on_changed)(void *userdata, const char *job, uint64_t step);
         void *userdata;
         bool freeing;
@@ -338,12 +367,14 @@ static struct tx *tx_new(struct plink *l, struct store *store, const char *job, 
         tx->src_node = src;
         tx->stream = stream;
         tx->fd = -1;
+        list_init(&tx->link);
         return tx;
 }
 
 static void tx_free(struct tx *tx) {
         if (!tx)
                 return;
+        list_unlink(&tx->link);
         if (tx->fd >= 0)
                 close(tx->fd);
         if (tx->buf != tx->small)
@@ -430,8 +461,55 @@ static int tx_next_frame(struct tx *tx) {
 
 /* ---- links: output ---------------------------------------------------------------------------- */
 
+static void link_tx_add(struct plink *l, struct tx *tx) {
+        list_add_tail(&l->txs, &tx->link);
+        l->ntx++;
+}
+
+static void link_tx_remove(struct plink *l, struct tx *tx) {
+        if (l->tx_cur == tx)
+                l->tx_cur = NULL;
+        l->ntx--;
+        tx_free(tx);
+}
+
+static struct tx *link_tx(struct plink *l, uint32_t stream) {
+        struct list *pos;
+        list_for_each(pos, &l->txs) {
+                struct tx *tx = list_entry(pos, struct tx, link);
+                if (tx->stream == stream)
+                        return tx;
+        }
+        return NULL;
+}
+
+/* Whose turn it is to produce a frame: the first transfer with frames left,
+ * which then goes to the back of the line. */
+static struct tx *link_next_turn(struct plink *l) {
+        struct list *pos;
+        list_for_each(pos, &l->txs) {
+                struct tx *tx = list_entry(pos, struct tx, link);
+                if (!tx->ended) {
+                        list_unlink(&tx->link);
+                        list_add_tail(&l->txs, &tx->link);
+                        return tx;
+                }
+        }
+        return NULL;
+}
+
+static bool link_frames_left(struct plink *l) {
+        struct list *pos;
+        list_for_each(pos, &l->txs) {
+                struct tx *tx = list_entry(pos, struct tx, link);
+                if (!tx->ended)
+                        return true;
+        }
+        return false;
+}
+
 /* Write what can be written now: control messages between frames, then
- * the current rank's frames.  -errno: the link failed (closed here). */
+ * the transfers' frames in turn.  A failed link is closed here. */
 static void link_flush(struct plink *l) {
         if (l->state == L_DEAD || l->state == L_CONNECTING)
                 return;
@@ -453,20 +531,33 @@ static void link_flush(struct plink *l) {
                         l->cur = NULL;
                         continue;
                 }
-                struct tx *tx = l->tx;
-                bool mid_frame = tx && (tx->sent < tx->len || tx->fsent < tx->flen) &&
-                                 (tx->sent > 0 || tx->fsent > 0);
-                if (!mid_frame && !list_empty(&l->ctlq)) {
+                struct tx *tx = l->tx_cur;
+                bool started = tx && (tx->sent > 0 || tx->fsent > 0);
+                if (!started && !list_empty(&l->ctlq)) {
                         l->cur = list_first_entry(&l->ctlq, struct ctl, link);
                         list_unlink(&l->cur->link);
                         l->cur_sent = 0;
                         continue;
                 }
-                if (!tx || l->state != L_READY)
+                if (l->state != L_READY)
                         break;
-                /* paused between frames: control messages still flow */
-                if (l->ps->paused && !mid_frame && tx->sent == tx->len && tx->fsent == tx->flen)
-                        break;
+                if (!tx) {
+                        /* paused between frames: control messages still flow */
+                        if (l->ps->paused)
+                                break;
+                        tx = link_next_turn(l);
+                        if (!tx)
+                                break;
+                        int r = tx_next_frame(tx);
+                        if (r < 0) {
+                                link_close(l, r, "cannot read rank %u of job %s step %" PRIu64
+                                           ": %s", tx->m->rank, tx->m->job, tx->m->step,
+                                           strerror(-r));
+                                return;
+                        }
+                        l->tx_cur = tx; /* r == 1: a transfer not ended has a frame */
+                        continue;
+                }
                 if (tx->sent < tx->len) {
                         ssize_t n = send(l->fd, tx->buf + tx->sent, tx->len - tx->sent,
                                          MSG_NOSIGNAL | (tx->flen ? MSG_MORE : 0));
@@ -495,22 +586,12 @@ static void link_flush(struct plink *l) {
                         tx->fsent += (uint64_t)n;
                         continue;
                 }
-                if (tx->ended) {
-                        if (tx->purpose == PEER_PURPOSE_REPLICATE)
-                                break; /* all sent: the answer (RANK_ACK) comes */
-                        /* an answer to GET_RANK has no acknowledgement */
-                        l->tx = NULL;
-                        tx_free(tx);
-                        continue;
-                }
-                int r = tx_next_frame(tx);
-                if (r < 0) {
-                        link_close(l, r, "cannot read rank %u of job %s step %" PRIu64 ": %s",
-                                   tx->m->rank, tx->m->job, tx->m->step, strerror(-r));
-                        return;
-                }
-                if (r == 0)
-                        break;
+                /* the frame is out */
+                l->tx_cur = NULL;
+                /* all of an answer to GET_RANK sent: it has no acknowledgement
+                 * (a replicated rank waits for its RANK_ACK) */
+                if (tx->ended && tx->purpose != PEER_PURPOSE_REPLICATE)
+                        link_tx_remove(l, tx);
         }
         link_update_events(l);
 }
@@ -520,9 +601,8 @@ static void link_update_events(struct plink *l) {
                 return;
         uint32_t ev = 0;
         bool pending_out = l->cur || !list_empty(&l->ctlq) ||
-                           (l->tx && l->state == L_READY && !l->ps->paused &&
-                            (l->tx->sent < l->tx->len || l->tx->fsent < l->tx->flen ||
-                             !l->tx->ended));
+                           (l->state == L_READY &&
+                            (l->tx_cur || (!l->ps->paused && link_frames_left(l))));
         if (l->state == L_CONNECTING)
                 ev = EPOLLOUT;
         else {
@@ -602,9 +682,9 @@ static void link_close(struct plink *l, int error, const char *fmt, ...) {
                 ch->rx->inflight--;
                 free(ch);
         }
-        if (l->rx) {
-                struct rx *rx = l->rx;
-                l->rx = NULL;
+        while (!list_empty(&l->rxs)) {
+                struct rx *rx = list_first_entry(&l->rxs, struct rx, link);
+                list_unlink(&rx->link);
                 rx->l = NULL;
                 if (!rx->error) {
                         rx->error = -ECONNRESET;
@@ -612,22 +692,32 @@ static void link_close(struct plink *l, int error, const char *fmt, ...) {
                 }
                 rx_free(rx); /* frees now or when its chunks finish */
         }
-        if (l->tx) {
-                /* its rank is sent again after the reconnect */
-                tx_free(l->tx);
-                l->tx = NULL;
+        l->nrx = 0;
+        l->tx_cur = NULL;
+        while (!list_empty(&l->txs)) {
+                struct tx *tx = list_first_entry(&l->txs, struct tx, link);
+                /* its rank is sent again after the reconnect (the steps are
+                 * gone already when shutting down) */
+                if (tx->rs && !ps->freeing) {
+                        tx->rs->rstate[tx->rank_idx] = RANK_TODO;
+                        tx->rs->inflight--;
+                }
+                tx_free(tx);
         }
+        l->ntx = 0;
         struct ptarget *t = l->target;
         if (t) {
                 loop_timer_cancel(&t->ping);
                 t->l = NULL;
                 t->down_since = time(NULL);
                 t->list_sent = false;
-                if (t->get_active) {
-                        /* asked, not answered: ask again on reconnect */
-                        list_add_tail(&t->gets, &t->get_active->link);
-                        t->get_active = NULL;
+                /* asked, not answered: ask again on reconnect */
+                while (!list_empty(&t->gets_active)) {
+                        struct rget *g = list_first_entry(&t->gets_active, struct rget, link);
+                        list_unlink(&g->link);
+                        list_add_tail(&t->gets, &g->link);
                 }
+                t->ngets_active = 0;
                 if (t->rj_listing) {
                         struct restore_job *rj = t->rj_listing;
                         t->rj_listing = NULL;
@@ -658,6 +748,16 @@ static void link_reap(struct loop_timer *timer) {
 }
 
 /* ---- rx: one rank in ----------------------------------------------------------------------- */
+
+static struct rx *link_rx(struct plink *l, uint32_t stream) {
+        struct list *pos;
+        list_for_each(pos, &l->rxs) {
+                struct rx *rx = list_entry(pos, struct rx, link);
+                if (rx->stream == stream)
+                        return rx;
+        }
+        return NULL;
+}
 
 static void rx_free(struct rx *rx) {
         if (rx->inflight || rx->finishing)
@@ -693,9 +793,10 @@ static void rx_ack(struct rx *rx) {
                          rx->error ? rx->msg : "");
                 link_send(l, &m);
         }
-        l->rx = NULL;
+        list_unlink(&rx->link);
+        l->nrx--;
         rx->l = NULL;
-        /* a restoring link asks for its next rank only when this one is done */
+        /* a restoring link keeps at most TX_WINDOW ranks arriving or finishing */
         if (l->target)
                 target_pump(l->target);
 }
@@ -704,6 +805,7 @@ static void area_retention(struct store *store, struct catalog *catalog, const c
                            uint32_t keep);
 
 static void rx_committed(void *userdata, int error);
+static void rx_step_commit(struct rx *rx);
 
 static void rx_finished(void *userdata, int error) {
         struct rx *rx = userdata;
@@ -722,9 +824,33 @@ static void rx_finished(void *userdata, int error) {
         }
         catalog_job_add(rx->catalog, rx->m->job, rx->m->uid);
         catalog_rank_add(rx->catalog, rx->m);
-        /* The step is committed on the sender (replication starts after
-         * the commit; a restore pulls only committed steps): the copy is
-         * committed too, listing the ranks it has so far. */
+        list_add_tail(&rx->ps->commits, &rx->clink);
+        rx_step_commit(rx);
+}
+
+static bool rx_same_step(const struct rx *a, const struct rx *b) {
+        return a->store == b->store && a->m->step == b->m->step && !strcmp(a->m->job, b->m->job);
+}
+
+/*
+ * The step is committed on the sender (replication starts after the
+ * commit; a restore pulls only committed steps): the copy is committed
+ * too, its record listing the ranks it has so far.  Ranks of one step
+ * finish concurrently (several transfers per link, several links); their
+ * records are written one after another, each listing every rank finished
+ * before it, so the last one written is complete.
+ */
+static void rx_step_commit(struct rx *rx) {
+        struct list *pos;
+        list_for_each(pos, &rx->ps->commits) {
+                struct rx *o = list_entry(pos, struct rx, clink);
+                if (o != rx && o->committing && rx_same_step(o, rx)) {
+                        rx->commit_waiting = true;
+                        return;
+                }
+        }
+        rx->commit_waiting = false;
+        rx->committing = true;
         size_t n = 0;
         uint32_t ranks[256];
         catalog_ranks(rx->catalog, rx->m->job, rx->m->step, ranks, 256, &n);
@@ -743,8 +869,18 @@ static void rx_finished(void *userdata, int error) {
 
 static void rx_committed(void *userdata, int error) {
         struct rx *rx = userdata;
+        struct list *pos;
 
         rx->finishing = false;
+        rx->committing = false;
+        list_unlink(&rx->clink);
+        list_for_each(pos, &rx->ps->commits) {
+                struct rx *o = list_entry(pos, struct rx, clink);
+                if (o->commit_waiting && rx_same_step(o, rx)) {
+                        rx_step_commit(o);
+                        break;
+                }
+        }
         if (error < 0) {
                 rx->error = error;
                 snprintf(rx->msg, sizeof(rx->msg), "cannot write the commit record: %s",
@@ -866,8 +1002,14 @@ static void rx_begin(struct plink *l, const struct peer_msg *m, struct restore_j
         const struct peer_rank_begin *b = &m->rank_begin;
         int r;
 
-        if (l->rx) {
-                link_close(l, -EPROTO, "RANK_BEGIN while rank %u is still arriving", l->rx->m->rank);
+        if (link_rx(l, m->hdr.stream)) {
+                link_close(l, -EPROTO, "RANK_BEGIN on stream %u, which is still open",
+                           m->hdr.stream);
+                return;
+        }
+        if (l->nrx >= PEER_STREAMS_MAX) {
+                link_close(l, -EPROTO, "RANK_BEGIN while %u rank transfers are open (at most %u)",
+                           l->nrx, PEER_STREAMS_MAX);
                 return;
         }
         struct rx *rx = calloc(1, sizeof(*rx));
@@ -882,7 +1024,9 @@ static void rx_begin(struct plink *l, const struct peer_msg *m, struct restore_j
         rx->src = b->src_node;
         rx->from = l->node;
         rx->rj = rj;
-        l->rx = rx;
+        list_init(&rx->clink);
+        list_add_tail(&l->rxs, &rx->link);
+        l->nrx++;
 
         if (b->purpose == PEER_PURPOSE_REPLICATE) {
                 /* only the sender's own ranks, and only from a node whose
@@ -938,12 +1082,12 @@ static void link_resume_rx(struct pool_waiter *w, const struct pool_extent *e, i
  * false: stop reading until the memory comes (link_resume_rx). */
 static bool rx_data(struct plink *l, const struct peer_msg *m) {
         struct peers *ps = l->ps;
-        struct rx *rx = l->rx;
+        struct rx *rx = link_rx(l, m->hdr.stream);
         const struct peer_data *d = &m->data;
 
         if (l->target)
                 l->target->last_heard_ms = loop_now_ms();
-        if (!rx || rx->stream != m->hdr.stream || rx->ended) {
+        if (!rx || rx->ended) {
                 link_close(l, -EPROTO, "DATA outside a rank transfer");
                 return false;
         }
@@ -1023,8 +1167,8 @@ static void rx_payload_done(struct plink *l) {
 }
 
 static void rx_end(struct plink *l, const struct peer_msg *m) {
-        struct rx *rx = l->rx;
-        if (!rx || rx->stream != m->hdr.stream || rx->ended) {
+        struct rx *rx = link_rx(l, m->hdr.stream);
+        if (!rx || rx->ended) {
                 link_close(l, -EPROTO, "RANK_END outside a rank transfer");
                 return;
         }
@@ -1090,6 +1234,7 @@ static void area_retention(struct store *store, struct catalog *catalog, const c
 static void rstep_free(struct rstep *rs) {
         list_unlink(&rs->link);
         free(rs->ranks);
+        free(rs->rstate);
         free(rs);
 }
 
@@ -1109,8 +1254,11 @@ static int rstep_queue(struct ptarget *t, const char *job, uint64_t step) {
         snprintf(rs->job, sizeof(rs->job), "%s", job);
         rs->step = step;
         rs->ranks = calloc(256, sizeof(uint32_t));
-        if (!rs->ranks || catalog_ranks(ps->catalog, job, step, rs->ranks, 256, &rs->nranks) < 0) {
+        rs->rstate = calloc(256, 1);
+        if (!rs->ranks || !rs->rstate ||
+            catalog_ranks(ps->catalog, job, step, rs->ranks, 256, &rs->nranks) < 0) {
                 free(rs->ranks);
+                free(rs->rstate);
                 free(rs);
                 return -EIO;
         }
@@ -1142,68 +1290,102 @@ static void rstep_done(struct rstep *rs, int status, const char *msg) {
                 ps->on_changed(ps->userdata, job, step);
 }
 
-/* Start the next rank transfer or restore request on t's link. */
+/* Nothing of rs in flight: report it if every rank was acknowledged or
+ * one failed.  true: rs is gone. */
+static bool rstep_check(struct rstep *rs) {
+        if (rs->inflight)
+                return false;
+        if (rs->status < 0) {
+                rstep_done(rs, rs->status, rs->msg);
+                return true;
+        }
+        if (rs->acked == rs->nranks) {
+                rstep_done(rs, 0, NULL);
+                return true;
+        }
+        return false;
+}
+
+static void rstep_fail(struct rstep *rs, int status, const char *msg) {
+        if (rs->status < 0)
+                return; /* the first failure is the one reported */
+        rs->status = status < 0 ? status : -EIO;
+        snprintf(rs->msg, sizeof(rs->msg), "%s", msg);
+}
+
+/* Start rank transfers of the steps owed to t, oldest first, until its
+ * link has TX_WINDOW open; ask for ranks to restore likewise. */
 static void target_pump(struct ptarget *t) {
         struct peers *ps = t->ps;
         struct plink *l = t->l;
+        struct list *pos, *tmp;
 
         if (!l || l->state != L_READY || ps->freeing)
                 return;
-        /* restore first: a node with missing steps wants them back before
-         * it sends anything */
-        if (!t->get_active && !list_empty(&t->gets) && !l->rx) {
+        /* restore: a node with missing steps wants them back; the answers
+         * arriving or being finished here stay within the window */
+        while (!list_empty(&t->gets) && t->ngets_active < TX_WINDOW && l->nrx < TX_WINDOW) {
                 struct rget *g = list_first_entry(&t->gets, struct rget, link);
                 list_unlink(&g->link);
-                t->get_active = g;
+                list_add_tail(&t->gets_active, &g->link);
+                t->ngets_active++;
                 struct peer_msg m = { .hdr.type = PEER_MSG_GET_RANK, .hdr.stream = ++l->next_stream };
+                g->stream = m.hdr.stream;
                 ckpt_name_set(&m.get_rank.job, g->job);
                 m.get_rank.step = g->step;
                 m.get_rank.rank = g->rank;
                 link_send(l, &m);
+                if (t->l != l || l->state != L_READY)
+                        return; /* the send failed and closed the link */
         }
-        if (l->tx)
-                return;
-        while (!list_empty(&t->steps)) {
-                struct rstep *rs = list_first_entry(&t->steps, struct rstep, link);
-                if (rs->next >= rs->nranks) {
-                        rstep_done(rs, 0, NULL);
-                        continue;
+        list_for_each_safe(pos, tmp, &t->steps) {
+                struct rstep *rs = list_entry(pos, struct rstep, link);
+                for (size_t i = 0; i < rs->nranks && l->ntx < TX_WINDOW && rs->status == 0; i++) {
+                        if (rs->rstate[i] != RANK_TODO)
+                                continue;
+                        int err = 0;
+                        struct tx *tx = tx_new(l, ps->store, rs->job, rs->step, rs->ranks[i],
+                                               PEER_PURPOSE_REPLICATE, ps->opts.topo.index,
+                                               ++l->next_stream, &err);
+                        if (!tx) {
+                                /* gone locally (retention) or unreadable: nothing to owe */
+                                log_warn("peers: job %s step %" PRIu64 " rank %u cannot be read "
+                                         "for replication: %s", rs->job, rs->step, rs->ranks[i],
+                                         strerror(-err));
+                                rstep_fail(rs, err, "the rank cannot be read on its node");
+                                break;
+                        }
+                        tx->rs = rs;
+                        tx->rank_idx = i;
+                        rs->rstate[i] = RANK_SENDING;
+                        rs->inflight++;
+                        link_tx_add(l, tx);
                 }
-                int err = 0;
-                struct tx *tx = tx_new(l, ps->store, rs->job, rs->step, rs->ranks[rs->next],
-                                       PEER_PURPOSE_REPLICATE, ps->opts.topo.index,
-                                       ++l->next_stream, &err);
-                if (!tx) {
-                        /* gone locally (retention) or unreadable: nothing to owe */
-                        log_warn("peers: job %s step %" PRIu64 " rank %u cannot be read for "
-                                 "replication: %s", rs->job, rs->step, rs->ranks[rs->next],
-                                 strerror(-err));
-                        rstep_done(rs, err, "the rank cannot be read on its node");
-                        continue;
-                }
-                tx->rs = rs;
-                l->tx = tx;
-                link_flush(l);
-                return;
+                rstep_check(rs);
+                if (l->ntx >= TX_WINDOW)
+                        break;
         }
+        link_flush(l);
 }
 
 static void rank_acked(struct plink *l, const struct peer_msg *m) {
-        struct tx *tx = l->tx;
-        if (!tx || tx->stream != m->hdr.stream || !tx->ended || !tx->rs) {
+        struct tx *tx = link_tx(l, m->hdr.stream);
+        if (!tx || !tx->ended || !tx->rs || tx == l->tx_cur) {
                 link_close(l, -EPROTO, "RANK_ACK for a transfer not in flight");
                 return;
         }
         struct rstep *rs = tx->rs;
-        l->tx = NULL;
-        tx_free(tx);
+        size_t i = tx->rank_idx;
+        link_tx_remove(l, tx);
+        rs->inflight--;
         if (m->rank_ack.status < 0) {
-                rstep_done(rs, m->rank_ack.status, m->rank_ack.message);
+                rs->rstate[i] = RANK_TODO;
+                rstep_fail(rs, m->rank_ack.status, m->rank_ack.message);
         } else {
-                rs->next++;
-                if (rs->next >= rs->nranks)
-                        rstep_done(rs, 0, NULL);
+                rs->rstate[i] = RANK_ACKED;
+                rs->acked++;
         }
+        rstep_check(rs);
         target_pump(l->target);
 }
 
@@ -1241,6 +1423,19 @@ struct replica_area *peers_area_of(struct peers *ps, const char *job, uint64_t s
 }
 
 /* ---- restore (the connecting side) ------------------------------------------------------- */
+
+/* The rank asked of t on stream, or NULL. */
+static struct rget *target_get(struct ptarget *t, uint32_t stream) {
+        struct list *pos;
+        if (!t)
+                return NULL;
+        list_for_each(pos, &t->gets_active) {
+                struct rget *g = list_entry(pos, struct rget, link);
+                if (g->stream == stream)
+                        return g;
+        }
+        return NULL;
+}
 
 /* Queue g on the next connected target after the one it was on: true if
  * there is one. */
@@ -1528,8 +1723,10 @@ static void answer_get(struct plink *l, const struct peer_msg *req) {
         struct store *store = NULL;
         uint32_t src = ps->opts.topo.index;
 
-        if (l->tx) {
-                send_error(l, req->hdr.stream, -EBUSY, "a transfer is already running");
+        if (l->ntx >= PEER_STREAMS_MAX || link_tx(l, req->hdr.stream)) {
+                send_error(l, req->hdr.stream, -EBUSY, "%u transfers are running on this "
+                           "connection (at most %u), or stream %u is in use", l->ntx,
+                           PEER_STREAMS_MAX, req->hdr.stream);
                 return;
         }
         if (catalog_rank_exists(ps->catalog, g->job.str, g->step, g->rank) == 1) {
@@ -1554,7 +1751,7 @@ static void answer_get(struct plink *l, const struct peer_msg *req) {
                            strerror(-err));
                 return;
         }
-        l->tx = tx;
+        link_tx_add(l, tx);
         link_flush(l);
 }
 
@@ -1686,24 +1883,27 @@ static void handle_message(struct plink *l, const struct peer_msg *m) {
         switch (m->hdr.type) {
         case PEER_MSG_RANK_BEGIN:
                 if (m->rank_begin.purpose == PEER_PURPOSE_RESTORE) {
-                        struct ptarget *t = l->target;
-                        if (!t || !t->get_active) {
+                        struct rget *g = target_get(l->target, m->hdr.stream);
+                        if (!g) {
                                 link_close(l, -EPROTO, "a restore transfer nobody asked for");
                                 return;
                         }
-                        rx_begin(l, m, t->get_active->rj);
+                        rx_begin(l, m, g->rj);
                 } else {
                         rx_begin(l, m, NULL);
                 }
                 break;
         case PEER_MSG_RANK_END:
                 rx_end(l, m);
-                if (l->client && l->target && l->target->get_active && l->state == L_READY) {
+                if (l->client && l->state == L_READY) {
                         /* the answer is complete; the rx reports to its job */
-                        struct rget *g = l->target->get_active;
-                        l->target->get_active = NULL;
-                        free(g);
-                        target_pump(l->target);
+                        struct rget *g = target_get(l->target, m->hdr.stream);
+                        if (g) {
+                                list_unlink(&g->link);
+                                l->target->ngets_active--;
+                                free(g);
+                                target_pump(l->target);
+                        }
                 }
                 break;
         case PEER_MSG_RANK_ACK:
@@ -1736,10 +1936,11 @@ static void handle_message(struct plink *l, const struct peer_msg *m) {
                 break;
         case PEER_MSG_ERROR: {
                 struct ptarget *t = l->target;
-                if (t && t->get_active && m->hdr.stream) {
+                struct rget *g = m->hdr.stream ? target_get(t, m->hdr.stream) : NULL;
+                if (g) {
                         /* that neighbour does not have it: another might */
-                        struct rget *g = t->get_active;
-                        t->get_active = NULL;
+                        list_unlink(&g->link);
+                        t->ngets_active--;
                         log_debug("peers: node %u cannot send job %s step %" PRIu64 " rank %u: %s",
                                   l->node, g->job, g->step, g->rank, m->error.message);
                         if (g->rj->single && rget_next_target(g)) {
@@ -1899,6 +2100,8 @@ static struct plink *link_new(struct peers *ps, int fd, bool client, uint32_t no
         l->node = node;
         snprintf(l->addr, sizeof(l->addr), "%s", addr);
         list_init(&l->ctlq);
+        list_init(&l->rxs);
+        list_init(&l->txs);
         l->in = malloc(PEER_HDR_SIZE + PEER_MSG_MAX);
         l->in_cap = PEER_HDR_SIZE + PEER_MSG_MAX;
         l->in_want = PEER_HDR_SIZE;
@@ -2109,6 +2312,7 @@ int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers
         ps->psk_len = opts->psk_len;
         list_init(&ps->links);
         list_init(&ps->restores);
+        list_init(&ps->commits);
         r = peers_listen(ps);
         if (r < 0) {
                 free(ps);
@@ -2121,6 +2325,7 @@ int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers
                 t->node = targets[i];
                 list_init(&t->steps);
                 list_init(&t->gets);
+                list_init(&t->gets_active);
                 target_connect(t);
         }
         *out = ps;
@@ -2148,8 +2353,12 @@ struct peers *peers_free(struct peers *ps) {
                         list_unlink(&g->link);
                         free(g);
                 }
-                free(t->get_active);
-                t->get_active = NULL;
+                while (!list_empty(&t->gets_active)) {
+                        struct rget *g = list_first_entry(&t->gets_active, struct rget, link);
+                        list_unlink(&g->link);
+                        free(g);
+                }
+                t->ngets_active = 0;
                 t->rj_listing = NULL;
         }
         list_for_each_safe(pos, tmp, &ps->links) {
@@ -2166,4 +2375,9 @@ struct peers *peers_free(struct peers *ps) {
         explicit_bzero(ps->psk, sizeof(ps->psk));
         free(ps);
         return NULL;
+}
+
+const struct replica_area *peers_areas(const struct peers *ps, size_t *count) {
+        *count = ps ? ps->nareas : 0;
+        return ps ? ps->areas : NULL;
 }

@@ -103,3 +103,8 @@ void peers_set_keep(struct peers *ps, uint32_t keep);
 /* Hold outgoing rank data between frames (saves are staging here); the
  * handshake, acknowledgements and requests still flow. */
 void peers_pause(struct peers *ps, bool paused);
+
+/* The replica areas this node holds for its sources, *count of them (0 and
+ * NULL for a NULL ps).  Read-only: for looking up what they hold (restore
+ * planning); the caller must not change or free them. */
+const struct replica_area *peers_areas(const struct peers *ps, size_t *count);

@@ -900,6 +900,92 @@ def case_disk_full(ctx):
 
 # --------------------------------------------------------------------------
 
+# --------------------------------------------------------------------------
+# 8. one connection carries several ranks at once, both ways
+
+
+def arriving_ranks(step_dir, min_bytes):
+    """Names of the rank directories being written (.tmp) in step_dir that
+    hold at least min_bytes so far."""
+    out = set()
+    try:
+        names = os.listdir(step_dir)
+    except FileNotFoundError:
+        return out
+    for n in names:
+        if not (n.startswith(".") and "tmp" in n):
+            continue
+        p = os.path.join(step_dir, n)
+        try:
+            got = sum(os.stat(os.path.join(p, f)).st_size for f in os.listdir(p))
+        except FileNotFoundError:
+            continue
+        if got >= min_bytes:
+            out.add(n)
+    return out
+
+
+def watch_concurrent(step_dir, want, timeout, done):
+    """Poll step_dir until want rank directories are arriving at the same
+    moment (each with some payload); the most seen at once."""
+    best = 0
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        best = max(best, len(arriving_ranks(step_dir, 4 * MiB)))
+        if best >= want or done():
+            break
+        time.sleep(0.003)
+    return best
+
+
+def case_concurrent(ctx):
+    # node 0 saves three ranks with a large shard each; its single link to
+    # node 1 must carry them at once (not one after another), and after a
+    # wipe the same link brings them back at once
+    cl = Cluster(ctx, 2, 2, 1, "clique", ranks_per_node=3, pool="256M", slot="16M").start()
+    src, dst = cl.nodes
+    big = 96 * MiB
+    layouts = {r: layout(r, big=big if r < 3 else 0) for r in range(cl.world)}
+    step = 40
+    area = replica_step_path(dst.state_dir, 0, JOB, step)
+    save_node(dst, JOB, step, cl.ranks_of(1), cl.world, layouts)
+    save_node(src, JOB, step, cl.ranks_of(0), cl.world, layouts)
+    seen = watch_concurrent(area, 3, 60, lambda: os.path.exists(os.path.join(area, "COMMITTED"))
+                            and not arriving_ranks(area, 0))
+    wait_replicated(src, JOB, step)
+    log("   replication: %d of node 0's ranks were arriving on node 1 at once" % seen)
+    check(seen >= 2, "node 0's ranks reached node 1 one at a time (at most %d arriving at "
+          "once): the link carries one transfer at a time" % seen)
+    for r in cl.ranks_of(0):
+        check_rank_copy(os.path.join(area, "rank-%d" % r),
+                        os.path.join(step_path(src.state_dir, JOB, step), "rank-%d" % r),
+                        layouts[r], "replica of rank %d" % r)
+        must_verify(dst, JOB, step, r, layouts[r], what=" (replica)")
+
+    # node 0 lost; its replacement pulls the three ranks over one link
+    src.kill(signal.SIGKILL)
+    shutil.rmtree(src.state_dir)
+    repl = Daemon(ctx.tmp, name="n0-new", pool="256M", slot="16M", extra=cl.flags(0))
+    repl.node = 0
+    ctx.daemons.append(repl)
+    local = step_path(repl.state_dir, JOB, step)
+    repl.start(wait=False)
+    seen = watch_concurrent(local, 3, 90, lambda: os.path.exists(os.path.join(local, "COMMITTED"))
+                            and not arriving_ranks(local, 0))
+    repl.wait_ready(60)
+    wait_until(lambda: rank_dirs(local)[0] == set(cl.ranks_of(0)) and
+               os.path.exists(os.path.join(local, "COMMITTED")), timeout=90, interval=0.1,
+               what=lambda: "the replacement to restore ranks %s (has %s)"
+               % (cl.ranks_of(0), sorted(rank_dirs(local)[0])))
+    log("   restore: %d of node 0's ranks were arriving from node 1 at once" % seen)
+    check(seen >= 2, "the replacement pulled its ranks one at a time (at most %d arriving at "
+          "once)" % seen)
+    for r in cl.ranks_of(0):
+        must_verify(repl, JOB, step, r, layouts[r], what=" (restored)")
+    for d in (repl, dst):
+        check_sanitizer_clean(d)
+
+
 CASES = [
     (1, "placement: clique 4/1/2, clique 8/2/2, ring 5/1/3", case_placement),
     (2, "a wiped node restores its ranks from its neighbours", case_restore),
@@ -908,6 +994,7 @@ CASES = [
     (5, "SIGKILL of the receiver in the middle of a transfer", case_kill_receiver),
     (6, "a link down and up again (network namespaces)", case_netns),
     (7, "a receiver with a full disk refuses, nothing corrupt", case_disk_full),
+    (8, "one connection carries several ranks at once, both ways", case_concurrent),
 ]
 
 
