@@ -199,6 +199,8 @@ const char *ckpt_strerror(int err) {
                 return "ckptd is shutting down";
         case -ECANCELED:
                 return "the save was aborted";
+        case -EOPNOTSUPP:
+                return "not supported by this ckptd (too old, or the tier is not configured)";
         default:
                 return err < 0 ? strerror(-err) : "not an error code";
         }
@@ -437,6 +439,45 @@ int ckpt_latest(struct ckpt_conn *c, const char *job, uint64_t *step, uint32_t *
                 *step = rep.latest.step;
         if (world_size)
                 *world_size = rep.latest.world_size;
+        return 0;
+}
+
+int ckpt_latest_rank(struct ckpt_conn *c, const char *job, uint32_t rank, uint64_t below,
+                     uint64_t *step, uint32_t *world_size, uint64_t *newest) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_LATEST_RANK };
+        struct ckpt_reply rep;
+
+        int r = name_check(c, &req.latest_rank.job, job);
+        if (r < 0)
+                return r;
+        if (rank >= CKPT_WORLD_MAX || (below != CKPT_STEP_LATEST && below > CKPT_STEP_MAX)) {
+                snprintf(c->wire.errmsg, sizeof(c->wire.errmsg),
+                         "need rank < 2^20 and below <= 2^63-1 (or CKPT_STEP_LATEST: no bound)");
+                return -EINVAL;
+        }
+        req.latest_rank.rank = rank;
+        req.latest_rank.below = below;
+        rep.hdr.type = 0;
+        pthread_mutex_lock(&c->lock);
+        r = wire_call(&c->wire, &req, &rep, NULL);
+        pthread_mutex_unlock(&c->lock);
+        if (r == -EBADMSG && rep.hdr.type == CKPT_MSG_ERROR) {
+                /* A daemon that predates LATEST_RANK finds its type unknown
+                 * and calls the request malformed (ours never is: the
+                 * encoder checked it). */
+                snprintf(c->wire.errmsg, sizeof(c->wire.errmsg),
+                         "this ckptd does not know LATEST_RANK (it predates the fallback to "
+                         "older steps): upgrade ckptd, or use ckpt_latest()");
+                return -EOPNOTSUPP;
+        }
+        if (r < 0)
+                return r;
+        if (step)
+                *step = rep.latest_rank.step;
+        if (world_size)
+                *world_size = rep.latest_rank.world_size;
+        if (newest)
+                *newest = rep.latest_rank.newest;
         return 0;
 }
 

@@ -29,7 +29,9 @@
  * reports -EBADMSG, ckpt_commit() refuses with -EPROTO, and the step is
  * never committed.
  *
- * Restore: ckpt_latest() finds the newest committed step; ckpt_shard_list()
+ * Restore: ckpt_latest() finds the newest committed step (ckpt_latest_rank()
+ * the newest a given rank can be restored from, falling back to an older
+ * one when a node and its copies are lost); ckpt_shard_list()
  * names a rank's shards; ckpt_read() copies any byte range into the caller's
  * buffer (verified against the block checksums on the way); ckpt_map() maps
  * a whole shard read-only (verified once when mapped).
@@ -74,7 +76,7 @@ extern "C" {
 #endif
 
 #define CKPT_VERSION_MAJOR 0
-#define CKPT_VERSION_MINOR 1
+#define CKPT_VERSION_MINOR 2 /* 0.2: ckpt_latest_rank() */
 
 struct ckpt_conn;
 struct ckpt_save;
@@ -182,6 +184,37 @@ CKPT_EXPORT int ckpt_commit(struct ckpt_conn *conn, const char *job, uint64_t st
 /* Newest committed step of job.  -ENOENT if none. */
 CKPT_EXPORT int ckpt_latest(struct ckpt_conn *conn, const char *job, uint64_t *step,
                             uint32_t *world_size);
+
+/*
+ * The step to restore rank `rank` of job from: the newest committed step
+ * below `below` (CKPT_STEP_LATEST: no bound) of which this rank can be
+ * restored through the daemon — from this node, a replica it holds for a
+ * neighbour, a neighbour, or the object store (the daemon copies the rank
+ * into its local tier on the way).  When no copy of the rank is left for
+ * the newest committed step, the daemon falls back to an older one, and
+ * says so: *newest is the newest committed step below `below` it knows of,
+ * and *newest != *step means it fell back (the daemon's log says why).
+ *
+ * Every rank of the job must restore the same step: call this for each
+ * rank (on the rank's own node) and take the minimum of the *step values
+ * over all ranks (one all-reduce).  If all ranks got that step, restore it
+ * everywhere; otherwise ask again with below = minimum + 1 (which answers
+ * the minimum exactly when the rank can be restored from it) and repeat
+ * until every rank gets the same step.
+ *
+ * step, world_size and newest may be NULL.  Returns 0; -ENOENT when no
+ * committed step below `below` has a copy of the rank anywhere
+ * (ckpt_last_error() names the newest committed step and why it was not
+ * restorable); -EINVAL for an invalid job name, rank >= 2^20 or a bound
+ * over 2^63 - 1 other than CKPT_STEP_LATEST; -EACCES when the job belongs to
+ * another user; -EOPNOTSUPP when the daemon predates this request.
+ */
+#ifndef CKPT_STEP_LATEST
+#define CKPT_STEP_LATEST UINT64_MAX /* the same as the protocol's */
+#endif
+CKPT_EXPORT int ckpt_latest_rank(struct ckpt_conn *conn, const char *job, uint32_t rank,
+                                 uint64_t below, uint64_t *step, uint32_t *world_size,
+                                 uint64_t *newest);
 
 struct ckpt_shard_info {
         char name[256];

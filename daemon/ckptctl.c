@@ -5,6 +5,7 @@
  *   ckptctl [--socket PATH] [--json] status
  *   ckptctl [--socket PATH] [--json] list [JOB]
  *   ckptctl [--socket PATH] [--json] show JOB STEP
+ *   ckptctl [--socket PATH] [--json] latest JOB [--rank R [--below STEP]]
  *   ckptctl [--socket PATH] [--json] restore JOB [STEP] [--node N | --rank R | --all]
  *   ckptctl [--socket PATH] pin|unpin JOB STEP
  *
@@ -560,6 +561,80 @@ usage:
         return EXIT_USAGE;
 }
 
+/* latest JOB [--rank R [--below STEP]]: the newest committed step, or the
+ * one rank R restores from (LATEST_RANK) and whether that fell back. */
+static int cmd_latest(int nargs, char **args) {
+        const char *job = NULL;
+        bool by_rank = false;
+        uint64_t rank = 0, below = CKPT_STEP_LATEST;
+
+        for (int i = 0; i < nargs; i++) {
+                if (!strcmp(args[i], "--rank") && i + 1 < nargs) {
+                        if (parse_u64("RANK", args[++i], CKPT_WORLD_MAX - 1, &rank) < 0)
+                                return EXIT_USAGE;
+                        by_rank = true;
+                } else if (!strcmp(args[i], "--below") && i + 1 < nargs) {
+                        if (parse_u64("STEP", args[++i], CKPT_STEP_MAX, &below) < 0)
+                                return EXIT_USAGE;
+                } else if (!job && args[i][0] != '-') {
+                        job = args[i];
+                } else {
+                        goto usage;
+                }
+        }
+        if (!job || (below != CKPT_STEP_LATEST && !by_rank))
+                goto usage;
+        struct ckpt_request req = { .hdr.type = by_rank ? CKPT_MSG_LATEST_RANK : CKPT_MSG_LATEST };
+        struct ckpt_reply rep;
+        struct ckpt_name *name = by_rank ? &req.latest_rank.job : &req.job_step.job;
+        if (ckpt_name_set(name, job) < 0) {
+                fprintf(stderr, "ckptctl: '%s' is not a valid job name\n", job);
+                return EXIT_USAGE;
+        }
+        if (!by_rank) {
+                int r = wire_call(&wire, &req, &rep, NULL);
+                if (r < 0)
+                        return report(r, "latest");
+                if (json)
+                        fprintf(out, "{\"job\":\"%s\",\"step\":%" PRIu64 ",\"world_size\":%u}\n",
+                                name->str, rep.latest.step, rep.latest.world_size);
+                else
+                        fprintf(out, "job %s: newest committed step %" PRIu64 " (world size %u)\n",
+                                job, rep.latest.step, rep.latest.world_size);
+                return 0;
+        }
+        req.latest_rank.rank = (uint32_t)rank;
+        req.latest_rank.below = below;
+        rep.hdr.type = 0;
+        int r = wire_call(&wire, &req, &rep, NULL);
+        if (r == -EBADMSG && rep.hdr.type == CKPT_MSG_ERROR) {
+                fprintf(stderr, "ckptctl: latest --rank: this ckptd predates the request "
+                        "(LATEST_RANK); upgrade it\n");
+                return EXIT_DAEMON_ERROR;
+        }
+        if (r < 0)
+                return report(r, "latest");
+        const struct ckpt_rep_latest_rank *l = &rep.latest_rank;
+        if (json) {
+                fprintf(out, "{\"job\":\"%s\",\"rank\":%u,\"step\":%" PRIu64 ",\"world_size\":%u,"
+                        "\"newest\":%" PRIu64 ",\"skipped\":%u,\"fell_back\":%s}\n", name->str,
+                        req.latest_rank.rank, l->step, l->world_size, l->newest, l->skipped,
+                        l->step != l->newest ? "true" : "false");
+        } else {
+                fprintf(out, "job %s rank %u: restore from step %" PRIu64 " (world size %u)\n",
+                        job, req.latest_rank.rank, l->step, l->world_size);
+                if (l->step != l->newest)
+                        fprintf(out, "fell back from step %" PRIu64 ": the rank is not "
+                                "restorable from the %u newer committed step%s (the daemon's "
+                                "log says why)\n", l->newest, l->skipped,
+                                l->skipped == 1 ? "" : "s");
+        }
+        return 0;
+usage:
+        fprintf(stderr, "ckptctl: usage: latest JOB [--rank R [--below STEP]]\n");
+        return EXIT_USAGE;
+}
+
 static int cmd_pin(const char *job, const char *step_str, bool pinned) {
         uint64_t step;
         if (parse_u64("STEP", step_str, CKPT_STEP_MAX, &step) < 0)
@@ -588,6 +663,11 @@ static void usage(FILE *f) {
                    "  status           daemon state, pool, in-flight saves, per-job summary\n"
                    "  list [JOB]       jobs, or the checkpoints of JOB (newest first)\n"
                    "  show JOB STEP    one checkpoint: ranks and shards\n"
+                   "  latest JOB [--rank R [--below STEP]]\n"
+                   "                   the newest committed step; with --rank, the newest\n"
+                   "                   one rank R can be restored from (through this node,\n"
+                   "                   its neighbours or the object store) and whether\n"
+                   "                   that fell back to an older step\n"
                    "  restore JOB [STEP] [--node N | --rank R | --all]\n"
                    "                   copy a committed step (default: the newest) from the\n"
                    "                   object store to local disk: the ranks node N held\n"
@@ -641,6 +721,7 @@ int main(int argc, char **argv) {
         char **args = argv + optind + 1;
         if (!((!strcmp(cmd, "status") && nargs == 0) || (!strcmp(cmd, "list") && nargs <= 1) ||
               (!strcmp(cmd, "show") && nargs == 2) || (!strcmp(cmd, "restore") && nargs >= 1) ||
+              (!strcmp(cmd, "latest") && nargs >= 1) ||
               ((!strcmp(cmd, "pin") || !strcmp(cmd, "unpin")) && nargs == 2))) {
                 fprintf(stderr, "ckptctl: unknown command or wrong arguments: %s\n", cmd);
                 usage(stderr);
@@ -674,6 +755,8 @@ int main(int argc, char **argv) {
                 r = cmd_list(nargs ? args[0] : NULL);
         else if (!strcmp(cmd, "restore"))
                 r = cmd_restore(nargs, args);
+        else if (!strcmp(cmd, "latest"))
+                r = cmd_latest(nargs, args);
         else if (!strcmp(cmd, "pin") || !strcmp(cmd, "unpin"))
                 r = cmd_pin(args[0], args[1], !strcmp(cmd, "pin"));
         else

@@ -71,6 +71,7 @@ enum ckpt_msg_type {
         CKPT_MSG_CKPT_LIST = 17,
         CKPT_MSG_FETCH = 18,
         CKPT_MSG_PIN = 19,
+        CKPT_MSG_LATEST_RANK = 20,
         CKPT_MSG_REQUEST_MAX_,
 
         /* A reply has the request's type with this bit set ... */
@@ -232,6 +233,16 @@ struct ckpt_req_pin {
         uint8_t pinned;
 };
 
+/* LATEST_RANK: the newest committed step of which `rank` can be restored
+ * through this daemon, among the steps < below (CKPT_STEP_LATEST: no
+ * bound).  A trainer asks it for each of its ranks and takes the minimum
+ * over the job, so every rank restores the same step. */
+struct ckpt_req_latest_rank {
+        struct ckpt_name job;
+        uint32_t rank;  /* < CKPT_WORLD_MAX */
+        uint64_t below; /* <= CKPT_STEP_MAX, or CKPT_STEP_LATEST */
+};
+
 struct ckpt_request {
         struct ckpt_hdr hdr;
         union {
@@ -249,6 +260,7 @@ struct ckpt_request {
                 struct ckpt_req_list list; /* JOB_LIST, CKPT_LIST */
                 struct ckpt_req_fetch fetch;
                 struct ckpt_req_pin pin;
+                struct ckpt_req_latest_rank latest_rank;
                 /* STATUS has an empty body. */
         };
 };
@@ -286,6 +298,19 @@ struct ckpt_rep_slot {
 struct ckpt_rep_latest {
         uint64_t step;
         uint32_t world_size;
+};
+
+/* LATEST_RANK: `step` is the step to restore the rank from (it is on this
+ * node, in a replica area here, or was just copied here from a neighbour or
+ * the object store); `newest` the newest committed step below the bound
+ * that the daemon knows of; `skipped` how many newer committed steps it
+ * passed over because the rank could not be restored from them.
+ * newest == step exactly when skipped == 0. */
+struct ckpt_rep_latest_rank {
+        uint64_t step;
+        uint32_t world_size;
+        uint64_t newest;
+        uint32_t skipped;
 };
 
 struct ckpt_rep_wait {
@@ -390,6 +415,7 @@ struct ckpt_reply {
                 struct ckpt_rep_id id;
                 struct ckpt_rep_slot slot;
                 struct ckpt_rep_latest latest;
+                struct ckpt_rep_latest_rank latest_rank;
                 struct ckpt_rep_wait wait;
                 struct ckpt_rep_shard_list shard_list;
                 struct ckpt_rep_map map;

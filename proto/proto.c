@@ -129,6 +129,12 @@ static int check_request(const struct ckpt_request *m) {
                 check_step(&c, m->pin.step);
                 check_bool(&c, m->pin.pinned);
                 break;
+        case CKPT_MSG_LATEST_RANK:
+                check_name(&c, &m->latest_rank.job);
+                check_rank(&c, m->latest_rank.rank);
+                if (m->latest_rank.below != CKPT_STEP_LATEST)
+                        check_step(&c, m->latest_rank.below);
+                break;
         default:
                 check_bad(&c, true);
         }
@@ -214,6 +220,11 @@ static void put_request_body(struct wbuf *w, const struct ckpt_request *m) {
                 w_u64(w, m->pin.step);
                 w_u8(w, m->pin.pinned);
                 break;
+        case CKPT_MSG_LATEST_RANK:
+                w_name(w, &m->latest_rank.job);
+                w_u32(w, m->latest_rank.rank);
+                w_u64(w, m->latest_rank.below);
+                break;
         default: /* STATUS: empty */
                 break;
         }
@@ -298,6 +309,11 @@ static void get_request_body(struct rbuf *r, struct ckpt_request *m) {
                 m->pin.step = r_u64(r);
                 m->pin.pinned = r_u8(r);
                 break;
+        case CKPT_MSG_LATEST_RANK:
+                r_name(r, &m->latest_rank.job);
+                m->latest_rank.rank = r_u32(r);
+                m->latest_rank.below = r_u64(r);
+                break;
         default: /* STATUS: empty */
                 break;
         }
@@ -335,6 +351,16 @@ static int check_reply(const struct ckpt_reply *m) {
                 check_step(&c, m->latest.step);
                 check_world(&c, m->latest.world_size);
                 break;
+        case CKPT_MSG_LATEST_RANK: {
+                const struct ckpt_rep_latest_rank *l = &m->latest_rank;
+                check_step(&c, l->step);
+                check_world(&c, l->world_size);
+                check_step(&c, l->newest);
+                /* it only ever falls back to older steps, and says so */
+                check_inval(&c, l->newest < l->step);
+                check_inval(&c, (l->skipped == 0) != (l->newest == l->step));
+                break;
+        }
         case CKPT_MSG_SHARD_LIST: {
                 const struct ckpt_rep_shard_list *l = &m->shard_list;
                 check_count(&c, l->total, l->count, CKPT_LIST_PAGE);
@@ -430,6 +456,12 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
         case CKPT_MSG_LATEST:
                 w_u64(w, m->latest.step);
                 w_u32(w, m->latest.world_size);
+                break;
+        case CKPT_MSG_LATEST_RANK:
+                w_u64(w, m->latest_rank.step);
+                w_u32(w, m->latest_rank.world_size);
+                w_u64(w, m->latest_rank.newest);
+                w_u32(w, m->latest_rank.skipped);
                 break;
         case CKPT_MSG_SHARD_LIST:
                 w_u32(w, m->shard_list.total);
@@ -563,6 +595,12 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
         case CKPT_MSG_LATEST:
                 m->latest.step = r_u64(r);
                 m->latest.world_size = r_u32(r);
+                break;
+        case CKPT_MSG_LATEST_RANK:
+                m->latest_rank.step = r_u64(r);
+                m->latest_rank.world_size = r_u32(r);
+                m->latest_rank.newest = r_u64(r);
+                m->latest_rank.skipped = r_u32(r);
                 break;
         case CKPT_MSG_SHARD_LIST: {
                 struct ckpt_rep_shard_list *l = &m->shard_list;
@@ -825,6 +863,7 @@ static const char *const request_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_CKPT_LIST] = "CKPT_LIST",
         [CKPT_MSG_FETCH] = "FETCH",
         [CKPT_MSG_PIN] = "PIN",
+        [CKPT_MSG_LATEST_RANK] = "LATEST_RANK",
 };
 
 static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
@@ -847,6 +886,7 @@ static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_CKPT_LIST] = "CKPT_LIST_REPLY",
         [CKPT_MSG_FETCH] = "FETCH_REPLY",
         [CKPT_MSG_PIN] = "PIN_REPLY",
+        [CKPT_MSG_LATEST_RANK] = "LATEST_RANK_REPLY",
 };
 
 /* Never NULL, so it can go straight into a log format. */

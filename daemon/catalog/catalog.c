@@ -249,8 +249,10 @@ static const char *const stmt_sql[STMT_MAX_] = {
         [STMT_CKPT_ALL] = "SELECT job, step, state FROM checkpoints ORDER BY job, step DESC",
         [STMT_CKPT_OF_JOB] =
                 "SELECT job, step, state FROM checkpoints WHERE job = ?1 ORDER BY step DESC",
+        /* ?3: the largest step wanted (the primary key index serves the range) */
         [STMT_LATEST_COMMITTED] = "SELECT step, world_size FROM checkpoints"
-                                  " WHERE job = ?1 AND state = ?2 ORDER BY step DESC LIMIT 1",
+                                  " WHERE job = ?1 AND state = ?2 AND step <= ?3"
+                                  " ORDER BY step DESC LIMIT 1",
         [STMT_RANK_DELETE] = "DELETE FROM ranks WHERE job = ?1 AND step = ?2 AND rank = ?3",
         [STMT_RANK_INSERT] = "INSERT INTO ranks (job, step, rank, bytes, shards)"
                              " VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -841,10 +843,22 @@ int catalog_ckpt_delete(struct catalog *c, const char *job, uint64_t step) {
 
 int catalog_latest_committed(struct catalog *c, const char *job, uint64_t *step,
                              uint32_t *world_size) {
+        return catalog_latest_committed_below(c, job, CKPT_STEP_LATEST, step, world_size);
+}
+
+int catalog_latest_committed_below(struct catalog *c, const char *job, uint64_t below,
+                                   uint64_t *step, uint32_t *world_size) {
         _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_LATEST_COMMITTED];
         int rc;
 
-        if (bind_text(s, 1, job) || bind_i64(s, 2, CKPT_STATE_COMMITTED))
+        if (below == 0)
+                return -ENOENT;
+        /* Bound by "step <= below - 1": every stored step is <= CKPT_STEP_MAX
+         * (sqlite's signed INTEGER), so a larger bound is no bound, and
+         * below - 1 then always fits an int64. */
+        uint64_t last = MIN(below - 1, (uint64_t)CKPT_STEP_MAX);
+        if (bind_text(s, 1, job) || bind_i64(s, 2, CKPT_STATE_COMMITTED) ||
+            bind_i64(s, 3, (int64_t)last))
                 return sql_error(c->db, "latest committed step of job %s", job);
         rc = sqlite3_step(s);
         if (rc == SQLITE_DONE)

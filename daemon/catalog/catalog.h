@@ -55,6 +55,11 @@ int catalog_ckpt_delete(struct catalog *c, const char *job, uint64_t step);
 /* Latest step in state COMMITTED; -ENOENT if none. */
 int catalog_latest_committed(struct catalog *c, const char *job, uint64_t *step,
                              uint32_t *world_size);
+/* The same among the steps < below (CKPT_STEP_LATEST, or any bound above
+ * CKPT_STEP_MAX: every step); -ENOENT if none (always for below 0).  step
+ * and world_size may be NULL. */
+int catalog_latest_committed_below(struct catalog *c, const char *job, uint64_t below,
+                                   uint64_t *step, uint32_t *world_size);
 
 /* A rank landed on local disk: record its shards from the manifest
  * (replaces any previous rows of that rank). */

@@ -71,6 +71,7 @@ struct fetch_op {
         char msg[CKPT_ERRMSG_MAX + 1];
         char job[CKPT_NAME_MAX + 1];
         uint64_t step;
+        uint64_t below;           /* 0: no bound (fetch_request.below) */
         uint32_t uid;
         struct s3_request req;
         bool req_busy;
@@ -174,7 +175,12 @@ static void op_fail(struct fetch_op *op, int error, const char *fmt, ...) {
                 va_start(ap, fmt);
                 vsnprintf(op->msg, sizeof(op->msg), fmt, ap);
                 va_end(ap);
-                if (error != -ECANCELED)
+                /* "not in the store" is an answer, not a fault: a restore
+                 * walking down the steps asks about steps that may never
+                 * have been flushed; the requester reports it */
+                if (error == -ENOENT)
+                        log_info("fetch: job %s: %s", op->job, op->msg);
+                else if (error != -ECANCELED)
                         log_error("fetch: job %s: %s", op->job, op->msg);
         }
         op_finish(op);
@@ -373,9 +379,17 @@ static void op_next(struct fetch_op *op) {
                 break;
         }
         case PH_HEAD_STEPS:
+                /* newest first; a bound skips the newer steps unasked */
+                while (op->below && op->cursor < op->nsteps &&
+                       op->steps[op->nsteps - 1 - op->cursor] >= op->below)
+                        op->cursor++;
                 if (op->cursor >= op->nsteps) {
-                        op_fail(op, -ENOENT, "job '%s' has no committed step in the object store",
-                                op->job);
+                        if (op->below && op->below != CKPT_STEP_LATEST)
+                                op_fail(op, -ENOENT, "job '%s' has no committed step below %"
+                                        PRIu64 " in the object store", op->job, op->below);
+                        else
+                                op_fail(op, -ENOENT, "job '%s' has no committed step in the "
+                                        "object store", op->job);
                         return;
                 }
                 object_key_commit(key, sizeof(key), f->prefix, op->job,
@@ -774,6 +788,7 @@ int fetch_start(struct fetcher *f, struct fetch_request *fr) {
         op->fr = fr;
         fr->op = op;
         op->uid = fr->uid;
+        op->below = fr->step == CKPT_STEP_LATEST ? fr->below : 0;
         snprintf(op->job, sizeof(op->job), "%s", fr->job);
         list_init(&op->link);
         list_add_tail(&f->ops, &op->link);

@@ -2,15 +2,16 @@
 /*
  * fetch — restore from the object store into the local tier.
  *
- * A fetch finds the step (the newest with a COMMIT object, or the one
- * asked for; a step without COMMIT is never trusted), reads COMMIT and the
- * node manifests it names (each checked against the size and CRC32C COMMIT
- * records for it), and copies the wanted ranks' shards with parallel ranged
- * GETs into pool memory, checks every 1 MiB block's CRC32C against the
- * manifest on the worker pool, and writes them through the local tier's
- * own path (O_DIRECT, fsync, MANIFEST, atomic rename).  The step is then
- * an ordinary committed local checkpoint (its remote state already "in the
- * store", so it is not flushed back), and every restore path serves it.
+ * A fetch finds the step (the newest with a COMMIT object, below a bound
+ * if given, or the one asked for; a step without COMMIT is never
+ * trusted), reads COMMIT and the node manifests it names (each checked
+ * against the size and CRC32C COMMIT records for it), and copies the
+ * wanted ranks' shards with parallel ranged GETs into pool memory, checks
+ * every 1 MiB block's CRC32C against the manifest on the worker pool, and
+ * writes them through the local tier's own path (O_DIRECT, fsync,
+ * MANIFEST, atomic rename).  The step is then an ordinary committed local
+ * checkpoint (its remote state already "in the store", so it is not
+ * flushed back), and every restore path serves it.
  *
  * Re-populating the local tier is not optional here: a restore reads a
  * rank's shards many times (ranges, re-reads after a failed start), and a
@@ -46,6 +47,9 @@ struct fetch_options {
 struct fetch_request {
         char job[CKPT_NAME_MAX + 1];
         uint64_t step;            /* CKPT_STEP_LATEST: the newest committed */
+        uint64_t below;           /* with CKPT_STEP_LATEST: only steps < below;
+                                   * 0 (as calloc leaves it) or
+                                   * CKPT_STEP_LATEST: no bound */
         uint8_t which;            /* enum ckpt_fetch_which */
         uint32_t index;           /* node or rank */
         uint32_t uid;             /* who asks: owner of the job or root */

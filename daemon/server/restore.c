@@ -3,6 +3,13 @@
  * restore — serving checkpoints back: latest committed step, shard lists,
  * byte ranges through a slot, and read-only mappings.
  *
+ * A rank this node lacks comes from a replica area here, a neighbour, or the
+ * object store, in that order, for the step the request names: READ and
+ * SHARD_LIST never substitute another step.  Choosing an older step when no
+ * copy of the newest is left anywhere is LATEST_RANK's job, because the
+ * whole job must agree on it: each rank asks for the newest step it can be
+ * restored from, and the trainer takes the minimum over its ranks.
+ *
  * READ reads the MANIFEST blocks covering the range with O_DIRECT into a
  * slot and checks every block's CRC32C on a worker before the client sees
  * a byte; a mismatch is -EIO and is logged against the job.  MAP hands over
@@ -13,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +56,38 @@ struct read_op {
 
 /* ---- from the object store -------------------------------------------------------------- */
 
+/* Where LATEST_RANK's walk down the committed steps stands. */
+enum walk_stage {
+        WALK_PEERS,        /* asking the neighbours for the candidate's rank */
+        WALK_STORE,        /* asking the object store for it (or waiting to) */
+        WALK_STORE_LATEST, /* no candidate left: the store's newest COMMIT below the bound */
+};
+
+/* The walk's question to the neighbours.  peers.c has no way to take a
+ * question back, and holds one whose link broke until that neighbour
+ * reconnects, which a lost node never does: the walk can abandon the ticket
+ * (cf NULL) and go on; the ticket lives until peers.c answers. */
+struct walk_ticket {
+        struct conn_fetch *cf;
+};
+
+struct rank_walk {
+        enum walk_stage stage;
+        uint64_t below;       /* the next candidate is older than this */
+        uint64_t step;        /* the candidate being tried */
+        uint32_t world_size;
+        bool have_newest;
+        uint64_t newest;      /* the first candidate */
+        uint32_t skipped;     /* candidates passed over */
+        char peers_why[128];  /* what the neighbours said about the candidate */
+        char newest_why[256]; /* why the newest was not restorable */
+        struct walk_ticket *ticket; /* WALK_PEERS: the question out */
+        uint32_t peers_down;  /* WALK_PEERS: checks in a row that found no neighbour up */
+        /* WALK_PEERS: the watch on the neighbours; WALK_STORE: waiting while
+         * the store fetches that step for someone else */
+        struct loop_timer timer;
+};
+
 struct conn_fetch {
         struct fetch_request fr;
         struct conn *c;             /* NULL: the client left during a neighbour fetch */
@@ -58,16 +98,23 @@ struct conn_fetch {
                 struct ckpt_req_shard_list shard_list;
                 struct ckpt_req_read read;
                 struct ckpt_req_fetch fetch;
+                struct ckpt_req_latest_rank latest_rank;
         } req;
+        struct rank_walk walk;      /* LATEST_RANK only */
 };
 
 static void serve_again(struct conn_fetch *cf);
+static void walk_fetched(struct conn_fetch *cf, int error, const char *msg);
 
 static void fetch_request_done(struct fetch_request *fr, int error, const char *msg) {
         struct conn_fetch *cf = container_of(fr, struct conn_fetch, fr);
         struct conn *c = cf->c;
 
         c->fetch = NULL;
+        if (cf->type == CKPT_MSG_LATEST_RANK) {
+                walk_fetched(cf, error, msg);
+                return;
+        }
         if (cf->type == CKPT_MSG_FETCH) {
                 if (error < 0) {
                         conn_error(c, error, "%s", msg ? msg : strerror(-error));
@@ -338,6 +385,423 @@ static void locate_error(struct conn *c, int r, const char *job, uint64_t step, 
         else
                 conn_error(c, -ENOENT, "job '%s' has no rank %u of step %" PRIu64 " on this node",
                            job, rank, step);
+}
+
+/* ---- LATEST_RANK: the newest step a rank can be restored from -------------------------- */
+
+/*
+ * Candidates are the committed steps this node knows of for the job, in its
+ * own catalog and in its replica areas' (a job restarted on other nodes
+ * finds the steps its old nodes replicated here), newest first.  For each:
+ * the rank here or in a replica area; else a neighbour (peers_fetch_rank,
+ * which copies it into the local tier); else the object store (a fetch of
+ * that rank of that step).  A candidate nobody holds the rank of is skipped
+ * with a NOTICE that says why, and the walk goes on below it.  With no
+ * candidate left, the store is asked for its newest COMMIT below the bound.
+ * One conn_fetch carries the walk from one asynchronous step to the next;
+ * restore_conn_closed() ends it if the client leaves.
+ */
+
+/* The newest committed step < below of job that this node knows of, among
+ * the copies the caller may read.  -ENOENT: none. */
+static int walk_candidate(struct conn *c, const char *job, uint64_t below, uint64_t *step,
+                          uint32_t *world_size) {
+        struct server *srv = c->srv;
+        bool found = false;
+        uint64_t s;
+        uint32_t ws;
+
+        int r = conn_check_job(c, job, false);
+        if (r == 0) {
+                r = catalog_latest_committed_below(srv->catalog, job, below, &s, &ws);
+                if (r < 0 && r != -ENOENT)
+                        return r;
+                if (r == 0) {
+                        *step = s;
+                        *world_size = ws;
+                        found = true;
+                }
+        } else if (r != -ENOENT && r != -EACCES) {
+                return r;
+        }
+        size_t n;
+        const struct replica_area *areas = peers_areas(srv->peers, &n);
+        for (size_t i = 0; i < n; i++) {
+                uint32_t owner;
+                /* an area's catalog that fails is logged by it and ignored:
+                 * the other copies may still serve */
+                if (catalog_job_uid(areas[i].catalog, job, &owner) < 0 ||
+                    (c->uid != 0 && c->uid != owner))
+                        continue;
+                if (catalog_latest_committed_below(areas[i].catalog, job, below, &s, &ws) == 0 &&
+                    (!found || s > *step)) {
+                        *step = s;
+                        *world_size = ws;
+                        found = true;
+                }
+        }
+        return found ? 0 : -ENOENT;
+}
+
+/* Also for a client that went away (restore_conn_closed). */
+static void walk_free(struct conn_fetch *cf) {
+        loop_timer_cancel(&cf->walk.timer);
+        if (cf->walk.ticket)
+                cf->walk.ticket->cf = NULL; /* freed when peers.c answers */
+        free(cf);
+}
+
+static void walk_answer(struct conn_fetch *cf, uint64_t step, uint32_t world_size) {
+        struct rank_walk *w = &cf->walk;
+        const struct ckpt_req_latest_rank *req = &cf->req.latest_rank;
+        struct ckpt_reply rep = { 0 };
+
+        rep.latest_rank.step = step;
+        rep.latest_rank.world_size = world_size;
+        rep.latest_rank.newest = w->have_newest && w->newest > step ? w->newest : step;
+        rep.latest_rank.skipped = w->skipped;
+        if (rep.latest_rank.newest != step)
+                log_notice("job %s rank %u: restorable from step %" PRIu64 ", not from the "
+                           "newest committed step %" PRIu64 ": %u newer step%s passed over "
+                           "(step %" PRIu64 ": %s)", req->job.str, req->rank, step,
+                           rep.latest_rank.newest, w->skipped, w->skipped == 1 ? "" : "s",
+                           w->newest, w->newest_why);
+        conn_reply(cf->c, &rep, -1);
+        walk_free(cf);
+}
+
+/* Nothing left to try: -ENOENT naming the newest step tried and why. */
+static void walk_fail(struct conn_fetch *cf) {
+        struct rank_walk *w = &cf->walk;
+        const struct ckpt_req_latest_rank *req = &cf->req.latest_rank;
+        char bound[48] = "";
+
+        if (req->below != CKPT_STEP_LATEST)
+                snprintf(bound, sizeof(bound), " below %" PRIu64, req->below);
+        if (w->have_newest)
+                conn_error(cf->c, -ENOENT, "job '%s' has no committed step%s of which rank %u can "
+                           "be restored (newest committed: %" PRIu64 ": %s)", req->job.str, bound,
+                           req->rank, w->newest, w->newest_why);
+        else
+                conn_error(cf->c, -ENOENT, "job '%s' has no committed step%s of which rank %u can "
+                           "be restored (newest committed: none known on this node%s)",
+                           req->job.str, bound, req->rank,
+                           cf->c->srv->fetcher ? " or in the object store" : "");
+        walk_free(cf);
+}
+
+static void walk_run(struct conn_fetch *cf);
+
+/* The candidate is not restorable: say why, and move the bound below it
+ * (the caller goes on with walk_run()). */
+static void walk_skip(struct conn_fetch *cf, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+static void walk_skip(struct conn_fetch *cf, const char *fmt, ...) {
+        struct rank_walk *w = &cf->walk;
+        const struct ckpt_req_latest_rank *req = &cf->req.latest_rank;
+        char why[sizeof(w->newest_why)];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof(why), fmt, ap);
+        va_end(ap);
+        if (w->skipped == 0)
+                snprintf(w->newest_why, sizeof(w->newest_why), "%s", why);
+        log_notice("job %s rank %u: step %" PRIu64 " is not restorable (%s); trying an older "
+                   "step", req->job.str, req->rank, w->step, why);
+        w->skipped++;
+        w->below = w->step;
+}
+
+/* After the neighbours: the reason the candidate is not restorable. */
+static void walk_skip_unheld(struct conn_fetch *cf, const char *store_why) {
+        walk_skip(cf, "not on this node, %s, %s", cf->walk.peers_why, store_why);
+}
+
+static void walk_retry(struct loop_timer *t);
+
+/* Ask the object store for the candidate's rank.  true: the answer comes
+ * later (walk_fetched or walk_retry); false: *why says why not. */
+static bool walk_try_store(struct conn_fetch *cf, char *why, size_t size) {
+        struct conn *c = cf->c;
+        struct server *srv = c->srv;
+        struct rank_walk *w = &cf->walk;
+
+        if (!srv->fetcher) {
+                snprintf(why, size, "no object store configured");
+                return false;
+        }
+        cf->fr = (struct fetch_request){
+                .step = w->step,
+                .which = CKPT_FETCH_RANK,
+                .index = cf->req.latest_rank.rank,
+                .uid = (uint32_t)c->uid,
+                .done = fetch_request_done,
+        };
+        snprintf(cf->fr.job, sizeof(cf->fr.job), "%s", cf->req.latest_rank.job.str);
+        w->stage = WALK_STORE;
+        int r = fetch_start(srv->fetcher, &cf->fr);
+        if (r == -EBUSY) {
+                /* Another request fetches this step (another rank of this
+                 * node, most likely): skipping the step now would make the
+                 * job fall back for nothing.  Look again shortly. */
+                loop_timer_start(srv->loop, &w->timer, 200, walk_retry);
+                c->fetch = cf;
+                return true;
+        }
+        if (r < 0) {
+                snprintf(why, size, "not fetched from the object store: %s", strerror(-r));
+                return false;
+        }
+        c->fetch = cf;
+        log_info("job %s step %" PRIu64 " rank %u: asking the object store",
+                 cf->req.latest_rank.job.str, w->step, cf->req.latest_rank.rank);
+        return true;
+}
+
+/* The neighbours found nothing (or are not there): the store, or skip.
+ * true: the store answers later; false: skipped, go on with walk_run(). */
+static bool walk_after_peers(struct conn_fetch *cf) {
+        char why[128];
+
+        if (walk_try_store(cf, why, sizeof(why)))
+                return true;
+        walk_skip_unheld(cf, why);
+        return false;
+}
+
+/* Is the candidate's rank here now (a neighbour or the store sent it)?
+ * Answers and returns true if so, or on an error that ends the walk. */
+static bool walk_found(struct conn_fetch *cf) {
+        const struct ckpt_req_latest_rank *req = &cf->req.latest_rank;
+        struct store *store;
+        struct catalog *catalog;
+
+        int r = locate(cf->c, req->job.str, cf->walk.step, req->rank, &store, &catalog);
+        if (r == 0) {
+                walk_answer(cf, cf->walk.step, cf->walk.world_size);
+                return true;
+        }
+        if (r == -EACCES) {
+                locate_error(cf->c, r, req->job.str, cf->walk.step, req->rank);
+                walk_free(cf);
+                return true;
+        }
+        return false;
+}
+
+static void walk_retry(struct loop_timer *t) {
+        struct conn_fetch *cf = container_of(t, struct conn_fetch, walk.timer);
+
+        cf->c->fetch = NULL;
+        if (walk_found(cf))
+                return;
+        if (!walk_after_peers(cf))
+                walk_run(cf);
+}
+
+/* While the neighbours are asked: a question to a neighbour whose link
+ * broke waits for it to come back.  When none has been up for two checks
+ * in a row, stop waiting (the answer, if it ever comes, is dropped; a rank
+ * it brings is in the local tier for the next request). */
+#define WALK_PEERS_CHECK_MS 1000
+
+static void walk_peers_watch(struct loop_timer *timer) {
+        struct conn_fetch *cf = container_of(timer, struct conn_fetch, walk.timer);
+        struct rank_walk *w = &cf->walk;
+        struct server *srv = cf->c->srv;
+        char text[CKPT_ERRMSG_MAX + 1];
+        uint32_t up, total, owed;
+
+        peers_status(srv->peers, text, sizeof(text), &up, &total, &owed);
+        w->peers_down = up ? 0 : w->peers_down + 1;
+        if (w->peers_down < 2) {
+                loop_timer_start(srv->loop, &w->timer, WALK_PEERS_CHECK_MS, walk_peers_watch);
+                return;
+        }
+        log_info("job %s step %" PRIu64 " rank %u: no neighbour is up any more; not waiting "
+                 "for their answer", cf->req.latest_rank.job.str, w->step,
+                 cf->req.latest_rank.rank);
+        w->ticket->cf = NULL;
+        w->ticket = NULL;
+        cf->c->fetch = NULL;
+        snprintf(w->peers_why, sizeof(w->peers_why), "the neighbours went away");
+        if (!walk_after_peers(cf))
+                walk_run(cf);
+}
+
+/* peers_fetch_rank's answer. */
+static void walk_peers_done(void *userdata, int error, uint32_t ranks, const char *msg) {
+        struct walk_ticket *t = userdata;
+        struct conn_fetch *cf = t->cf;
+        (void)ranks;
+
+        free(t);
+        if (!cf)
+                return; /* abandoned: the client left, or the neighbours went away */
+        cf->walk.ticket = NULL;
+        loop_timer_cancel(&cf->walk.timer);
+        cf->c->fetch = NULL;
+        if (error == 0 && walk_found(cf))
+                return;
+        if (error == 0 || error == -ENOENT)
+                snprintf(cf->walk.peers_why, sizeof(cf->walk.peers_why), "on no neighbour");
+        else
+                snprintf(cf->walk.peers_why, sizeof(cf->walk.peers_why), "not from the "
+                         "neighbours: %s", msg ? msg : strerror(-error));
+        if (!walk_after_peers(cf))
+                walk_run(cf);
+}
+
+/* A fetch from the object store ended (fetch_request_done). */
+static void walk_fetched(struct conn_fetch *cf, int error, const char *msg) {
+        const struct ckpt_req_latest_rank *req = &cf->req.latest_rank;
+        char why[CKPT_ERRMSG_MAX / 2];
+
+        if (cf->walk.stage == WALK_STORE_LATEST) {
+                if (error == 0) {
+                        /* the rank came along: it is in the local tier now */
+                        walk_answer(cf, cf->fr.out_step, cf->fr.world_size);
+                } else if (error == -ENOENT) {
+                        log_info("job %s rank %u: the object store has nothing older: %s",
+                                 req->job.str, req->rank, msg ? msg : strerror(-error));
+                        walk_fail(cf);
+                } else {
+                        /* not "nothing to restore": the trainer must not start
+                         * from scratch because the store did not answer */
+                        conn_error(cf->c, error, "job '%s' rank %u: no committed step to restore "
+                                   "on this node; asking the object store failed: %s",
+                                   req->job.str, req->rank, msg ? msg : strerror(-error));
+                        walk_free(cf);
+                }
+                return;
+        }
+        if (error == 0 && walk_found(cf))
+                return;
+        if (error == 0 || error == -ENOENT)
+                snprintf(why, sizeof(why), "not in the object store");
+        else
+                snprintf(why, sizeof(why), "the object store: %s", msg ? msg : strerror(-error));
+        walk_skip_unheld(cf, why);
+        walk_run(cf);
+}
+
+/* No candidate is left here: the store's newest committed step below the
+ * bound that holds the rank, or -ENOENT. */
+static void walk_store_latest(struct conn_fetch *cf) {
+        struct conn *c = cf->c;
+        struct server *srv = c->srv;
+        struct rank_walk *w = &cf->walk;
+
+        if (!srv->fetcher || w->below == 0) {
+                walk_fail(cf);
+                return;
+        }
+        cf->fr = (struct fetch_request){
+                .step = CKPT_STEP_LATEST,
+                .below = w->below,
+                .which = CKPT_FETCH_RANK,
+                .index = cf->req.latest_rank.rank,
+                .uid = (uint32_t)c->uid,
+                .done = fetch_request_done,
+        };
+        snprintf(cf->fr.job, sizeof(cf->fr.job), "%s", cf->req.latest_rank.job.str);
+        w->stage = WALK_STORE_LATEST;
+        int r = fetch_start(srv->fetcher, &cf->fr);
+        if (r < 0) {
+                conn_error(c, r, "job '%s' rank %u: no committed step to restore on this node; "
+                           "cannot ask the object store: %s", cf->req.latest_rank.job.str,
+                           cf->req.latest_rank.rank, strerror(-r));
+                walk_free(cf);
+                return;
+        }
+        c->fetch = cf;
+        log_info("job %s rank %u: no committed step here to restore it from; asking the "
+                 "object store", cf->req.latest_rank.job.str, cf->req.latest_rank.rank);
+}
+
+/* Try candidates, newest first, until one needs to wait for a neighbour or
+ * the store, one serves, or none is left.  A loop, not a recursion: a job
+ * may have many committed steps that are all gone. */
+static void walk_run(struct conn_fetch *cf) {
+        struct conn *c = cf->c;
+        struct server *srv = c->srv;
+        struct rank_walk *w = &cf->walk;
+        const struct ckpt_req_latest_rank *req = &cf->req.latest_rank;
+
+        for (;;) {
+                int r = walk_candidate(c, req->job.str, w->below, &w->step, &w->world_size);
+                if (r == -ENOENT) {
+                        walk_store_latest(cf);
+                        return;
+                }
+                if (r < 0) {
+                        conn_error(c, r, "cannot look up the committed steps of job '%s': "
+                                   "catalog error", req->job.str);
+                        walk_free(cf);
+                        return;
+                }
+                if (!w->have_newest) {
+                        w->have_newest = true;
+                        w->newest = w->step;
+                }
+                if (req->rank >= w->world_size) {
+                        walk_skip(cf, "its world size is %u: there is no rank %u",
+                                  w->world_size, req->rank);
+                        continue;
+                }
+                if (walk_found(cf))
+                        return;
+                if (!srv->peers) {
+                        snprintf(w->peers_why, sizeof(w->peers_why), "replication is off");
+                } else {
+                        struct walk_ticket *t = calloc(1, sizeof(*t));
+                        r = t ? peers_fetch_rank(srv->peers, req->job.str, w->step, req->rank,
+                                                 walk_peers_done, t)
+                              : -ENOMEM;
+                        if (r == 0) {
+                                t->cf = cf;
+                                w->ticket = t;
+                                w->stage = WALK_PEERS;
+                                w->peers_down = 0;
+                                c->fetch = cf;
+                                loop_timer_start(srv->loop, &w->timer, WALK_PEERS_CHECK_MS,
+                                                 walk_peers_watch);
+                                log_info("job %s step %" PRIu64 " rank %u not on this node; "
+                                         "asking the neighbours", req->job.str, w->step,
+                                         req->rank);
+                                return;
+                        }
+                        free(t);
+                        snprintf(w->peers_why, sizeof(w->peers_why), "%s",
+                                 r == -EHOSTUNREACH ? "no neighbour is up" : strerror(-r));
+                }
+                if (walk_after_peers(cf))
+                        return;
+        }
+}
+
+void restore_handle_latest_rank(struct conn *c, const struct ckpt_req_latest_rank *req) {
+        int r = conn_check_job(c, req->job.str, false);
+        if (r == -EACCES) {
+                conn_error(c, r, "job '%s' belongs to another user", req->job.str);
+                return;
+        }
+        /* -ENOENT: not saved here; replica areas or the store may know it */
+        if (r < 0 && r != -ENOENT) {
+                conn_error(c, r, "catalog error");
+                return;
+        }
+        struct conn_fetch *cf = calloc(1, sizeof(*cf));
+        if (!cf) {
+                conn_error(c, -ENOMEM, "out of memory");
+                return;
+        }
+        cf->c = c;
+        cf->type = CKPT_MSG_LATEST_RANK;
+        cf->req.latest_rank = *req;
+        cf->walk.below = req->below;
+        walk_run(cf);
 }
 
 void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list *req) {
@@ -783,6 +1247,12 @@ void restore_conn_closed(struct conn *c) {
         if (c->peer_fetch) {
                 c->peer_fetch->c = NULL; /* the restore goes on; nobody to answer */
                 c->peer_fetch = NULL;
+        }
+        if (c->fetch && c->fetch->type == CKPT_MSG_LATEST_RANK) {
+                /* a fetch the walk started finishes populating, quietly */
+                fetch_cancel(c->srv->fetcher, &c->fetch->fr);
+                walk_free(c->fetch);
+                c->fetch = NULL;
         }
         if (c->fetch) {
                 fetch_cancel(c->srv->fetcher, &c->fetch->fr);

@@ -378,6 +378,9 @@ static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
         case CKPT_MSG_LATEST:
                 restore_handle_latest(c, &req->job_step);
                 break;
+        case CKPT_MSG_LATEST_RANK:
+                restore_handle_latest_rank(c, &req->latest_rank);
+                break;
         case CKPT_MSG_SHARD_LIST:
                 restore_handle_shard_list(c, &req->shard_list);
                 break;
@@ -492,6 +495,12 @@ static void conn_read(struct conn *c) {
                 }
                 conn_dispatch(c, &req);
         }
+        /* The request went asynchronous: stop reading (EPOLLIN is level-
+         * triggered, and a client that hung up stays readable at EOF, which
+         * would spin the loop), but keep watching for the hangup, which
+         * ends the request early (save_conn_closed, restore_conn_closed). */
+        if (c->busy && !c->closing)
+                conn_update_events(c);
 }
 
 static void conn_on_event(struct loop_watch *w, uint32_t events) {

@@ -118,7 +118,8 @@ struct conn {
         struct read_op *prefetch[SERVER_PREFETCH_DEPTH];
         unsigned nprefetch;
         bool no_shard_guess;  /* a guess of the next shard was wrong once */
-        struct conn_fetch *fetch;   /* restoring from the object store for this request */
+        struct conn_fetch *fetch;   /* restoring for this request (object store,
+                                     * neighbours, or LATEST_RANK's walk) */
         struct peer_fetch *peer_fetch; /* restoring from the neighbours (ckptctl) */
         bool fetch_retry;     /* serving a request again after its fetch */
         char errmsg[CKPT_ERRMSG_MAX + 1];
@@ -233,6 +234,9 @@ void step_state_free_all(struct server *srv);
 
 /* restore.c */
 void restore_handle_latest(struct conn *c, const struct ckpt_req_job_step *req);
+/* LATEST_RANK: the newest committed step the rank can be restored from,
+ * falling back to older steps (docs/replication.md). */
+void restore_handle_latest_rank(struct conn *c, const struct ckpt_req_latest_rank *req);
 void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list *req);
 void restore_handle_read(struct conn *c, const struct ckpt_req_read *req);
 void restore_handle_read_done(struct conn *c, const struct ckpt_req_read_done *req);

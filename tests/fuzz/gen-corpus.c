@@ -126,6 +126,23 @@ static void more_requests(void) {
         memcpy(bad, buf, (size_t)n);
         set_le32(bad + 39, CKPT_WORLD_MAX); /* rank out of range */
         write_file("request", "invalid-fetch-rank.bin", bad, (size_t)n);
+
+        /* LATEST_RANK with a step bound; layout: header 16, job 2 + 9, rank
+         * (offset 27), below (offset 31). */
+        memset(&m, 0, sizeof(m));
+        m.hdr.type = CKPT_MSG_LATEST_RANK;
+        m.hdr.seq = 103;
+        name(&m.latest_rank.job, "llama-70b");
+        m.latest_rank.rank = 1;
+        m.latest_rank.below = 1000;
+        n = encode_req(&m);
+        write_file("request", "latest-rank-below.bin", buf, (size_t)n);
+        memcpy(bad, buf, (size_t)n);
+        set_le32(bad + 27, CKPT_WORLD_MAX); /* rank out of range */
+        write_file("request", "invalid-latest-rank-rank.bin", bad, (size_t)n);
+        memcpy(bad, buf, (size_t)n);
+        bad[38] = 0x80; /* below 2^63 + 1000: past CKPT_STEP_MAX, not the sentinel */
+        write_file("request", "invalid-latest-rank-below.bin", bad, (size_t)n);
 }
 
 static void requests(void) {
@@ -215,6 +232,11 @@ static void requests(void) {
                         m.pin.step = 1000;
                         m.pin.pinned = 1;
                         break;
+                case CKPT_MSG_LATEST_RANK:
+                        name(&m.latest_rank.job, "llama-70b");
+                        m.latest_rank.rank = 3;
+                        m.latest_rank.below = CKPT_STEP_LATEST;
+                        break;
                 default:
                         break;
                 }
@@ -280,6 +302,7 @@ static void replies(void) {
                 CKPT_MSG_WAIT, CKPT_MSG_COMMIT, CKPT_MSG_LATEST, CKPT_MSG_SHARD_LIST,
                 CKPT_MSG_READ, CKPT_MSG_READ_DONE, CKPT_MSG_MAP, CKPT_MSG_STATUS,
                 CKPT_MSG_JOB_LIST, CKPT_MSG_CKPT_LIST, CKPT_MSG_FETCH, CKPT_MSG_PIN,
+                CKPT_MSG_LATEST_RANK,
         };
         char fn[64];
 
@@ -410,6 +433,12 @@ static void replies(void) {
                         rep.fetch.shards = 6;
                         rep.fetch.bytes = 3ull << 30;
                         break;
+                case CKPT_MSG_LATEST_RANK: /* fell back from 1000 to 900 */
+                        rep.latest_rank.step = 900;
+                        rep.latest_rank.world_size = 8;
+                        rep.latest_rank.newest = 1000;
+                        rep.latest_rank.skipped = 1;
+                        break;
                 default:
                         break;
                 }
@@ -425,6 +454,9 @@ static void replies(void) {
                 } else if (types[i] == CKPT_MSG_CHUNK_GET) {
                         bad[24] = 2; /* has_fd */
                         write_file("reply", "invalid-has-fd.bin", bad, (size_t)n);
+                } else if (types[i] == CKPT_MSG_LATEST_RANK) {
+                        set_le32(bad + 36, 0); /* fell back, yet skipped nothing */
+                        write_file("reply", "invalid-latest-rank-skipped.bin", bad, (size_t)n);
                 } else if (types[i] == CKPT_MSG_CKPT_LIST) {
                         set_le32(bad + 20, CKPT_LIST_PAGE + 1); /* count */
                         write_file("reply", "invalid-count.bin", bad, (size_t)n);

@@ -12,6 +12,11 @@
  *                        [--piece BYTES]
  *   ckpt-testrank read   --job J --step S --rank R --shard NAME --offset O --length L [--seed N]
  *   ckpt-testrank latest --job J           prints "STEP WORLD"
+ *   ckpt-testrank latest --job J --rank R [--below S]
+ *                        the step rank R restores from (ckpt_latest_rank), one
+ *                        "key value" line each: "step S", "world W", "newest N",
+ *                        and when it fell back a last line
+ *                        "fell back from step N (rank R not restorable there)"
  *   ckpt-testrank commit --job J --step S
  *   ckpt-testrank wait   --job J --step S --tier staged|local|committed|remote|replicated|remote
  *                        [--timeout MS]
@@ -42,14 +47,15 @@ struct shard_spec {
 
 static struct {
         const char *job, *shard, *tier;
-        uint64_t step, seed, offset, length, piece;
+        uint64_t step, seed, offset, length, piece, below;
         uint32_t rank, world;
+        bool rank_set;
         uint32_t timeout;
         struct shard_spec shards[256];
         int nshards;
         bool zero_copy, commit, wait_local, exit_after_finish, torn, map;
         uint32_t hold_ms;
-} opt = { .world = 1, .timeout = 60000 };
+} opt = { .world = 1, .timeout = 60000, .below = CKPT_STEP_LATEST };
 
 static struct ckpt_conn *conn;
 
@@ -308,6 +314,7 @@ int main(int argc, char **argv) {
                 { "torn", no_argument, NULL, 'X' },
                 { "map", no_argument, NULL, 'm' },
                 { "hold", required_argument, NULL, 'H' },
+                { "below", required_argument, NULL, 'B' },
                 {}
         };
         if (argc < 2) {
@@ -321,7 +328,10 @@ int main(int argc, char **argv) {
                 switch (c) {
                 case 'j': opt.job = optarg; break;
                 case 's': opt.step = strtoull(optarg, NULL, 10); break;
-                case 'r': opt.rank = (uint32_t)strtoul(optarg, NULL, 10); break;
+                case 'r':
+                        opt.rank = (uint32_t)strtoul(optarg, NULL, 10);
+                        opt.rank_set = true;
+                        break;
                 case 'w': opt.world = (uint32_t)strtoul(optarg, NULL, 10); break;
                 case 'S': parse_shards(optarg); break;
                 case 'n': opt.shard = optarg; break;
@@ -338,6 +348,7 @@ int main(int argc, char **argv) {
                 case 'X': opt.torn = true; break;
                 case 'm': opt.map = true; break;
                 case 'H': opt.hold_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
+                case 'B': opt.below = strtoull(optarg, NULL, 10); break;
                 default: return 2;
                 }
         }
@@ -358,7 +369,20 @@ int main(int argc, char **argv) {
                 r = do_verify();
         else if (!strcmp(cmd, "read"))
                 r = verify_range(opt.shard, opt.offset, opt.length);
-        else if (!strcmp(cmd, "latest")) {
+        else if (!strcmp(cmd, "latest") && opt.rank_set) {
+                uint64_t step, newest;
+                uint32_t world;
+                r = ckpt_latest_rank(conn, opt.job, opt.rank, opt.below, &step, &world, &newest);
+                if (r < 0) {
+                        r = fail(r, "latest_rank");
+                } else {
+                        printf("step %" PRIu64 "\nworld %u\nnewest %" PRIu64 "\n", step, world,
+                               newest);
+                        if (newest != step)
+                                printf("fell back from step %" PRIu64 " (rank %u not restorable "
+                                       "there)\n", newest, opt.rank);
+                }
+        } else if (!strcmp(cmd, "latest")) {
                 uint64_t step;
                 uint32_t world;
                 r = ckpt_latest(conn, opt.job, &step, &world);

@@ -998,17 +998,19 @@ CASES = [
 ]
 
 
-def main():
-    for exe in (CKPTD, TESTRANK):
+def run_cases(cases, env_var, prefix, exes=(CKPTD, TESTRANK)):
+    """Run the numbered cases (those in $env_var, comma-separated, if set),
+    each in its own Ctx; exit status for the suite."""
+    for exe in exes:
         if not os.access(exe, os.X_OK):
             log("FAIL: %s is not an executable" % exe)
             return 1
-    wanted = os.environ.get("CKPT_REPL_CASES")
+    wanted = os.environ.get(env_var)
     wanted = {int(x) for x in wanted.split(",")} if wanted else None
-    tmp = tempfile.mkdtemp(prefix="ckptd-repl-")
+    tmp = tempfile.mkdtemp(prefix=prefix)
     failures, skipped = [], []
     t_all = time.monotonic()
-    for num, title, fn in CASES:
+    for num, title, fn in cases:
         if wanted and num not in wanted:
             continue
         log("== case %d: %s" % (num, title))
@@ -1035,12 +1037,16 @@ def main():
         log("FAIL")
         return 1
     shutil.rmtree(tmp, ignore_errors=True)
-    ran = [n for n, _, _ in CASES if (not wanted or n in wanted)]
+    ran = [n for n, _, _ in cases if (not wanted or n in wanted)]
     if skipped and len(skipped) == len(ran):
         log("SKIP")
         return SKIP
     log("PASS")
     return 0
+
+
+def main():
+    return run_cases(CASES, "CKPT_REPL_CASES", "ckptd-repl-")
 
 
 if __name__ == "__main__":

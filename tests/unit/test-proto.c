@@ -213,6 +213,11 @@ static void make_request(struct ckpt_request *m, uint16_t type) {
                 m->pin.step = 0x7fffffffffffffffull;
                 m->pin.pinned = 1;
                 break;
+        case CKPT_MSG_LATEST_RANK:
+                set_name(&m->latest_rank.job, "rank-job");
+                m->latest_rank.rank = CKPT_WORLD_MAX - 1;
+                m->latest_rank.below = 0x7fffffffffffff00ull;
+                break;
         }
 }
 
@@ -259,6 +264,12 @@ static void make_reply(struct ckpt_reply *m, uint16_t type, uint32_t count) {
         case CKPT_MSG_LATEST:
                 m->latest.step = 0x7ffffffffffffffeull;
                 m->latest.world_size = CKPT_WORLD_MAX;
+                break;
+        case CKPT_MSG_LATEST_RANK:
+                m->latest_rank.step = 0x0102030405060708ull;
+                m->latest_rank.world_size = 0x000abcde;
+                m->latest_rank.newest = 0x7ffffffffffffffdull;
+                m->latest_rank.skipped = 0xfedcba98;
                 break;
         case CKPT_MSG_SHARD_LIST:
                 if (count > CKPT_LIST_PAGE)
@@ -438,6 +449,7 @@ static const uint16_t reply_types[] = {
         CKPT_MSG_JOB_LIST | CKPT_MSG_REPLY,
         CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY,
         CKPT_MSG_FETCH | CKPT_MSG_REPLY,
+        CKPT_MSG_LATEST_RANK | CKPT_MSG_REPLY,
 };
 
 static void test_roundtrips(void) {
@@ -479,6 +491,28 @@ static void test_roundtrips(void) {
         n = ckpt_request_encode(&m, buf, sizeof(buf));
         CHECK(n > 0 && ckpt_request_decode(&out, buf, (size_t)n) == 0 && out.read.offset == UINT64_MAX,
               "MAP ignores offset/length");
+
+        /* LATEST_RANK: no bound, the largest bound, bound 0 (asks for
+         * nothing, but is a valid question); a reply that did not fall back. */
+        const uint64_t bounds[] = { CKPT_STEP_LATEST, (uint64_t)CKPT_STEP_MAX, 0 };
+        for (size_t i = 0; i < 3; i++) {
+                make_request(&m, CKPT_MSG_LATEST_RANK);
+                m.latest_rank.below = bounds[i];
+                m.latest_rank.rank = 0;
+                n = ckpt_request_encode(&m, buf, sizeof(buf));
+                CHECK(n > 0 && ckpt_request_decode(&out, buf, (size_t)n) == 0 &&
+                              out.latest_rank.below == bounds[i],
+                      "LATEST_RANK below %#" PRIx64, bounds[i]);
+        }
+        make_reply(&rep_a, CKPT_MSG_LATEST_RANK | CKPT_MSG_REPLY, 0);
+        rep_a.latest_rank.newest = rep_a.latest_rank.step = (uint64_t)CKPT_STEP_MAX;
+        rep_a.latest_rank.skipped = 0;
+        rep_a.latest_rank.world_size = 1;
+        n = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
+        CHECK(n > 0 && ckpt_reply_decode(&rep_b, buf, (size_t)n) == 0 &&
+                      rep_b.latest_rank.step == (uint64_t)CKPT_STEP_MAX &&
+                      rep_b.latest_rank.skipped == 0,
+              "LATEST_RANK reply, not fallen back");
 
         /* WAIT reply tier 0 means "nothing yet". */
         make_reply(&rep_a, CKPT_MSG_WAIT | CKPT_MSG_REPLY, 0);
@@ -574,6 +608,44 @@ static void test_golden(void) {
         check_bytes("CKPT_LIST reply", buf, ckpt_reply_encode(&rep_a, buf, sizeof(buf)), ckpt_list,
                     sizeof(ckpt_list));
 
+        /* LATEST_RANK (docs/protocol.md): job "j1", rank 3, below 20 ... */
+        memset(&m, 0, sizeof(m));
+        m.hdr.type = CKPT_MSG_LATEST_RANK;
+        m.hdr.seq = 9;
+        set_name(&m.latest_rank.job, "j1");
+        m.latest_rank.rank = 3;
+        m.latest_rank.below = 0x0102030405060708ull;
+        static const uint8_t latest_rank[] = {
+                'C', 'K', 'P', 'T', 2, 0, 20, 0, 32, 0, 0, 0, 9, 0, 0, 0,
+                2, 0, 'j', '1',
+                3, 0, 0, 0,
+                8, 7, 6, 5, 4, 3, 2, 1,
+        };
+        check_bytes("LATEST_RANK", buf, ckpt_request_encode(&m, buf, sizeof(buf)), latest_rank,
+                    sizeof(latest_rank));
+        /* ... and its reply: step 10 of world 2, fell back from 20 past 1 step */
+        memset(&rep_a, 0, sizeof(rep_a));
+        rep_a.hdr.type = CKPT_MSG_LATEST_RANK | CKPT_MSG_REPLY;
+        rep_a.hdr.seq = 9;
+        rep_a.latest_rank.step = 10;
+        rep_a.latest_rank.world_size = 2;
+        rep_a.latest_rank.newest = 20;
+        rep_a.latest_rank.skipped = 1;
+        static const uint8_t latest_rank_reply[] = {
+                'C', 'K', 'P', 'T', 2, 0, 20, 0x80, 40, 0, 0, 0, 9, 0, 0, 0,
+                10, 0, 0, 0, 0, 0, 0, 0,
+                2, 0, 0, 0,
+                20, 0, 0, 0, 0, 0, 0, 0,
+                1, 0, 0, 0,
+        };
+        check_bytes("LATEST_RANK reply", buf, ckpt_reply_encode(&rep_a, buf, sizeof(buf)),
+                    latest_rank_reply, sizeof(latest_rank_reply));
+        CHECK_RC(ckpt_reply_decode(&rep_b, latest_rank_reply, sizeof(latest_rank_reply)), 0,
+                 "LATEST_RANK reply golden decode");
+        CHECK(rep_b.latest_rank.step == 10 && rep_b.latest_rank.world_size == 2 &&
+                      rep_b.latest_rank.newest == 20 && rep_b.latest_rank.skipped == 1,
+              "LATEST_RANK reply golden fields");
+
         /* And the other way: hand-written bytes decode to the right fields. */
         raw_start(CKPT_PROTO_VERSION, CKPT_MSG_CHUNK_GET | CKPT_MSG_REPLY, 0x42);
         raw_u32(7);
@@ -636,12 +708,14 @@ static void test_truncation(void) {
         truncations_request(CKPT_MSG_WAIT);
         truncations_request(CKPT_MSG_READ);
         truncations_request(CKPT_MSG_CKPT_LIST);
+        truncations_request(CKPT_MSG_LATEST_RANK);
         truncations_reply(CKPT_MSG_ERROR, 0);
         truncations_reply(CKPT_MSG_HELLO | CKPT_MSG_REPLY, 0);
         truncations_reply(CKPT_MSG_STATUS | CKPT_MSG_REPLY, 0);
         truncations_reply(CKPT_MSG_SHARD_LIST | CKPT_MSG_REPLY, 5);
         truncations_reply(CKPT_MSG_JOB_LIST | CKPT_MSG_REPLY, 3);
         truncations_reply(CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY, 4);
+        truncations_reply(CKPT_MSG_LATEST_RANK | CKPT_MSG_REPLY, 0);
 }
 
 static void test_header(void) {
@@ -1209,6 +1283,98 @@ static void test_values(void) {
         raw_u32(0);
         raw_end();
         CHECK_RC(raw_decode_rep(), -EINVAL, "LATEST reply world_size 0");
+
+        /* LATEST_RANK: a name, a rank below the world max, a step bound or
+         * CKPT_STEP_LATEST */
+        const struct {
+                const char *job;
+                uint32_t rank;
+                uint64_t below;
+                int want;
+        } lrs[] = {
+                { "job", 0, CKPT_STEP_LATEST, 0 },
+                { "job", CKPT_WORLD_MAX - 1, 0, 0 },
+                { "job", CKPT_WORLD_MAX, 10, -EINVAL },
+                { "job", UINT32_MAX, 10, -EINVAL },
+                { "job", 1, (uint64_t)CKPT_STEP_MAX + 1, -EINVAL },
+                { "job", 1, CKPT_STEP_LATEST - 1, -EINVAL },
+                { "../x", 1, 10, -EINVAL },
+                { "", 1, 10, -EINVAL },
+                { ".hidden", 1, 10, -EINVAL },
+        };
+        for (size_t i = 0; i < sizeof(lrs) / sizeof(lrs[0]); i++) {
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_LATEST_RANK, 1);
+                raw_str(lrs[i].job, strlen(lrs[i].job));
+                raw_u32(lrs[i].rank);
+                raw_u64(lrs[i].below);
+                raw_end();
+                CHECK_RC(raw_decode_req(), lrs[i].want, "LATEST_RANK job '%s' rank %u below %#" PRIx64,
+                         lrs[i].job, lrs[i].rank, lrs[i].below);
+        }
+        /* a name over 255 bytes is invalid, a rank cut short is malformed and
+         * malformed wins over the bad rank */
+        {
+                char longname[CKPT_NAME_MAX + 1];
+                memset(longname, 'a', sizeof(longname));
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_LATEST_RANK, 1);
+                raw_str(longname, sizeof(longname));
+                raw_u32(1);
+                raw_u64(10);
+                raw_end();
+                CHECK_RC(raw_decode_req(), -EINVAL, "LATEST_RANK 256-byte name");
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_LATEST_RANK, 1);
+                raw_str("job", 3);
+                raw_u32(CKPT_WORLD_MAX);
+                raw_u32(10); /* half a below */
+                raw_end();
+                CHECK_RC(raw_decode_req(), -EBADMSG, "LATEST_RANK cut in below, bad rank");
+                /* the version-2 layout of LATEST sent with LATEST_RANK's type */
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_LATEST_RANK, 1);
+                raw_str("job", 3);
+                raw_u64(10);
+                raw_u32(0);
+                raw_u8(0);
+                raw_end();
+                CHECK_RC(raw_decode_req(), -EBADMSG, "LATEST_RANK with a byte too many");
+        }
+        /* LATEST_RANK reply: newest >= step, skipped == 0 exactly when
+         * newest == step, step and world in range */
+        const struct {
+                uint64_t step;
+                uint32_t world;
+                uint64_t newest;
+                uint32_t skipped;
+                int want;
+        } lrr[] = {
+                { 10, 2, 10, 0, 0 },
+                { 10, 2, 20, 1, 0 },
+                { 10, 2, 40, 3, 0 },
+                { 0, CKPT_WORLD_MAX, (uint64_t)CKPT_STEP_MAX, UINT32_MAX, 0 },
+                { 20, 2, 10, 1, -EINVAL },  /* newest older than step */
+                { 10, 2, 20, 0, -EINVAL },  /* fell back but skipped nothing */
+                { 10, 2, 10, 1, -EINVAL },  /* skipped but did not fall back */
+                { 10, 0, 10, 0, -EINVAL },  /* world 0 */
+                { 10, CKPT_WORLD_MAX + 1, 10, 0, -EINVAL },
+                { (uint64_t)CKPT_STEP_MAX + 1, 2, (uint64_t)CKPT_STEP_MAX + 1, 0, -EINVAL },
+                { 10, 2, CKPT_STEP_LATEST, 1, -EINVAL }, /* no "latest" sentinel in replies */
+        };
+        for (size_t i = 0; i < sizeof(lrr) / sizeof(lrr[0]); i++) {
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_LATEST_RANK | CKPT_MSG_REPLY, 1);
+                raw_u64(lrr[i].step);
+                raw_u32(lrr[i].world);
+                raw_u64(lrr[i].newest);
+                raw_u32(lrr[i].skipped);
+                raw_end();
+                CHECK_RC(raw_decode_rep(), lrr[i].want,
+                         "LATEST_RANK reply step %" PRIu64 " world %u newest %" PRIu64 " skipped %u",
+                         lrr[i].step, lrr[i].world, lrr[i].newest, lrr[i].skipped);
+        }
+        /* the LATEST reply's 12 bytes are not a LATEST_RANK reply */
+        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_LATEST_RANK | CKPT_MSG_REPLY, 1);
+        raw_u64(10);
+        raw_u32(2);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "LATEST_RANK reply in LATEST's layout");
 }
 
 /* The encoder must refuse everything the decoder would reject. */
@@ -1291,6 +1457,24 @@ static void test_encoder_refuses(void) {
         make_reply(&rep_a, CKPT_MSG_ERROR, 0);
         rep_a.hdr.type = 0x8000;
         CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc reply type 0x8000");
+
+        make_request(&m, CKPT_MSG_LATEST_RANK);
+        m.latest_rank.rank = CKPT_WORLD_MAX;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc latest_rank rank");
+        make_request(&m, CKPT_MSG_LATEST_RANK);
+        m.latest_rank.below = (uint64_t)CKPT_STEP_MAX + 1;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc latest_rank below");
+        make_request(&m, CKPT_MSG_LATEST_RANK);
+        m.latest_rank.job.len = 0;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc latest_rank no job");
+        make_reply(&rep_a, CKPT_MSG_LATEST_RANK | CKPT_MSG_REPLY, 0);
+        rep_a.latest_rank.skipped = 0;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL,
+                 "enc latest_rank reply fell back, skipped 0");
+        make_reply(&rep_a, CKPT_MSG_LATEST_RANK | CKPT_MSG_REPLY, 0);
+        rep_a.latest_rank.newest = rep_a.latest_rank.step - 1;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL,
+                 "enc latest_rank reply newest < step");
 }
 
 static void test_msgsize(void) {
@@ -1330,6 +1514,9 @@ static void test_enum_names(void) {
         CHECK(strcmp(ckpt_msg_type_name(CKPT_MSG_CKPT_LIST), "CKPT_LIST") == 0, "CKPT_LIST");
         CHECK(strcmp(ckpt_msg_type_name(CKPT_MSG_READ | CKPT_MSG_REPLY), "READ_REPLY") == 0, "READ_REPLY");
         CHECK(strcmp(ckpt_msg_type_name(CKPT_MSG_ERROR), "ERROR") == 0, "ERROR");
+        CHECK(strcmp(ckpt_msg_type_name(CKPT_MSG_LATEST_RANK), "LATEST_RANK") == 0, "LATEST_RANK");
+        CHECK(strcmp(ckpt_msg_type_name(CKPT_MSG_LATEST_RANK | CKPT_MSG_REPLY),
+                     "LATEST_RANK_REPLY") == 0, "LATEST_RANK_REPLY");
         CHECK(strcmp(ckpt_msg_type_name(0), "UNKNOWN") == 0, "0");
         CHECK(strcmp(ckpt_msg_type_name(CKPT_MSG_REQUEST_MAX_), "UNKNOWN") == 0, "max");
         CHECK(strcmp(ckpt_msg_type_name(0x8000), "UNKNOWN") == 0, "0x8000");

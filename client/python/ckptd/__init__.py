@@ -8,6 +8,7 @@ them back.
             s.write("model.pt", tensor_bytes)      # any bytes-like object
         c.commit("llama", step)                    # after the job's barrier
         step, world = c.latest("llama")
+        step, world, newest = c.latest_rank("llama", rank)  # min over ranks
         data = c.read("llama", step, rank, "model.pt")
 
 A thin ctypes layer over libckpt.so (found through $CKPT_LIBRARY, then the
@@ -20,9 +21,10 @@ import ctypes.util
 import errno as _errno
 import os
 
-__all__ = ["Client", "Save", "CkptError", "STAGED", "LOCAL", "COMMITTED"]
+__all__ = ["Client", "Save", "CkptError", "STAGED", "LOCAL", "COMMITTED", "STEP_LATEST"]
 
 STAGED, LOCAL, COMMITTED = 1, 2, 3
+STEP_LATEST = (1 << 64) - 1  # CKPT_STEP_LATEST: no bound
 
 
 def _load():
@@ -44,6 +46,10 @@ def _load():
         "ckpt_commit": (ctypes.c_int, [c_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint32]),
         "ckpt_latest": (ctypes.c_int, [c_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64),
                                        ctypes.POINTER(ctypes.c_uint32)]),
+        "ckpt_latest_rank": (ctypes.c_int, [c_p, ctypes.c_char_p, ctypes.c_uint32,
+                                            ctypes.c_uint64, ctypes.POINTER(ctypes.c_uint64),
+                                            ctypes.POINTER(ctypes.c_uint32),
+                                            ctypes.POINTER(ctypes.c_uint64)]),
         "ckpt_shard_list": (ctypes.c_int, [c_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint32,
                                            ctypes.POINTER(c_p), ctypes.POINTER(ctypes.c_size_t)]),
         "ckpt_shard_list_free": (None, [c_p]),
@@ -136,6 +142,18 @@ class Client:
         self._check(_l().ckpt_latest(self._c, _enc(job), ctypes.byref(step), ctypes.byref(world)),
                     "latest")
         return step.value, world.value
+
+    def latest_rank(self, job, rank, below=None):
+        """(step, world_size, newest): the newest committed step below `below`
+        (None: no bound) that rank `rank` can be restored from, and the
+        newest committed step the daemon knows of; step != newest means it
+        fell back to an older step.  Take the minimum step over all ranks."""
+        step, world, newest = ctypes.c_uint64(), ctypes.c_uint32(), ctypes.c_uint64()
+        bound = STEP_LATEST if below is None else below
+        self._check(_l().ckpt_latest_rank(self._c, _enc(job), rank, bound, ctypes.byref(step),
+                                          ctypes.byref(world), ctypes.byref(newest)),
+                    "latest_rank")
+        return step.value, world.value, newest.value
 
     def shards(self, job, step, rank):
         """[(name, size, crc32c), ...] sorted by name."""
