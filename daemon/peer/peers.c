@@ -718,6 +718,27 @@ static void link_close(struct plink *l, int error, const char *fmt, ...) {
                         list_add_tail(&t->gets, &g->link);
                 }
                 t->ngets_active = 0;
+                /* A rank a client waits for goes to the next neighbour, or
+                 * fails (the store may have it): this one may never come
+                 * back (a lost node).  A node's own restore waits for it. */
+                struct list *pos, *tmp;
+                list_for_each_safe(pos, tmp, &t->gets) {
+                        struct rget *g = list_entry(pos, struct rget, link);
+                        if (!g->rj->single || ps->freeing)
+                                continue;
+                        list_unlink(&g->link);
+                        if (rget_next_target(g))
+                                continue;
+                        struct restore_job *rj = g->rj;
+                        if (!rj->error) {
+                                rj->error = -EHOSTUNREACH;
+                                snprintf(rj->msg, sizeof(rj->msg), "the link to node %u broke and "
+                                         "no other neighbour is up", t->node);
+                        }
+                        free(g);
+                        rj->gets_pending--;
+                        restore_job_check(rj);
+                }
                 if (t->rj_listing) {
                         struct restore_job *rj = t->rj_listing;
                         t->rj_listing = NULL;

@@ -5,7 +5,6 @@ bit-exact; when every slot is lent out, another trainer waits up to the
 pool wait timeout and then gets a clear -ETIMEDOUT, while the holder's save
 still completes."""
 import os
-import subprocess
 import sys
 import time
 
