@@ -530,7 +530,8 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
                 .queue_depth = cfg->queue_depth,
                 .direct_io = cfg->direct_io,
         };
-        r = pool_new(&d->pool, d->loop, cfg->pool_size, cfg->slot_size, cfg->register_buffers);
+        r = pool_new(&d->pool, d->loop, cfg->pool_size, cfg->slot_size, cfg->register_buffers,
+                     true);
         if (r < 0)
                 goto fail;
         r = store_open(&d->store, cfg->state_dir, d->loop, d->workers, d->pool, &so);

@@ -4,8 +4,13 @@
  * FIFO with a timeout.  See pool.h for the isolation rule.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -14,9 +19,25 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 
+/* Slots touched before pool_new() returns when the rest are touched in the
+ * background: enough for a few transfers to start at once. */
+#define POOL_FIRST_SLOTS 2
+
 struct pool {
         struct loop *loop;
         uint64_t slot_size;
+        uint32_t ready;            /* slots [0, ready) are touched, registered, lendable */
+        /* the toucher thread maps slots [ready at start, count) in order and
+         * says so through efd; the loop registers them and raises ready */
+        pthread_t toucher;
+        bool toucher_running;
+        uint32_t toucher_first;
+        atomic_uint touched;
+        atomic_int toucher_error;
+        atomic_bool toucher_stop;
+        int efd;
+        struct loop_watch efd_watch;
+        uint64_t started_ms;
         uint32_t units_per_slot;
         uint32_t count;
         uint32_t slots_used;
@@ -58,8 +79,99 @@ static int pool_register(struct pool *p, struct slot *s) {
         return r < 0 ? r : 0;
 }
 
+/* ---- touching in the background ------------------------------------------------------ */
+
+static void *toucher_run(void *arg) {
+        struct pool *p = arg;
+        uint64_t one = 1;
+
+        for (uint32_t i = p->toucher_first; i < p->count; i++) {
+                if (atomic_load(&p->toucher_stop))
+                        break;
+                int r = slot_map(&p->slots[i], p->slot_size);
+                if (r < 0) {
+                        atomic_store(&p->toucher_error, r);
+                        break;
+                }
+                /* release: the slot's fields are visible before the count */
+                atomic_store_explicit(&p->touched, i + 1, memory_order_release);
+                /* a failed write (the counter saturated) still leaves it
+                 * readable: the loop wakes either way */
+                (void)!write(p->efd, &one, sizeof(one));
+        }
+        (void)!write(p->efd, &one, sizeof(one)); /* the end, or an error to report */
+        return NULL;
+}
+
+static void pool_wake(struct pool *p);
+
+static void toucher_stop(struct pool *p) {
+        if (p->toucher_running) {
+                atomic_store(&p->toucher_stop, true);
+                pthread_join(p->toucher, NULL);
+                p->toucher_running = false;
+        }
+        if (p->efd >= 0) {
+                loop_watch_del(p->loop, &p->efd_watch);
+                p->efd = safe_close(p->efd);
+        }
+}
+
+/* Loop thread: slots the toucher finished become lendable. */
+static void pool_on_touched(struct loop_watch *w, uint32_t events) {
+        struct pool *p = container_of(w, struct pool, efd_watch);
+        uint64_t v;
+        (void)events;
+
+        if (read(p->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                log_warn("pool: reading the toucher's eventfd: %m");
+        uint32_t n = atomic_load_explicit(&p->touched, memory_order_acquire);
+        for (uint32_t i = p->ready; i < n && p->fixed; i++) {
+                if (pool_register(p, &p->slots[i]) < 0) {
+                        log_error("pool: registering slot %u failed; disabling fixed buffers", i);
+                        io_uring_unregister_buffers(loop_ring(p->loop));
+                        p->fixed = false;
+                }
+        }
+        if (n > p->ready) {
+                p->ready = n;
+                pool_wake(p);
+        }
+        int err = atomic_load(&p->toucher_error);
+        if (n == p->count) {
+                log_info("pool: all %u slots ready (%" PRIu64 " ms after start)", p->count,
+                         loop_now_ms() - p->started_ms);
+                toucher_stop(p);
+        } else if (err < 0) {
+                log_error("pool: cannot allocate slot %u of %llu bytes: %s; the pool stays at %u "
+                          "of %u slots", n, (unsigned long long)p->slot_size, strerror(-err), n,
+                          p->count);
+                toucher_stop(p);
+        }
+}
+
+static int pool_start_toucher(struct pool *p) {
+        p->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (p->efd < 0)
+                return -errno;
+        int r = loop_watch_add(p->loop, &p->efd_watch, p->efd, EPOLLIN, pool_on_touched);
+        if (r < 0) {
+                p->efd = safe_close(p->efd);
+                return r;
+        }
+        p->toucher_first = p->ready;
+        r = pthread_create(&p->toucher, NULL, toucher_run, p);
+        if (r != 0) {
+                loop_watch_del(p->loop, &p->efd_watch);
+                p->efd = safe_close(p->efd);
+                return -r;
+        }
+        p->toucher_running = true;
+        return 0;
+}
+
 int pool_new(struct pool **out, struct loop *loop, uint64_t pool_size, uint64_t slot_size,
-             bool register_buffers) {
+             bool register_buffers, bool background) {
         struct pool *p = calloc(1, sizeof(*p));
         int r;
 
@@ -85,7 +197,10 @@ int pool_new(struct pool **out, struct loop *loop, uint64_t pool_size, uint64_t 
                 p->slots[i].memfd = -1;
                 p->slots[i].owner_uid = POOL_UID_NONE;
         }
-        for (uint32_t i = 0; i < p->count; i++) {
+        p->efd = -1;
+        p->started_ms = loop_now_ms();
+        uint32_t now = background ? MIN(p->count, (uint32_t)POOL_FIRST_SLOTS) : p->count;
+        for (uint32_t i = 0; i < now; i++) {
                 r = slot_map(&p->slots[i], slot_size);
                 if (r < 0) {
                         log_error("pool: cannot allocate slot %u of %llu bytes: %s", i,
@@ -97,7 +212,7 @@ int pool_new(struct pool **out, struct loop *loop, uint64_t pool_size, uint64_t 
 
         if (register_buffers) {
                 r = io_uring_register_buffers_sparse(loop_ring(loop), p->count);
-                for (uint32_t i = 0; r >= 0 && i < p->count; i++)
+                for (uint32_t i = 0; r >= 0 && i < now; i++)
                         r = pool_register(p, &p->slots[i]);
                 if (r < 0) {
                         /* Typically RLIMIT_MEMLOCK for an unprivileged user:
@@ -110,8 +225,22 @@ int pool_new(struct pool **out, struct loop *loop, uint64_t pool_size, uint64_t 
                         p->fixed = true;
                 }
         }
-        log_info("pool: %u slots of %llu MiB (%s)", p->count,
-                 (unsigned long long)(slot_size >> 20), p->fixed ? "fixed buffers" : "plain");
+        p->ready = now;
+        atomic_init(&p->touched, now);
+        atomic_init(&p->toucher_error, 0);
+        atomic_init(&p->toucher_stop, false);
+        if (now < p->count) {
+                r = pool_start_toucher(p);
+                if (r < 0) {
+                        log_error("pool: cannot start touching the slots in the background: %s",
+                                  strerror(-r));
+                        pool_free(p);
+                        return r;
+                }
+        }
+        log_info("pool: %u slots of %llu MiB (%s)%s", p->count,
+                 (unsigned long long)(slot_size >> 20), p->fixed ? "fixed buffers" : "plain",
+                 now < p->count ? "; the rest are being touched in the background" : "");
         *out = p;
         return 0;
 }
@@ -127,6 +256,7 @@ struct pool *pool_free(struct pool *p) {
                 p->nwaiters--;
                 w->cb(w, NULL, -ECANCELED);
         }
+        toucher_stop(p); /* before the slots it writes go */
         if (p->fixed)
                 io_uring_unregister_buffers(loop_ring(p->loop));
         for (uint32_t i = 0; i < p->count; i++)
@@ -141,6 +271,9 @@ uint64_t pool_slot_size(const struct pool *p) {
 }
 uint32_t pool_slot_count(const struct pool *p) {
         return p->count;
+}
+uint32_t pool_slots_ready(const struct pool *p) {
+        return p->ready;
 }
 uint32_t pool_slots_used(const struct pool *p) {
         return p->slots_used;
@@ -162,7 +295,7 @@ bool pool_fixed(const struct pool *p) {
 }
 
 struct slot *pool_slot(struct pool *p, uint32_t id) {
-        return id < p->count ? &p->slots[id] : NULL;
+        return id < p->ready ? &p->slots[id] : NULL;
 }
 
 /* Give slot s, currently holding another uid's memory, fresh memory. */
@@ -244,7 +377,7 @@ int pool_try_acquire(struct pool *p, uint32_t uid, uint32_t want, struct pool_ex
         uint32_t best_len = 0, best_first = 0;
 
         want = MIN(MAX(want, 1u), p->units_per_slot);
-        for (uint32_t i = 0; i < p->count; i++) {
+        for (uint32_t i = 0; i < p->ready; i++) {
                 struct slot *s = &p->slots[i];
                 if (s->owner_uid == uid) {
                         uint32_t first, len = slot_find_run(p, s, want, &first);
@@ -315,7 +448,11 @@ void pool_wait_cancel(struct pool *p, struct pool_waiter *w) {
 
 void pool_release(struct pool *p, const struct pool_extent *e) {
         slot_mark(p, e->slot, e->first, e->count, false);
+        pool_wake(p);
+}
 
+/* Serve waiters, oldest first, while memory is free. */
+static void pool_wake(struct pool *p) {
         while (!list_empty(&p->waiters)) {
                 struct pool_waiter *w = list_first_entry(&p->waiters, struct pool_waiter, link);
                 struct pool_extent got;

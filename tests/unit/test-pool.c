@@ -46,6 +46,15 @@ static void stop_loop(struct loop_timer *t) {
         loop_stop(the_loop);
 }
 
+static struct pool *bg_pool;
+
+static void stop_when_ready(struct loop_timer *t) {
+        if (pool_slots_ready(bg_pool) == pool_slot_count(bg_pool))
+                loop_stop(the_loop);
+        else
+                loop_timer_start(the_loop, t, 5, stop_when_ready);
+}
+
 int main(void) {
         struct loop *loop;
         struct pool *pool;
@@ -57,7 +66,7 @@ int main(void) {
                 return 77;
         }
         the_loop = loop;
-        CHECK(pool_new(&pool, loop, 4 * SLOT, SLOT, true) == 0);
+        CHECK(pool_new(&pool, loop, 4 * SLOT, SLOT, true, false) == 0);
         CHECK(pool_slot_count(pool) == 4 && pool_slot_size(pool) == SLOT);
         if (geteuid() == 0)
                 CHECK(pool_fixed(pool)); /* root has no memlock limit */
@@ -163,6 +172,48 @@ int main(void) {
                 pool_release(pool, &mine[i]);
 
         pool_free(pool);
+
+        /* background touching: two slots lendable at once, a waiter for a
+         * third is served when the toucher gets there, then all 8 (a fresh
+         * loop: the first one has been stopped) */
+        loop_free(loop);
+        CHECK(loop_new(&loop, 64) == 0);
+        the_loop = loop;
+        CHECK(pool_new(&pool, loop, 8 * SLOT, SLOT, true, true) == 0);
+        bg_pool = pool;
+        CHECK(pool_slot_count(pool) == 8 && pool_slots_ready(pool) == 2);
+        struct pool_extent bg[8];
+        CHECK(pool_try_acquire(pool, 1000, UNITS, &bg[0]) == 1);
+        CHECK(pool_try_acquire(pool, 1000, UNITS, &bg[1]) == 1);
+        /* the loop has not run: nothing more is lendable yet */
+        CHECK(pool_try_acquire(pool, 1000, UNITS, &x) == 0);
+        calls = 0;
+        struct pool_waiter wb;
+        memset(&wb, 0, sizeof(wb));
+        pool_wait(pool, &wb, 1000, UNITS, 5000, on_extent);
+        struct loop_timer guard2 = { 0 }, tick = { 0 };
+        loop_timer_start(loop, &guard2, 5000, stop_loop);
+        loop_timer_start(loop, &tick, 5, stop_when_ready);
+        CHECK(loop_run(loop) == 0);
+        loop_timer_cancel(&guard2);
+        loop_timer_cancel(&tick);
+        CHECK(pool_slots_ready(pool) == 8);
+        CHECK(calls == 1 && got_err[0] == 0 && got[0].count == UNITS);
+        bg[2] = got[0];
+        for (int i = 3; i < 8; i++)
+                CHECK(pool_try_acquire(pool, 1000, UNITS, &bg[i]) == 1);
+        CHECK(pool_try_acquire(pool, 1000, 1, &x) == 0);
+        for (int i = 0; i < 8; i++) {
+                for (int j = 0; j < i; j++)
+                        CHECK(bg[i].slot != bg[j].slot);
+                CHECK(((unsigned char *)pool_extent_addr(&bg[i]))[SLOT - 1] == 0);
+                pool_release(pool, &bg[i]);
+        }
+        pool_free(pool);
+        /* freed while still touching: the toucher stops, nothing leaks */
+        CHECK(pool_new(&pool, loop, 8 * SLOT, SLOT, true, true) == 0);
+        pool_free(pool);
+
         loop_free(loop);
         printf("pool: ok\n");
         return 0;
