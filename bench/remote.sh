@@ -39,6 +39,7 @@
 set -euo pipefail
 
 SRC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export SRC_ROOT
 cd "$SRC_ROOT"
 
 BUILD=${BUILD:-build}
@@ -63,17 +64,7 @@ case "${1:-}" in
 *) die "no arguments are taken; settings come from the environment (see --help)" ;;
 esac
 
-to_bytes() {
-        local v=${1%iB} m=1
-        v=${v%B}
-        case "$v" in
-        *[kK]) m=1024; v=${v%?} ;;
-        *[mM]) m=$((1024 * 1024)); v=${v%?} ;;
-        *[gG]) m=$((1024 * 1024 * 1024)); v=${v%?} ;;
-        esac
-        [[ "$v" =~ ^[0-9]+$ ]] || die "not a size: '$1'"
-        echo $((v * m))
-}
+. "$SRC_ROOT/bench/lib.sh"
 
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "REMOTE_BENCH_RUNS must be a positive integer"
 [[ "$RANKS" =~ ^[1-9][0-9]*$ ]] || die "REMOTE_BENCH_RANKS must be a positive integer"
@@ -391,20 +382,13 @@ AWS_VERSION=$("$AWS" --version 2>&1 | cut -d' ' -f1)
 RCLONE_VERSION=$(rclone version 2>/dev/null | head -1)
 export LOAD_START LOAD_END DURATION NPROC RGW_VERSION AWS_VERSION RCLONE_VERSION
 python3 - <<'PYEOF'
-import glob, os, re, statistics
+import os, statistics, sys
+
+sys.path.insert(0, os.path.join(os.environ["SRC_ROOT"], "bench"))
+from runs import load_runs
 
 env = os.environ
-runs = []
-for path in sorted(glob.glob(os.path.join(env["WORK"], "run-*.txt")),
-                   key=lambda p: int(re.search(r"run-(\d+)", p).group(1))):
-    d = {}
-    for line in open(path):
-        k, _, v = line.strip().partition("=")
-        try:
-            d[k] = float(v)
-        except ValueError:
-            pass
-    runs.append(d)
+runs = load_runs(env["WORK"])
 
 def med(k):
     vals = [r[k] for r in runs if k in r]

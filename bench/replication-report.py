@@ -4,22 +4,16 @@
 # bench/replication.sh, from its per-run key=value files; what it needs
 # comes from the environment bench/replication.sh exports.  Ratios are of
 # the medians; the limit of a run is min(iperf3, fio write) of that run.
-import glob
 import os
-import re
 import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from runs import load_runs  # noqa: E402
 
 env = os.environ
-runs = []
-for path in sorted(glob.glob(os.path.join(env["RESULTS"], "run-*.txt")),
-                   key=lambda p: int(re.search(r"run-(\d+)", p).group(1))):
-    d = {}
-    for line in open(path):
-        k, _, v = line.strip().partition("=")
-        try:
-            d[k] = float(v)
-        except ValueError:
-            pass
+runs = load_runs(env["RESULTS"])
+for d in runs:
     if "fio_write_mbps" in d and "iperf3_mbps" in d:
         d["limit_mbps"] = min(d["fio_write_mbps"], d["iperf3_mbps"])
     for k in ("repl", "restore"):
@@ -27,7 +21,6 @@ for path in sorted(glob.glob(os.path.join(env["RESULTS"], "run-*.txt")),
             d[f"{k}_ratio"] = d[f"{k}_mbps"] / d["limit_mbps"]
     if "stage_busy_s" in d and "stage_idle_s" in d:
         d["stage_ratio"] = d["stage_busy_s"] / d["stage_idle_s"]
-    runs.append(d)
 if not runs:
     raise SystemExit("replication-report.py: no runs in " + env["RESULTS"])
 

@@ -78,17 +78,7 @@ case "${1:-}" in
 *) die "no arguments are taken; settings come from the environment (see --help)" ;;
 esac
 
-to_bytes() {
-        local v=${1%iB} m=1
-        v=${v%B}
-        case "$v" in
-        *[kK]) m=1024; v=${v%?} ;;
-        *[mM]) m=$((1024 * 1024)); v=${v%?} ;;
-        *[gG]) m=$((1024 * 1024 * 1024)); v=${v%?} ;;
-        esac
-        [[ "$v" =~ ^[0-9]+$ ]] || die "not a size: '$1'"
-        echo $((v * m))
-}
+. "$SRC_ROOT/bench/lib.sh"
 
 for v in RUNS RANKS SHARDS IPERF_S; do
         [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer"

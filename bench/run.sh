@@ -31,6 +31,7 @@
 set -euo pipefail
 
 SRC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export SRC_ROOT
 RUNS=5
 SIZE=1G
 TENSORS=64
@@ -63,17 +64,7 @@ while [ $# -gt 0 ]; do
         esac
 done
 
-to_bytes() {
-        local v=${1%iB} m=1
-        v=${v%B}
-        case "$v" in
-        *[kK]) m=1024; v=${v%?} ;;
-        *[mM]) m=$((1024 * 1024)); v=${v%?} ;;
-        *[gG]) m=$((1024 * 1024 * 1024)); v=${v%?} ;;
-        esac
-        [[ "$v" =~ ^[0-9]+$ ]] || die "not a size: '$1'"
-        echo $((v * m))
-}
+. "$SRC_ROOT/bench/lib.sh"
 
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "--runs must be a positive integer"
 SIZE_B=$(to_bytes "$SIZE")
@@ -228,20 +219,13 @@ export FIO_VERSION=$(fio --version)
 export DOCS_FILE=$SRC_ROOT/docs/BENCHMARKS.md DOCS
 
 "$TORCH_PY" - <<'PYEOF'
-import glob, os, re, statistics
+import os, statistics, sys
+
+sys.path.insert(0, os.path.join(os.environ["SRC_ROOT"], "bench"))
+from runs import load_runs
 
 env = os.environ
-runs = []
-for path in sorted(glob.glob(os.path.join(env["RESULTS"], "run-*.txt")),
-                   key=lambda p: int(re.search(r"run-(\d+)", p).group(1))):
-    d = {}
-    for line in open(path):
-        k, _, v = line.strip().partition("=")
-        try:
-            d[k] = float(v)
-        except ValueError:
-            pass
-    runs.append(d)
+runs = load_runs(env["RESULTS"])
 
 keys = ["memcpy_s", "staging_s", "staging_copy_s", "staging_finish_s", "small_staging_s",
         "zerocopy_s", "torch_save_s", "clone_s", "bg_save_s",

@@ -22,7 +22,6 @@ bucket is inspected with the independent stdlib client tests/s3/s3check.py.
 Cases can be chosen with CKPT_REMOTE_CASES=1,4 (by number) when run by hand.
 Skips (77) when the Ceph binaries are not installed.
 """
-import json
 import os
 import shutil
 import signal
@@ -34,7 +33,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import (SKIP, Daemon, TestFailure, check, log, shards_arg,  # noqa: E402
+from harness import (SKIP, Daemon, TestFailure, check, ctl_json, log, shards_arg,  # noqa: E402
                      step_path, wait_until)
 
 SOURCE_ROOT = os.environ.get("CKPT_SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
@@ -232,18 +231,10 @@ def find_values(obj, name):
     return out
 
 
-def status_json(d):
-    p = d.ctl("--json", "status")
-    try:
-        return json.loads(p.stdout)
-    except ValueError as e:
-        raise TestFailure("ckptctl --json status printed invalid JSON (%s): %r" % (e, p.stdout))
-
-
 def remote_error(d):
     """The remote error `ckptctl --json status` reports ("remote_error", or
     "error" of its "remote" object), or None."""
-    doc = status_json(d)
+    doc = ctl_json(d, "status")
     errs = find_values(doc, "remote_error")
     if isinstance(doc.get("remote"), dict):
         errs.append(doc["remote"].get("error"))
@@ -308,7 +299,7 @@ def case_roundtrip(ctx):
           "multipart uploads left open: %s" % store.s3.list_multipart_uploads(bucket))
 
     total = sum(size for spec in layouts.values() for _, size in spec)
-    up = find_values(status_json(d), "bytes_uploaded")
+    up = find_values(ctl_json(d, "status"), "bytes_uploaded")
     check(up and up[0] >= total, "ckptctl --json status: bytes_uploaded %s, the step has %d"
           % (up, total))
     text = d.ctl("status").stdout
@@ -331,7 +322,7 @@ def case_roundtrip(ctx):
     verify_ranks(d, job, step, layouts)
     d.rank("verify", "--job", job, "--step", step, "--rank", 0, "--shards",
            shards_arg(layouts[0]), "--piece", 3 * MiB + 7)
-    down = find_values(status_json(d), "bytes_downloaded")
+    down = find_values(ctl_json(d, "status"), "bytes_downloaded")
     check(down and down[0] >= total, "ckptctl --json status: bytes_downloaded %s after "
           "restoring %d bytes" % (down, total))
     check(d.catalog_integrity() == "ok", "catalog integrity check failed")

@@ -323,16 +323,8 @@ def check_rank_copy(copy_dir, local_dir, spec, what):
               "%s: %s/%s differs from the sender's local file" % (what, copy_dir, name))
 
 
-def status_json(d):
-    p = d.ctl("--json", "status")
-    try:
-        return json.loads(p.stdout)
-    except ValueError as e:
-        raise TestFailure("ckptctl --json status printed invalid JSON (%s): %r" % (e, p.stdout))
-
-
 def repl_status(d):
-    doc = status_json(d)
+    doc = ctl_json(d, "status")
     rep = doc.get("replication")
     check(isinstance(rep, dict), "node %d: --json status has no \"replication\" object: %r"
           % (d.node, doc))

@@ -65,34 +65,9 @@ static void fill(char *dst, size_t len, char base) {
 
 /* ---- independent raw encoder ------------------------------------------- */
 
-static struct {
-        uint8_t b[PEER_MSG_MAX + 8192];
-        size_t n;
-} raw;
+#define RAW_CAP (PEER_MSG_MAX + 8192)
+#include "raw-encoder.h"
 
-static void raw_u8(uint8_t v) {
-        raw.b[raw.n++] = v;
-}
-static void raw_u16(uint16_t v) {
-        raw_u8((uint8_t)v);
-        raw_u8((uint8_t)(v >> 8));
-}
-static void raw_u32(uint32_t v) {
-        for (int i = 0; i < 4; i++)
-                raw_u8((uint8_t)(v >> (8 * i)));
-}
-static void raw_u64(uint64_t v) {
-        for (int i = 0; i < 8; i++)
-                raw_u8((uint8_t)(v >> (8 * i)));
-}
-static void raw_bytes(const void *p, size_t len) {
-        memcpy(raw.b + raw.n, p, len);
-        raw.n += len;
-}
-static void raw_str(const void *s, size_t len) {
-        raw_u16((uint16_t)len);
-        raw_bytes(s, len);
-}
 static void raw_start(uint16_t version, uint16_t type, uint32_t stream, uint64_t seq) {
         raw.n = 0;
         raw_u32(PEER_PROTO_MAGIC);

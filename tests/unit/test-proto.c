@@ -69,33 +69,9 @@ static void long_name(struct ckpt_name *n, size_t len, unsigned i) {
 
 /* ---- independent raw encoder, for messages the library will not emit -- */
 
-struct raw {
-        uint8_t b[CKPT_MSG_MAX + 8192];
-        size_t n;
-};
-static struct raw raw;
+#define RAW_CAP (CKPT_MSG_MAX + 8192)
+#include "raw-encoder.h"
 
-static void raw_start(uint16_t version, uint16_t type, uint32_t seq);
-static void raw_u8(uint8_t v) {
-        raw.b[raw.n++] = v;
-}
-static void raw_u16(uint16_t v) {
-        raw_u8((uint8_t)v);
-        raw_u8((uint8_t)(v >> 8));
-}
-static void raw_u32(uint32_t v) {
-        for (int i = 0; i < 4; i++)
-                raw_u8((uint8_t)(v >> (8 * i)));
-}
-static void raw_u64(uint64_t v) {
-        for (int i = 0; i < 8; i++)
-                raw_u8((uint8_t)(v >> (8 * i)));
-}
-static void raw_str(const void *s, size_t len) {
-        raw_u16((uint16_t)len);
-        memcpy(raw.b + raw.n, s, len);
-        raw.n += len;
-}
 static void raw_start(uint16_t version, uint16_t type, uint32_t seq) {
         raw.n = 0;
         raw_u32(CKPT_PROTO_MAGIC);
