@@ -483,29 +483,26 @@ static struct tx *link_tx(struct plink *l, uint32_t stream) {
         return NULL;
 }
 
-/* Whose turn it is to produce a frame: the first transfer with frames left,
- * which then goes to the back of the line. */
-static struct tx *link_next_turn(struct plink *l) {
-        struct list *pos;
-        list_for_each(pos, &l->txs) {
-                struct tx *tx = list_entry(pos, struct tx, link);
-                if (!tx->ended) {
-                        list_unlink(&tx->link);
-                        list_add_tail(&l->txs, &tx->link);
-                        return tx;
-                }
-        }
-        return NULL;
-}
-
-static bool link_frames_left(struct plink *l) {
+/* The first transfer with frames still to produce, or NULL. */
+static struct tx *link_frames_left(struct plink *l) {
         struct list *pos;
         list_for_each(pos, &l->txs) {
                 struct tx *tx = list_entry(pos, struct tx, link);
                 if (!tx->ended)
-                        return true;
+                        return tx;
         }
-        return false;
+        return NULL;
+}
+
+/* Whose turn it is to produce a frame: the first transfer with frames left,
+ * which then goes to the back of the line. */
+static struct tx *link_next_turn(struct plink *l) {
+        struct tx *tx = link_frames_left(l);
+        if (tx) {
+                list_unlink(&tx->link);
+                list_add_tail(&l->txs, &tx->link);
+        }
+        return tx;
 }
 
 /* Write what can be written now: control messages between frames, then

@@ -63,10 +63,10 @@ enum walk_stage {
         WALK_STORE_LATEST, /* no candidate left: the store's newest COMMIT below the bound */
 };
 
-/* The walk's question to the neighbours.  peers.c has no way to take a
- * question back, and holds one whose link broke until that neighbour
- * reconnects, which a lost node never does: the walk can abandon the ticket
- * (cf NULL) and go on; the ticket lives until peers.c answers. */
+/* The walk's question to the neighbours.  peers.c always answers (a link
+ * that breaks passes the question to the next neighbour, or fails it) but
+ * has no way to take a question back: a client that leaves abandons the
+ * ticket (cf NULL); the ticket lives until peers.c answers. */
 struct walk_ticket {
         struct conn_fetch *cf;
 };
@@ -82,9 +82,8 @@ struct rank_walk {
         char peers_why[128];  /* what the neighbours said about the candidate */
         char newest_why[256]; /* why the newest was not restorable */
         struct walk_ticket *ticket; /* WALK_PEERS: the question out */
-        uint32_t peers_down;  /* WALK_PEERS: checks in a row that found no neighbour up */
-        /* WALK_PEERS: the watch on the neighbours; WALK_STORE: waiting while
-         * the store fetches that step for someone else */
+        /* WALK_STORE: waiting while the store fetches that step for
+         * someone else */
         struct loop_timer timer;
 };
 
@@ -520,6 +519,21 @@ static void walk_skip_unheld(struct conn_fetch *cf, const char *store_why) {
 
 static void walk_retry(struct loop_timer *t);
 
+/* The walk's rank of step (CKPT_STEP_LATEST: the store's newest COMMIT
+ * below `below`, 0 no bound) from the object store into the local tier. */
+static int walk_fetch_start(struct conn_fetch *cf, uint64_t step, uint64_t below) {
+        cf->fr = (struct fetch_request){
+                .step = step,
+                .below = below,
+                .which = CKPT_FETCH_RANK,
+                .index = cf->req.latest_rank.rank,
+                .uid = (uint32_t)cf->c->uid,
+                .done = fetch_request_done,
+        };
+        snprintf(cf->fr.job, sizeof(cf->fr.job), "%s", cf->req.latest_rank.job.str);
+        return fetch_start(cf->c->srv->fetcher, &cf->fr);
+}
+
 /* Ask the object store for the candidate's rank.  true: the answer comes
  * later (walk_fetched or walk_retry); false: *why says why not. */
 static bool walk_try_store(struct conn_fetch *cf, char *why, size_t size) {
@@ -531,16 +545,8 @@ static bool walk_try_store(struct conn_fetch *cf, char *why, size_t size) {
                 snprintf(why, size, "no object store configured");
                 return false;
         }
-        cf->fr = (struct fetch_request){
-                .step = w->step,
-                .which = CKPT_FETCH_RANK,
-                .index = cf->req.latest_rank.rank,
-                .uid = (uint32_t)c->uid,
-                .done = fetch_request_done,
-        };
-        snprintf(cf->fr.job, sizeof(cf->fr.job), "%s", cf->req.latest_rank.job.str);
         w->stage = WALK_STORE;
-        int r = fetch_start(srv->fetcher, &cf->fr);
+        int r = walk_fetch_start(cf, w->step, 0);
         if (r == -EBUSY) {
                 /* Another request fetches this step (another rank of this
                  * node, most likely): skipping the step now would make the
@@ -600,36 +606,6 @@ static void walk_retry(struct loop_timer *t) {
                 walk_run(cf);
 }
 
-/* While the neighbours are asked: a question to a neighbour whose link
- * broke waits for it to come back.  When none has been up for two checks
- * in a row, stop waiting (the answer, if it ever comes, is dropped; a rank
- * it brings is in the local tier for the next request). */
-#define WALK_PEERS_CHECK_MS 1000
-
-static void walk_peers_watch(struct loop_timer *timer) {
-        struct conn_fetch *cf = container_of(timer, struct conn_fetch, walk.timer);
-        struct rank_walk *w = &cf->walk;
-        struct server *srv = cf->c->srv;
-        char text[CKPT_ERRMSG_MAX + 1];
-        uint32_t up, total, owed;
-
-        peers_status(srv->peers, text, sizeof(text), &up, &total, &owed);
-        w->peers_down = up ? 0 : w->peers_down + 1;
-        if (w->peers_down < 2) {
-                loop_timer_start(srv->loop, &w->timer, WALK_PEERS_CHECK_MS, walk_peers_watch);
-                return;
-        }
-        log_info("job %s step %" PRIu64 " rank %u: no neighbour is up any more; not waiting "
-                 "for their answer", cf->req.latest_rank.job.str, w->step,
-                 cf->req.latest_rank.rank);
-        w->ticket->cf = NULL;
-        w->ticket = NULL;
-        cf->c->fetch = NULL;
-        snprintf(w->peers_why, sizeof(w->peers_why), "the neighbours went away");
-        if (!walk_after_peers(cf))
-                walk_run(cf);
-}
-
 /* peers_fetch_rank's answer. */
 static void walk_peers_done(void *userdata, int error, uint32_t ranks, const char *msg) {
         struct walk_ticket *t = userdata;
@@ -638,9 +614,8 @@ static void walk_peers_done(void *userdata, int error, uint32_t ranks, const cha
 
         free(t);
         if (!cf)
-                return; /* abandoned: the client left, or the neighbours went away */
+                return; /* abandoned: the client left */
         cf->walk.ticket = NULL;
-        loop_timer_cancel(&cf->walk.timer);
         cf->c->fetch = NULL;
         if (error == 0 && walk_found(cf))
                 return;
@@ -697,17 +672,8 @@ static void walk_store_latest(struct conn_fetch *cf) {
                 walk_fail(cf);
                 return;
         }
-        cf->fr = (struct fetch_request){
-                .step = CKPT_STEP_LATEST,
-                .below = w->below,
-                .which = CKPT_FETCH_RANK,
-                .index = cf->req.latest_rank.rank,
-                .uid = (uint32_t)c->uid,
-                .done = fetch_request_done,
-        };
-        snprintf(cf->fr.job, sizeof(cf->fr.job), "%s", cf->req.latest_rank.job.str);
         w->stage = WALK_STORE_LATEST;
-        int r = fetch_start(srv->fetcher, &cf->fr);
+        int r = walk_fetch_start(cf, CKPT_STEP_LATEST, w->below);
         if (r < 0) {
                 conn_error(c, r, "job '%s' rank %u: no committed step to restore on this node; "
                            "cannot ask the object store: %s", cf->req.latest_rank.job.str,
@@ -763,10 +729,7 @@ static void walk_run(struct conn_fetch *cf) {
                                 t->cf = cf;
                                 w->ticket = t;
                                 w->stage = WALK_PEERS;
-                                w->peers_down = 0;
                                 c->fetch = cf;
-                                loop_timer_start(srv->loop, &w->timer, WALK_PEERS_CHECK_MS,
-                                                 walk_peers_watch);
                                 log_info("job %s step %" PRIu64 " rank %u not on this node; "
                                          "asking the neighbours", req->job.str, w->step,
                                          req->rank);
