@@ -398,8 +398,19 @@ fail_errno:
 }
 
 void store_rank_abort(struct store *s, struct rank_writer *rw) {
+        struct stat own, now;
+
         if (!rw)
                 return;
+        /* A newer attempt at the same rank (a transfer asked again after a
+         * broken link) moved this directory to the trash when it began and
+         * owns the name now: leave its directory alone. */
+        if (fstat(rw->tmp_fd, &own) == 0 &&
+            fstatat(rw->step_fd, rw->tmp_name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+            (own.st_dev != now.st_dev || own.st_ino != now.st_ino)) {
+                rank_writer_free(rw);
+                return;
+        }
         int r = store_trash(s, rw->step_fd, rw->tmp_name);
         if (r < 0 && r != -ENOENT)
                 log_warn("store: job %s step %" PRIu64 ": cannot remove %s: %s", rw->job, rw->step,

@@ -131,7 +131,10 @@ struct rx {
         bool ended, finishing;
         int error;
         char msg[PEER_ERRMSG_MAX + 1];
-        struct restore_job *rj;    /* restore: whom to tell */
+        /* restore: whom to tell.  Set when RANK_END arrives: until then
+         * the rank is its rget's (asked again if the link breaks), from
+         * then on the rx reports how it ended, once. */
+        struct restore_job *rj;
         struct commit_record record;
         /* peers.commits, from the rank's finish to its step's commit record:
          * the record of a step is written by one rank at a time */
@@ -683,6 +686,11 @@ static void link_close(struct plink *l, int error, const char *fmt, ...) {
                 struct rx *rx = list_first_entry(&l->rxs, struct rx, link);
                 list_unlink(&rx->link);
                 rx->l = NULL;
+                /* A rank whose data all arrived needs the link no more: it
+                 * finishes (only its RANK_ACK is lost; the sender sends it
+                 * again).  One cut short is dropped. */
+                if (rx->ended && !ps->freeing)
+                        continue;
                 if (!rx->error) {
                         rx->error = -ECONNRESET;
                         snprintf(rx->msg, sizeof(rx->msg), "the link broke mid-transfer");
@@ -954,6 +962,16 @@ static void rx_maybe_finish(struct rx *rx) {
         store_rank_finish(rx->store, rx->rw, rx->m, rx_finished, rx);
 }
 
+/* One chunk checked or written: a transfer cut short is freed after its
+ * last one, a complete one finishes. */
+static void rx_chunk_done(struct rx *rx) {
+        rx->inflight--;
+        if (!rx->l && !rx->ended)
+                rx_free(rx);
+        else
+                rx_maybe_finish(rx);
+}
+
 static void rchunk_written(struct store_xfer *x, int error) {
         struct rchunk *ch = container_of(x, struct rchunk, xfer);
         struct rx *rx = ch->rx;
@@ -965,12 +983,7 @@ static void rchunk_written(struct store_xfer *x, int error) {
         }
         pool_release(rx->ps->pool, &ch->ext);
         free(ch);
-        rx->inflight--;
-        if (!rx->l) {
-                rx_free(rx);
-                return;
-        }
-        rx_maybe_finish(rx);
+        rx_chunk_done(rx);
 }
 
 static void rchunk_verify_run(struct work *w) {
@@ -991,14 +1004,10 @@ static void rchunk_verify_done(struct work *w) {
                 log_error("peers: job %s step %" PRIu64 " rank %u from node %u: %s", rx->m->job,
                           rx->m->step, rx->m->rank, rx->src, rx->msg);
         }
-        if (rx->error || !rx->l) {
+        if (rx->error) {
                 pool_release(rx->ps->pool, &ch->ext);
                 free(ch);
-                rx->inflight--;
-                if (!rx->l)
-                        rx_free(rx);
-                else
-                        rx_maybe_finish(rx);
+                rx_chunk_done(rx);
                 return;
         }
         ch->xfer = (struct store_xfer){
@@ -1015,7 +1024,7 @@ static void rchunk_verify_done(struct work *w) {
 /* ---- rx: the messages of a transfer ------------------------------------------------------ */
 
 /* RANK_BEGIN: where it goes, what it must be. */
-static void rx_begin(struct plink *l, const struct peer_msg *m, struct restore_job *rj) {
+static void rx_begin(struct plink *l, const struct peer_msg *m, bool asked) {
         struct peers *ps = l->ps;
         const struct peer_rank_begin *b = &m->rank_begin;
         int r;
@@ -1041,7 +1050,6 @@ static void rx_begin(struct plink *l, const struct peer_msg *m, struct restore_j
         rx->purpose = b->purpose;
         rx->src = b->src_node;
         rx->from = l->node;
-        rx->rj = rj;
         list_init(&rx->clink);
         list_add_tail(&l->rxs, &rx->link);
         l->nrx++;
@@ -1058,7 +1066,7 @@ static void rx_begin(struct plink *l, const struct peer_msg *m, struct restore_j
                 rx->store = a->store;
                 rx->catalog = a->catalog;
         } else {
-                if (!l->client || !rj) {
+                if (!l->client || !asked) {
                         link_close(l, -EPROTO, "a restore transfer nobody asked for");
                         return;
                 }
@@ -1901,29 +1909,27 @@ static void handle_message(struct plink *l, const struct peer_msg *m) {
         switch (m->hdr.type) {
         case PEER_MSG_RANK_BEGIN:
                 if (m->rank_begin.purpose == PEER_PURPOSE_RESTORE) {
-                        struct rget *g = target_get(l->target, m->hdr.stream);
-                        if (!g) {
-                                link_close(l, -EPROTO, "a restore transfer nobody asked for");
-                                return;
-                        }
-                        rx_begin(l, m, g->rj);
+                        rx_begin(l, m, target_get(l->target, m->hdr.stream) != NULL);
                 } else {
-                        rx_begin(l, m, NULL);
+                        rx_begin(l, m, false);
                 }
                 break;
-        case PEER_MSG_RANK_END:
+        case PEER_MSG_RANK_END: {
+                /* an asked-for rank is all here: from now on its rx
+                 * reports to the restore, and the ask is answered */
+                struct rx *rx = link_rx(l, m->hdr.stream);
+                struct rget *g = rx && rx->local ? target_get(l->target, m->hdr.stream) : NULL;
+                if (g) {
+                        rx->rj = g->rj;
+                        list_unlink(&g->link);
+                        l->target->ngets_active--;
+                        free(g);
+                }
                 rx_end(l, m);
-                if (l->client && l->state == L_READY) {
-                        /* the answer is complete; the rx reports to its job */
-                        struct rget *g = target_get(l->target, m->hdr.stream);
-                        if (g) {
-                                list_unlink(&g->link);
-                                l->target->ngets_active--;
-                                free(g);
-                                target_pump(l->target);
-                        }
-                }
+                if (l->state == L_READY && l->target)
+                        target_pump(l->target);
                 break;
+        }
         case PEER_MSG_RANK_ACK:
                 rank_acked(l, m);
                 break;

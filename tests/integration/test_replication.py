@@ -930,18 +930,43 @@ def watch_concurrent(step_dir, want, timeout, done):
     return best
 
 
+def two_nodes_three_big_ranks(ctx, step, big):
+    """Two nodes of three ranks each; node 0's ranks have a shard of big
+    bytes.  Both nodes save step; returns (cluster, layouts)."""
+    cl = Cluster(ctx, 2, 2, 1, "clique", ranks_per_node=3, pool="256M", slot="16M").start()
+    layouts = {r: layout(r, big=big if r < 3 else 0) for r in range(cl.world)}
+    save_node(cl.nodes[1], JOB, step, cl.ranks_of(1), cl.world, layouts)
+    save_node(cl.nodes[0], JOB, step, cl.ranks_of(0), cl.world, layouts)
+    return cl, layouts
+
+
+def replace_node0(ctx, cl, step):
+    """Kill node 0, wipe its disk and start its replacement without
+    waiting; returns (replacement, its step dir)."""
+    cl.nodes[0].kill(signal.SIGKILL)
+    shutil.rmtree(cl.nodes[0].state_dir)
+    repl = Daemon(ctx.tmp, name="n0-new", pool="256M", slot="16M", extra=cl.flags(0))
+    repl.node = 0
+    ctx.daemons.append(repl)
+    repl.start(wait=False)
+    return repl, step_path(repl.state_dir, JOB, step)
+
+
+def wait_restored(cl, local, when):
+    wait_until(lambda: rank_dirs(local)[0] == set(cl.ranks_of(0)) and
+               os.path.exists(os.path.join(local, "COMMITTED")), timeout=90, interval=0.1,
+               what=lambda: "the replacement to restore ranks %s%s (has %s)"
+               % (cl.ranks_of(0), when, sorted(rank_dirs(local)[0])))
+
+
 def case_concurrent(ctx):
     # node 0 saves three ranks with a large shard each; its single link to
     # node 1 must carry them at once (not one after another), and after a
     # wipe the same link brings them back at once
-    cl = Cluster(ctx, 2, 2, 1, "clique", ranks_per_node=3, pool="256M", slot="16M").start()
-    src, dst = cl.nodes
-    big = 96 * MiB
-    layouts = {r: layout(r, big=big if r < 3 else 0) for r in range(cl.world)}
     step = 40
+    cl, layouts = two_nodes_three_big_ranks(ctx, step, 96 * MiB)
+    src, dst = cl.nodes
     area = replica_step_path(dst.state_dir, 0, JOB, step)
-    save_node(dst, JOB, step, cl.ranks_of(1), cl.world, layouts)
-    save_node(src, JOB, step, cl.ranks_of(0), cl.world, layouts)
     seen = watch_concurrent(area, 3, 60, lambda: os.path.exists(os.path.join(area, "COMMITTED"))
                             and not arriving_ranks(area, 0))
     wait_replicated(src, JOB, step)
@@ -955,25 +980,53 @@ def case_concurrent(ctx):
         must_verify(dst, JOB, step, r, layouts[r], what=" (replica)")
 
     # node 0 lost; its replacement pulls the three ranks over one link
-    src.kill(signal.SIGKILL)
-    shutil.rmtree(src.state_dir)
-    repl = Daemon(ctx.tmp, name="n0-new", pool="256M", slot="16M", extra=cl.flags(0))
-    repl.node = 0
-    ctx.daemons.append(repl)
-    local = step_path(repl.state_dir, JOB, step)
-    repl.start(wait=False)
+    repl, local = replace_node0(ctx, cl, step)
     seen = watch_concurrent(local, 3, 90, lambda: os.path.exists(os.path.join(local, "COMMITTED"))
                             and not arriving_ranks(local, 0))
     repl.wait_ready(60)
-    wait_until(lambda: rank_dirs(local)[0] == set(cl.ranks_of(0)) and
-               os.path.exists(os.path.join(local, "COMMITTED")), timeout=90, interval=0.1,
-               what=lambda: "the replacement to restore ranks %s (has %s)"
-               % (cl.ranks_of(0), sorted(rank_dirs(local)[0])))
+    wait_restored(cl, local, "")
     log("   restore: %d of node 0's ranks were arriving from node 1 at once" % seen)
     check(seen >= 2, "the replacement pulled its ranks one at a time (at most %d arriving at "
           "once)" % seen)
     for r in cl.ranks_of(0):
         must_verify(repl, JOB, step, r, layouts[r], what=" (restored)")
+    for d in (repl, dst):
+        check_sanitizer_clean(d)
+
+
+# --------------------------------------------------------------------------
+# 9. the neighbour a replacement pulls from restarts in the middle
+
+
+def case_restore_interrupted(ctx):
+    # the ranks being pulled when the link breaks are asked for again once
+    # the neighbour is back; none is lost, none is left half-written
+    step = 50
+    cl, layouts = two_nodes_three_big_ranks(ctx, step, 128 * MiB)
+    dst = cl.nodes[1]
+    wait_replicated(cl.nodes[0], JOB, step)
+    repl, local = replace_node0(ctx, cl, step)
+    wait_until(lambda: len(arriving_ranks(local, 8 * MiB)) >= 2, timeout=60, interval=0.003,
+               what=lambda: "the replacement to pull two ranks at once (%s)"
+               % sorted(arriving_ranks(local, 0)))
+    cut = arriving_ranks(local, 0)
+    done_before = rank_dirs(local)[0]
+    dst.kill(signal.SIGKILL)
+    log("   node 1 killed while %s were arriving (%s done)" % (sorted(cut), sorted(done_before)))
+    check(cut, "nothing was arriving when node 1 was killed")
+    time.sleep(1)
+    ranks, _ = rank_dirs(local)
+    for r in ranks:
+        check_rank_copy(os.path.join(local, "rank-%d" % r),
+                        os.path.join(replica_step_path(dst.state_dir, 0, JOB, step), "rank-%d" % r),
+                        layouts[r], "rank %d restored before the cut" % r)
+    dst.start(timeout=60)
+    repl.wait_ready(60)
+    wait_restored(cl, local, " after node 1 came back")
+    wait_until(lambda: not arriving_ranks(local, 0), timeout=30,
+               what=lambda: "the half-written ranks to be cleared (%s)" % arriving_ranks(local, 0))
+    for r in cl.ranks_of(0):
+        must_verify(repl, JOB, step, r, layouts[r], what=" (restored after the cut)")
     for d in (repl, dst):
         check_sanitizer_clean(d)
 
@@ -987,7 +1040,23 @@ CASES = [
     (6, "a link down and up again (network namespaces)", case_netns),
     (7, "a receiver with a full disk refuses, nothing corrupt", case_disk_full),
     (8, "one connection carries several ranks at once, both ways", case_concurrent),
+    (9, "the neighbour restarts in the middle of a restore", case_restore_interrupted),
 ]
+
+
+def show_daemon_logs(ctx, lines=40):
+    """The last lines above debug level of each daemon's log: CI keeps only
+    what the test prints, not the directory left for inspection."""
+    for d in ctx.daemons:
+        try:
+            with open(d.log_path, errors="replace") as f:
+                got = [ln.rstrip("\n") for ln in f if ": debug: " not in ln]
+        except OSError as e:
+            log("   (no log at %s: %s)" % (d.log_path, e))
+            continue
+        log("   --- last %d lines of %s (debug lines left out)" % (lines, d.log_path))
+        for ln in got[-lines:]:
+            log("   | " + ln)
 
 
 def run_cases(cases, env_var, prefix, exes=(CKPTD, TESTRANK)):
@@ -1018,6 +1087,7 @@ def run_cases(cases, env_var, prefix, exes=(CKPTD, TESTRANK)):
         except (TestFailure, OSError, subprocess.TimeoutExpired, ValueError) as e:
             log("   FAIL case %d (%.1f s): %s" % (num, time.monotonic() - t1, e))
             failures.append(num)
+            show_daemon_logs(ctx)
         except Exception:  # noqa: BLE001 - a bug in the test itself
             log("   FAIL case %d: the test raised\n%s" % (num, traceback.format_exc()))
             failures.append(num)

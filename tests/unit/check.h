@@ -26,3 +26,12 @@ static unsigned failures;
                         }                                                       \
                 }                                                               \
         } while (0)
+
+/* 0 if every check passed, else 1 after saying how many failed. */
+static inline int check_exit_code(void) {
+        if (failures) {
+                fprintf(stderr, "%u check(s) failed\n", failures);
+                return 1;
+        }
+        return 0;
+}
