@@ -16,7 +16,7 @@ runs = load_runs(env["RESULTS"])
 for d in runs:
     if "fio_write_mbps" in d and "iperf3_mbps" in d:
         d["limit_mbps"] = min(d["fio_write_mbps"], d["iperf3_mbps"])
-    for k in ("repl", "restore"):
+    for k in ("repl", "restore", "restore_sep"):
         if f"{k}_mbps" in d and "limit_mbps" in d:
             d[f"{k}_ratio"] = d[f"{k}_mbps"] / d["limit_mbps"]
     if "stage_busy_s" in d and "stage_idle_s" in d:
@@ -86,6 +86,19 @@ if mw and rs:
                  fmt(rs, "%.0f MB/s") + " / " + fmt(rest if rsk is not None else None, "%.0f MB/s"),
                  f"{mw:.0f} MB/s", f"{rs / mw:.2f}" + (f" / {rest / mw:.2f}" if rsk is not None and rest else ""),
                  "(info)", "—"))
+rss = med("restore_sep_mbps")
+r2s = rss / lim if rss and lim else None
+if rss:
+    rows.append(("2d. the same restore with node 1's state dir on a tmpfs: node 1's reads no longer "
+                 "share node 0's disk (as on two machines), which only writes, like the limit's fio",
+                 fmt(rss, "%.0f MB/s") + fmt(med("restore_sep_s"), " (%.2f s)"),
+                 fmt(lim, "%.0f MB/s"), fmt(r2s, "%.2f"), "≥ 0.80",
+                 met(None if r2s is None else r2s >= 0.80)))
+    rows.append(("2e. of 2d: start → socket up; daemon CPU s per GB restored, sender / receiver",
+                 fmt(med("restore_sep_start_to_socket_s"), "%.2f s; ") +
+                 f"{fmt(med('restore_sep_sender_cpu_s_per_gb'), '%.3f')} / "
+                 f"{fmt(med('restore_sep_receiver_cpu_s_per_gb'), '%.3f')} s/GB",
+                 "—", "—", "(info)", "—"))
 si, sb = med("stage_idle_s"), med("stage_busy_s")
 r3 = sb / si if si and sb else None
 r3_runs = med("stage_ratio")
@@ -121,7 +134,7 @@ table = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
 table += ["| " + " | ".join(r) + " |" for r in rows]
 
 per_run_keys = ["fio_write_mbps", "fio_mixed_write_mbps", "iperf3_mbps", "repl_mbps", "repl_ratio", "restore_mbps",
-                "restore_ratio", "stage_idle_s", "stage_busy_s", "stage_ratio",
+                "restore_ratio", "restore_sep_mbps", "restore_sep_ratio", "stage_idle_s", "stage_busy_s", "stage_ratio",
                 "stage_pending_after", "stage_repl_left_s", "stage_repl_s", "control_stage_idle_s",
                 "control_stage_busy_s", "repl_sender_cpu_s_per_gb", "repl_receiver_cpu_s_per_gb",
                 "restore_sender_cpu_s_per_gb", "restore_receiver_cpu_s_per_gb",
@@ -149,7 +162,7 @@ print()
 print("\n".join(per_run))
 
 summary = {"runs": env["RUNS"], "step_bytes": env["STEP_B"], "stage_bytes": env["STAGE_B"]}
-for k in ("repl_mbps", "restore_mbps", "fio_write_mbps", "fio_mixed_write_mbps", "iperf3_mbps", "limit_mbps",
+for k in ("repl_mbps", "restore_mbps", "restore_sep_mbps", "fio_write_mbps", "fio_mixed_write_mbps", "iperf3_mbps", "limit_mbps",
           "stage_idle_s", "stage_busy_s", "control_stage_idle_s", "control_stage_busy_s",
           "repl_sender_cpu_s_per_gb", "repl_receiver_cpu_s_per_gb",
           "restore_sender_cpu_s_per_gb", "restore_receiver_cpu_s_per_gb"):
@@ -157,6 +170,7 @@ for k in ("repl_mbps", "restore_mbps", "fio_write_mbps", "fio_mixed_write_mbps",
     summary[k] = "na" if v is None else "%.4f" % v
 summary["repl_ratio"] = "na" if r1 is None else "%.3f" % r1
 summary["restore_ratio"] = "na" if r2 is None else "%.3f" % r2
+summary["restore_sep_ratio"] = "na" if r2s is None else "%.3f" % r2s
 summary["stage_ratio"] = "na" if r3 is None else "%.3f" % r3
 summary["stage_ratio_median_of_runs"] = "na" if r3_runs is None else "%.3f" % r3_runs
 summary["stage_overlapped"] = "na" if not left else "%d/%d" % (sum(v > 0 for v in left), len(left))

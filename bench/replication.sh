@@ -11,6 +11,10 @@
 #      "replicated" (node 1 holds every rank, checked, fsynced, acked);
 #   2. restore of a lost node: node 0 stopped, its state dir wiped, started
 #      again: start -> the step back in its local tier (pulled from node 1);
+#      then the same restore with node 1's state dir copied onto a tmpfs
+#      (REPL_BENCH_SEPARATE=1, the default), so that node 1's reads no longer
+#      share node 0's disk, as on two machines: the disk then does what the
+#      limit's fio write does, and nothing else;
 #   3. what a running replication costs a trainer: staging a step B right
 #      after step A's commit, while A is on its way to node 1, against the
 #      same staging with the daemons idle (ckpt-bench flush-stage; its wait
@@ -42,6 +46,8 @@
 #                             that A and B fit in it together)
 #   REPL_BENCH_IPERF_S=T      iperf3 duration (default 10)
 #   REPL_BENCH_CONTROL=0      skip part 3's control on a lone daemon
+#   REPL_BENCH_SEPARATE=0     skip part 2's restore from a holder on tmpfs
+#   REPL_BENCH_SHM=dir        the tmpfs for it (default /dev/shm)
 #   REPL_BENCH_PROFILE=1      perf record -e cpu-clock -g on both daemons during
 #                             parts 1 and 2 of the last run (perf-*.txt in the
 #                             results dir; the CPU numbers of that run include perf)
@@ -64,6 +70,8 @@ POOL_SIZE=${REPL_BENCH_POOL_SIZE:-1G}
 SLOT_SIZE=${REPL_BENCH_SLOT_SIZE:-64M}
 IPERF_S=${REPL_BENCH_IPERF_S:-10}
 CONTROL=${REPL_BENCH_CONTROL:-1}
+SEPARATE=${REPL_BENCH_SEPARATE:-1}
+SHM=${REPL_BENCH_SHM:-/dev/shm}
 PROFILE=${REPL_BENCH_PROFILE:-0}
 KEEP=${REPL_BENCH_KEEP:-0}
 JOB=rbench
@@ -100,6 +108,12 @@ IPERF3=${IPERF3:-/usr/bin/iperf3}
 [ -x "$IPERF3" ] || die "$IPERF3 not found (apt-get install iperf3)"
 command -v fio >/dev/null || die "fio not found (apt-get install fio)"
 fio --enghelp 2>/dev/null | grep -qw io_uring || die "this fio has no io_uring engine"
+if [ "$SEPARATE" = 1 ]; then
+        [ "$(stat -f -c %T "$SHM" 2>/dev/null)" = tmpfs ] || die "$SHM is not a tmpfs (REPL_BENCH_SHM)"
+        shm_kb=$(df -Pk "$SHM" | awk 'NR == 2 { print $4 }')
+        [ "$shm_kb" -ge $(( (STEP_B >> 10) + (1 << 18) )) ] ||
+                die "$SHM: need $(( (STEP_B >> 20) + 256 )) MiB free for REPL_BENCH_SEPARATE=1"
+fi
 if [ "$PROFILE" = 1 ]; then
         command -v perf >/dev/null || die "REPL_BENCH_PROFILE=1 needs perf"
 fi
@@ -136,6 +150,7 @@ PSK=$WORK/psk
 [ "$(wc -c <"$PSK")" = 48 ] || die "could not write a 48-character key"
 
 PIDS=("" "")        # ckptd of node 0, node 1
+HOLDER=             # node 1's state dir while it is on the tmpfs
 PERF_PIDS=()
 IPERF_SRV=
 POLL_PID=
@@ -152,6 +167,7 @@ cleanup() {
         for p in "$POLL_PID" "${PERF_PIDS[@]}" "${PIDS[@]}" "$IPERF_SRV"; do
                 stop_pid "$p"
         done
+        [ -z "$HOLDER" ] || rm -rf "$HOLDER"
         if [ "$KEEP" = 1 ]; then
                 log "kept $WORK"
         else
@@ -198,7 +214,9 @@ profile_stop() {
 }
 
 sock_of() { echo "$WORK/node$1.sock"; }
-state_of() { echo "$WORK/node$1"; }
+state_of() { # index: node 1's is on the tmpfs while HOLDER is set
+        if [ "$1" = 1 ] && [ -n "$HOLDER" ]; then echo "$HOLDER"; else echo "$WORK/node$1"; fi
+}
 
 start_node() { # index [lone: without peers]; sets PIDS[index]
         local i=$1 args
@@ -271,6 +289,54 @@ SHARD_SPEC=${SHARD_SPEC%,}
 FIO_COMMON=(--ioengine=io_uring --direct=1 --bs=1M --iodepth=16 --size="$STEP_B"
             --output-format=json)
 mkdir -p "$WORK/fio"
+
+# Part 2: stop node 0, wipe it, start it and time start -> the step back
+# from node 1, then check every byte (untimed).  Keys PREFIX_s, _mbps, ...
+restore_node0() { # prefix; uses run, step, out
+        local pre=$1 restored=0 t_ready= t0 t1 c0s c1s c1r n_before n_now r p pids
+        stop_node 0
+        rm -rf "$(state_of 0)"
+        profile_start "${PIDS[1]}" "$pre-sender"
+        c0s=$(cpu_s "${PIDS[1]}")
+        t0=$(now)
+        start_node 0
+        profile_start "${PIDS[0]}" "$pre-receiver"
+        # done when node 0 logs the restore's end, then confirmed with ckptctl
+        # list (polling ckptctl + python would take a core of these 2 CPUs)
+        n_before=$(grep -c "peers: restored [0-9]* ranks from neighbours" "$RESULTS/node0.log" || true)
+        for _ in $(seq 12000); do
+                [ -z "$t_ready" ] && [ -S "$(sock_of 0)" ] && t_ready=$(now)
+                n_now=$(grep -c "peers: restored [0-9]* ranks from neighbours" "$RESULTS/node0.log" || true)
+                if [ "$n_now" -gt "$n_before" ]; then
+                        t1=$(now)
+                        if step_restored 0 "$JOB" "$step" "$RANKS"; then
+                                restored=1
+                                break
+                        fi
+                fi
+                kill -0 "${PIDS[0]}" 2>/dev/null || { tail -20 "$RESULTS/node0.log" >&2; die "node 0 exited during the restore"; }
+                sleep 0.05
+        done
+        [ "$restored" = 1 ] || die "node 0 did not get step $step back from node 1 within 10 min"
+        c1s=$(cpu_s "${PIDS[1]}")
+        c1r=$(cpu_s "${PIDS[0]}")   # node 0's whole life: start and restore
+        profile_stop
+        [ -n "$t_ready" ] || t_ready=$t1
+        awk -v p="$pre" -v b="$STEP_B" -v t0="$t0" -v t1="$t1" -v tr="$t_ready" -v c0s="$c0s" \
+            -v c1s="$c1s" -v c1r="$c1r" 'BEGIN {
+                printf "%s_s=%.3f\n%s_mbps=%.1f\n%s_start_to_socket_s=%.3f\n", p, t1 - t0, p, b / (t1 - t0) / 1e6, p, tr - t0
+                printf "%s_sender_cpu_s_per_gb=%.4f\n%s_receiver_cpu_s_per_gb=%.4f\n",
+                       p, (c1s - c0s) / (b / 1e9), p, c1r / (b / 1e9) }' >>"$out"
+        # the bytes came back (untimed): every rank against the generator
+        pids=()
+        for r in $(seq 0 $((RANKS - 1))); do
+                "$TESTRANK" verify --job "$JOB" --step "$step" --rank "$r" --shards "$SHARD_SPEC" \
+                        --seed "$run" --timeout 600000 &
+                pids+=($!)
+        done
+        for p in "${pids[@]}"; do wait "$p" || die "a restored rank does not verify"; done
+        echo "${pre}_verified=1" >>"$out"
+}
 
 # ---- runs ---------------------------------------------------------------------------
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -363,49 +429,22 @@ PYEOF
                        (c1s - c0s) / (b / 1e9), (c1r - c0r) / (b / 1e9) }' >>"$out"
 
         # ---- 2. restore of a lost node from node 1
-        stop_node 0
-        rm -rf "$(state_of 0)"
-        profile_start "${PIDS[1]}" restore-sender
-        c0s=$(cpu_s "${PIDS[1]}")
-        t0=$(now)
-        start_node 0
-        profile_start "${PIDS[0]}" restore-receiver
-        # done when node 0 logs the restore's end, then confirmed with ckptctl
-        # list (polling ckptctl + python would take a core of these 2 CPUs)
-        restored=0
-        t_ready=
-        n_before=$(grep -c "peers: restored [0-9]* ranks from neighbours" "$RESULTS/node0.log" || true)
-        for _ in $(seq 12000); do
-                [ -z "$t_ready" ] && [ -S "$(sock_of 0)" ] && t_ready=$(now)
-                n_now=$(grep -c "peers: restored [0-9]* ranks from neighbours" "$RESULTS/node0.log" || true)
-                if [ "$n_now" -gt "$n_before" ]; then
-                        t1=$(now)
-                        if step_restored 0 "$JOB" "$step" "$RANKS"; then
-                                restored=1
-                                break
-                        fi
-                fi
-                kill -0 "${PIDS[0]}" 2>/dev/null || { tail -20 "$RESULTS/node0.log" >&2; die "node 0 exited during the restore"; }
-                sleep 0.05
-        done
-        [ "$restored" = 1 ] || die "node 0 did not get step $step back from node 1 within 10 min"
-        c1s=$(cpu_s "${PIDS[1]}")
-        c1r=$(cpu_s "${PIDS[0]}")   # node 0's whole life: start and restore
-        profile_stop
-        [ -n "$t_ready" ] || t_ready=$t1
-        awk -v b="$STEP_B" -v t0="$t0" -v t1="$t1" -v tr="$t_ready" -v c0s="$c0s" -v c1s="$c1s" -v c1r="$c1r" 'BEGIN {
-                printf "restore_s=%.3f\nrestore_mbps=%.1f\nrestore_start_to_socket_s=%.3f\n", t1 - t0, b / (t1 - t0) / 1e6, tr - t0
-                printf "restore_sender_cpu_s_per_gb=%.4f\nrestore_receiver_cpu_s_per_gb=%.4f\n",
-                       (c1s - c0s) / (b / 1e9), c1r / (b / 1e9) }' >>"$out"
-        # the bytes came back (untimed): every rank against the generator
-        pids=()
-        for r in $(seq 0 $((RANKS - 1))); do
-                "$TESTRANK" verify --job "$JOB" --step "$step" --rank "$r" --shards "$SHARD_SPEC" \
-                        --seed "$run" --timeout 600000 &
-                pids+=($!)
-        done
-        for p in "${pids[@]}"; do wait "$p" || die "a restored rank does not verify"; done
-        echo "restore_verified=1" >>"$out"
+        restore_node0 restore
+        # 2s. the same with node 1's state on the tmpfs: its reads off the
+        # disk node 0 writes to (untimed: the copy and node 1's restart)
+        if [ "$SEPARATE" = 1 ]; then
+                stop_node 1
+                HOLDER=$(mktemp -d "$SHM/ckptd-repl-holder.XXXXXX")
+                cp -a "$WORK/node1/." "$HOLDER/"
+                start_node 1
+                wait_socket 1
+                restore_node0 restore_sep
+                stop_node 1
+                rm -rf "$HOLDER"
+                HOLDER=
+                start_node 1
+                wait_socket 1
+        fi
 
         # ---- 3. staging while a replication runs, against staging with the daemons idle
         wait_linked
