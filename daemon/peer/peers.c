@@ -193,6 +193,19 @@ struct plink {
         struct ptarget *target;
 };
 
+/* A set of ranks, each of one step of a job: the kept steps' ranks of one
+ * node, a few thousand at most, looked up linearly. */
+struct rkey {
+        char job[CKPT_NAME_MAX + 1];
+        uint64_t step;
+        uint32_t rank;
+};
+
+struct rkeys {
+        struct rkey *v;
+        size_t n, cap;
+};
+
 /* The connecting side's view of one target node. */
 struct ptarget {
         struct peers *ps;
@@ -209,6 +222,10 @@ struct ptarget {
         bool list_sent;
         uint32_t list_stream;
         struct restore_job *rj_listing;
+        /* what the listing says this node's ranks the target holds: at its
+         * end, committed steps of ours it lacks are sent again */
+        struct rkeys held;
+        bool listing_all;          /* the listing covers every job */
         struct list gets;          /* struct rget queued on this link */
         struct list gets_active;   /* struct rget asked, RANK_END not yet here */
         uint32_t ngets_active;
@@ -253,9 +270,7 @@ struct restore_job {
         bool single;                      /* one rank, asked of target after target */
         int error;
         char msg[PEER_ERRMSG_MAX + 1];
-        /* (job, step, rank) already asked for somewhere */
-        struct rkey { char job[CKPT_NAME_MAX + 1]; uint64_t step; uint32_t rank, world; } *keys;
-        size_t nkeys, kcap;
+        struct rkeys claimed;             /* already asked for somewhere */
         void (*done)(void *userdata, int error, uint32_t ranks, const char *message);
         void *userdata;
 };
@@ -295,6 +310,7 @@ static void target_connect(struct ptarget *t);
 static void target_timer(struct loop_timer *timer);
 static void rx_free(struct rx *rx);
 static void restore_job_check(struct restore_job *rj);
+static void target_reseed(struct ptarget *t);
 static bool rget_next_target(struct rget *g);
 
 static bool node_is_source(struct peers *ps, uint32_t node) {
@@ -1531,29 +1547,110 @@ static void restore_job_check(struct restore_job *rj) {
         catalog_flush(ps->catalog);
         if (rj->done)
                 rj->done(rj->userdata, error, rj->ranks_done, error ? rj->msg : NULL);
-        free(rj->keys);
+        free(rj->claimed.v);
         free(rj);
 }
 
-static bool rj_claim(struct restore_job *rj, const struct peer_list_entry *e) {
-        for (size_t i = 0; i < rj->nkeys; i++)
-                if (rj->keys[i].step == e->step && rj->keys[i].rank == e->rank &&
-                    !strcmp(rj->keys[i].job, e->job.str))
-                        return false;
-        if (rj->nkeys == rj->kcap) {
-                size_t cap = rj->kcap ? rj->kcap * 2 : 64;
-                void *n = realloc(rj->keys, cap * sizeof(*rj->keys));
+static bool rkeys_has(const struct rkeys *ks, const char *job, uint64_t step, uint32_t rank) {
+        for (size_t i = 0; i < ks->n; i++)
+                if (ks->v[i].step == step && ks->v[i].rank == rank && !strcmp(ks->v[i].job, job))
+                        return true;
+        return false;
+}
+
+static int rkeys_add(struct rkeys *ks, const char *job, uint64_t step, uint32_t rank) {
+        if (ks->n == ks->cap) {
+                size_t cap = ks->cap ? ks->cap * 2 : 64;
+                void *n = realloc(ks->v, cap * sizeof(*ks->v));
                 if (!n)
-                        return false;
-                rj->keys = n;
-                rj->kcap = cap;
+                        return -ENOMEM;
+                ks->v = n;
+                ks->cap = cap;
         }
-        struct rkey *k = &rj->keys[rj->nkeys++];
-        snprintf(k->job, sizeof(k->job), "%s", e->job.str);
-        k->step = e->step;
-        k->rank = e->rank;
-        k->world = e->world_size;
-        return true;
+        struct rkey *k = &ks->v[ks->n++];
+        snprintf(k->job, sizeof(k->job), "%s", job);
+        k->step = step;
+        k->rank = rank;
+        return 0;
+}
+
+/* true: the rank is this job's to ask for (no earlier listing offered it) */
+static bool rj_claim(struct restore_job *rj, const struct peer_list_entry *e) {
+        return !rkeys_has(&rj->claimed, e->job.str, e->step, e->rank) &&
+               rkeys_add(&rj->claimed, e->job.str, e->step, e->rank) == 0;
+}
+
+/* The newest `keep` committed steps of each job (all if keep is 0): what
+ * a target keeps of this node's after its own retention. */
+struct step_list {
+        struct rkeys steps;        /* rank unused */
+        uint32_t keep, in_job;
+};
+
+static int step_list_committed(void *userdata, const char *job, uint64_t step, uint8_t state) {
+        struct step_list *sl = userdata;
+        const struct rkeys *ks = &sl->steps;
+        if (state != CKPT_STATE_COMMITTED)
+                return 0;
+        /* by job, newest step first */
+        if (ks->n == 0 || strcmp(ks->v[ks->n - 1].job, job))
+                sl->in_job = 0;
+        if (sl->keep && sl->in_job >= sl->keep)
+                return 0;
+        sl->in_job++;
+        return rkeys_add(&sl->steps, job, step, 0);
+}
+
+/*
+ * The target listed every rank of this node it holds.  A committed step
+ * of ours with a rank it lacks, and not on its way there already, lost its
+ * replica there (a replaced disk, a wiped replica area): it is owed again,
+ * from its ranks the target lacks.  Without this a replacement target
+ * would hold this node's checkpoints only from the next save on.  Only
+ * the steps the target's retention keeps: an older one (pinned here) would
+ * be sent and deleted there on every reconnect.
+ */
+static void target_reseed(struct ptarget *t) {
+        struct peers *ps = t->ps;
+        struct step_list sl = { .keep = ps->opts.keep };
+        uint32_t ranks[256];
+
+        if (catalog_ckpt_foreach(ps->catalog, NULL, step_list_committed, &sl) < 0) {
+                free(sl.steps.v);
+                return;
+        }
+        for (size_t i = 0; i < sl.steps.n; i++) {
+                const char *job = sl.steps.v[i].job;
+                uint64_t step = sl.steps.v[i].step;
+                size_t n = 0, lacking = 0;
+                struct list *pos;
+                bool queued = false;
+
+                list_for_each(pos, &t->steps) {
+                        struct rstep *o = list_entry(pos, struct rstep, link);
+                        if (o->step == step && !strcmp(o->job, job))
+                                queued = true;
+                }
+                if (queued || catalog_ranks(ps->catalog, job, step, ranks, 256, &n) < 0)
+                        continue;
+                for (size_t k = 0; k < MIN(n, (size_t)256); k++)
+                        lacking += !rkeys_has(&t->held, job, step, ranks[k]);
+                if (!lacking)
+                        continue;
+                log_notice("peers: node %u lacks %zu of this node's %zu ranks of job %s step %" PRIu64
+                           " (a new disk?): sending them again", t->node, lacking, n, job, step);
+                if (catalog_repl_set(ps->catalog, job, step, t->node, CATALOG_REPL_PENDING, NULL) < 0 ||
+                    rstep_queue(t, job, step) < 0)
+                        continue;
+                struct rstep *rs = list_last_entry(&t->steps, struct rstep, link);
+                for (size_t k = 0; k < rs->nranks; k++) {
+                        if (rkeys_has(&t->held, job, step, rs->ranks[k])) {
+                                rs->rstate[k] = RANK_ACKED;
+                                rs->acked++;
+                        }
+                }
+        }
+        free(sl.steps.v);
 }
 
 static void list_reply(struct plink *l, const struct peer_msg *m) {
@@ -1569,6 +1666,8 @@ static void list_reply(struct plink *l, const struct peer_msg *m) {
                 const struct peer_list_entry *e = &m->list_rep.entries[i];
                 if (!e->committed)
                         continue;
+                if (t->listing_all && rkeys_add(&t->held, e->job.str, e->step, e->rank) < 0)
+                        t->listing_all = false; /* no memory: no re-seeding this time */
                 if (rj->job[0] && strcmp(rj->job, e->job.str))
                         continue;
                 if (rj->step != CKPT_STEP_LATEST && rj->step != e->step)
@@ -1604,6 +1703,8 @@ static void list_reply(struct plink *l, const struct peer_msg *m) {
         if (!m->list_rep.more) {
                 t->rj_listing = NULL;
                 rj->lists_pending--;
+                if (t->listing_all)
+                        target_reseed(t);
                 target_pump(t);
                 restore_job_check(rj);
         }
@@ -1614,6 +1715,8 @@ static void target_list(struct ptarget *t, struct restore_job *rj) {
         struct peer_msg m = { .hdr.type = PEER_MSG_LIST_REQ };
 
         t->list_stream = m.hdr.stream = ++l->next_stream;
+        t->held.n = 0;
+        t->listing_all = !rj->job[0];
         if (rj->job[0])
                 ckpt_name_set(&m.list_req.job, rj->job);
         m.list_req.src_node = t->ps->opts.topo.index;
@@ -2384,6 +2487,7 @@ struct peers *peers_free(struct peers *ps) {
                 }
                 t->ngets_active = 0;
                 t->rj_listing = NULL;
+                free(t->held.v);
         }
         list_for_each_safe(pos, tmp, &ps->links) {
                 struct plink *l = list_entry(pos, struct plink, link);
@@ -2393,7 +2497,7 @@ struct peers *peers_free(struct peers *ps) {
         list_for_each_safe(pos, tmp, &ps->restores) {
                 struct restore_job *rj = list_entry(pos, struct restore_job, link);
                 list_unlink(&rj->link);
-                free(rj->keys);
+                free(rj->claimed.v);
                 free(rj);
         }
         explicit_bzero(ps->psk, sizeof(ps->psk));

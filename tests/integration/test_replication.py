@@ -441,7 +441,8 @@ def case_placement(ctx):
 
 
 # --------------------------------------------------------------------------
-# 2. a lost node restores every rank from its neighbours
+# 2. a lost node restores every rank from its neighbours, and gets their
+#    replicas back
 
 
 def case_restore(ctx):
@@ -467,6 +468,21 @@ def case_restore(ctx):
     t0 = time.monotonic()
     repl.start(timeout=60)
     restore_checks(ctx, cl, repl, layouts, steps, t0)
+
+
+def wait_reseeded(cl, repl, src, step, layouts):
+    """repl's replica area of node src holds src's ranks of step again,
+    bit-exact, and src counts the step replicated."""
+    area = replica_step_path(repl.state_dir, src, JOB, step)
+    wait_until(lambda: rank_dirs(area)[0] == set(cl.ranks_of(src)) and
+               os.path.exists(os.path.join(area, "COMMITTED")), timeout=45, interval=0.1,
+               what=lambda: "node %d to send step %d to the replacement again (its area has "
+               "ranks %s)" % (src, step, sorted(rank_dirs(area)[0])))
+    for r in cl.ranks_of(src):
+        check_rank_copy(os.path.join(area, "rank-%d" % r),
+                        os.path.join(step_path(cl.nodes[src].state_dir, JOB, step), "rank-%d" % r),
+                        layouts[r], "re-seeded replica of rank %d step %d" % (r, step))
+    wait_replicated(cl.nodes[src], JOB, step)
 
 
 def restore_checks(ctx, cl, repl, layouts, steps, t0):
@@ -515,6 +531,16 @@ def restore_checks(ctx, cl, repl, layouts, steps, t0):
           "more: %r" % doc)
     p = repl.ctl("restore", JOB, "--from-peers")
     check(re.search(r"\b0 ranks restored", p.stdout), "ckptctl restore --from-peers: %r" % p.stdout)
+
+    # its neighbours see that it lost their replicas and send them again
+    for src in cl.targets(1):
+        for step in steps:
+            wait_reseeded(cl, repl, src, step, layouts)
+        check(log_lines(cl.nodes[src], r"node 1 lacks %d of this node's %d ranks of job %s "
+                        r"step \d+ \(a new disk\?\): sending them again"
+                        % (cl.rpn, cl.rpn, JOB)),
+              "node %d did not log re-seeding node 1" % src)
+    log("   nodes %s re-seeded the replacement's replica areas" % cl.targets(1))
 
     # and the replacement is a working member again: a new step of its own
     # replicates to both neighbours
@@ -1033,7 +1059,8 @@ def case_restore_interrupted(ctx):
 
 CASES = [
     (1, "placement: clique 4/1/2, clique 8/2/2, ring 5/1/3", case_placement),
-    (2, "a wiped node restores its ranks from its neighbours", case_restore),
+    (2, "a wiped node restores its ranks from its neighbours, and gets their replicas back",
+     case_restore),
     (3, "a node with the wrong key is refused", case_wrong_key),
     (4, "garbage and truncated frames on the peer port", case_garbage),
     (5, "SIGKILL of the receiver in the middle of a transfer", case_kill_receiver),
