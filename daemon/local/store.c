@@ -38,6 +38,7 @@ struct store {
         uint32_t inflight;
         uint64_t bytes_written, bytes_read;
         uint64_t trash_seq;
+        uint64_t tmp_seq;          /* rank writers' directory names */
         bool direct_unsupported_logged;
         /* one-entry manifest cache: restores read a rank's shards in turn */
         char cache_job[CKPT_NAME_MAX + 1];
@@ -60,7 +61,7 @@ struct rank_writer {
         uint32_t rank;
         int jobs_fd;           /* borrowed from the store */
         int job_fd, step_fd;   /* owned */
-        char tmp_name[32];
+        char tmp_name[64];
         char final_name[32];
         int tmp_fd;            /* owned */
         uint32_t nfiles, cap;
@@ -364,7 +365,11 @@ int store_rank_begin(struct store *s, const char *job, uint64_t step, uint32_t r
         rw->step = step;
         rw->rank = rank;
         rw->jobs_fd = s->jobs_fd;
-        snprintf(rw->tmp_name, sizeof(rw->tmp_name), ".rank-%u.tmp", rank);
+        /* Each attempt has its own: two at the same rank (a transfer sent
+         * again while the first one's finish still runs) never touch each
+         * other's directory; the last to finish is the one kept. */
+        snprintf(rw->tmp_name, sizeof(rw->tmp_name), ".rank-%u.%ld-%" PRIu64 ".tmp", rank,
+                 (long)getpid(), ++s->tmp_seq);
         snprintf(rw->final_name, sizeof(rw->final_name), "rank-%u", rank);
         step_dir_name(step_name, step);
 
@@ -378,10 +383,6 @@ int store_rank_begin(struct store *s, const char *job, uint64_t step, uint32_t r
         rw->step_fd = openat(rw->job_fd, step_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (rw->step_fd < 0)
                 goto fail_errno;
-        /* A stale tmp dir of this rank (an earlier attempt) goes to trash. */
-        r = store_trash(s, rw->step_fd, rw->tmp_name);
-        if (r < 0 && r != -ENOENT)
-                return r;
         if (mkdirat(rw->step_fd, rw->tmp_name, 0750) < 0)
                 goto fail_errno;
         rw->tmp_fd = openat(rw->step_fd, rw->tmp_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -398,19 +399,8 @@ fail_errno:
 }
 
 void store_rank_abort(struct store *s, struct rank_writer *rw) {
-        struct stat own, now;
-
         if (!rw)
                 return;
-        /* A newer attempt at the same rank (a transfer asked again after a
-         * broken link) moved this directory to the trash when it began and
-         * owns the name now: leave its directory alone. */
-        if (fstat(rw->tmp_fd, &own) == 0 &&
-            fstatat(rw->step_fd, rw->tmp_name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
-            (own.st_dev != now.st_dev || own.st_ino != now.st_ino)) {
-                rank_writer_free(rw);
-                return;
-        }
         int r = store_trash(s, rw->step_fd, rw->tmp_name);
         if (r < 0 && r != -ENOENT)
                 log_warn("store: job %s step %" PRIu64 ": cannot remove %s: %s", rw->job, rw->step,

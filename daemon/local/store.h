@@ -52,7 +52,9 @@ uint64_t store_bytes_read(const struct store *s);
 
 struct rank_writer;
 
-/* Create <step>/.rank-<r>.tmp (replacing a stale one).  -ENOSPC, -EIO ... */
+/* Create <step>/.rank-<r>.<pid>-<n>.tmp, this attempt's own: attempts at
+ * the same rank run side by side, and the last to finish is kept.
+ * -ENOSPC, -EIO ... */
 int store_rank_begin(struct store *s, const char *job, uint64_t step, uint32_t rank,
                      struct rank_writer **out);
 /* Remove the tmp dir and everything in it (asynchronously); frees rw.

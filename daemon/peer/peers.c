@@ -1160,17 +1160,20 @@ static bool rx_data(struct plink *l, const struct peer_msg *m) {
         rx->inflight++;
         l->pay = ch;
         l->pay_got = 0;
+        /* the whole frame or nothing: its payload is read into the extent */
         uint32_t units = pool_units_for(ps->pool, d->length);
-        int r = pool_try_acquire(ps->pool, rx->m->uid, units, &ch->ext);
-        if (r == 1 && ch->ext.count >= units) {
+        int r = pool_try_acquire_whole(ps->pool, rx->m->uid, units, &ch->ext);
+        if (r == 1) {
                 ch->has_ext = true;
                 return true;
         }
-        if (r == 1)
-                pool_release(ps->pool, &ch->ext);
+        if (r < 0) {
+                link_close(l, r, "no pool memory for incoming data: %s", strerror(-r));
+                return false;
+        }
         l->rx_blocked = true;
-        pool_wait(ps->pool, &l->waiter, rx->m->uid, units, ps->opts.pool_wait_ms,
-                  link_resume_rx);
+        pool_wait_whole(ps->pool, &l->waiter, rx->m->uid, units, ps->opts.pool_wait_ms,
+                        link_resume_rx);
         link_update_events(l);
         return false;
 }
@@ -1183,6 +1186,14 @@ static void link_resume_rx(struct pool_waiter *w, const struct pool_extent *e, i
         l->rx_blocked = false;
         if (!e) {
                 link_close(l, error, "no pool memory for incoming data");
+                return;
+        }
+        if (pool_extent_bytes(e) < l->pay->length) {
+                /* a whole waiter is never served short: reading the frame
+                 * into this would overrun memory lent to others */
+                pool_release(l->ps->pool, e);
+                link_close(l, -EFAULT, "the pool lent %" PRIu64 " bytes for a %u-byte frame",
+                           pool_extent_bytes(e), l->pay->length);
                 return;
         }
         l->pay->ext = *e;

@@ -372,7 +372,8 @@ static void slot_mark(struct pool *p, struct slot *s, uint32_t first, uint32_t c
         }
 }
 
-int pool_try_acquire(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e) {
+static int pool_acquire(struct pool *p, uint32_t uid, uint32_t want, bool whole,
+                        struct pool_extent *e) {
         struct slot *best = NULL, *unused = NULL, *other = NULL;
         uint32_t best_len = 0, best_first = 0;
 
@@ -409,13 +410,21 @@ int pool_try_acquire(struct pool *p, uint32_t uid, uint32_t want, struct pool_ex
                 best_len = want;
                 best_first = 0;
         }
-        if (!best || best_len == 0)
+        if (!best || best_len == 0 || (whole && best_len < want))
                 return 0;
         slot_mark(p, best, best_first, best_len, true);
         e->slot = best;
         e->first = best_first;
         e->count = best_len;
         return 1;
+}
+
+int pool_try_acquire(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e) {
+        return pool_acquire(p, uid, want, false, e);
+}
+
+int pool_try_acquire_whole(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e) {
+        return pool_acquire(p, uid, MIN(MAX(want, 1u), p->units_per_slot), true, e);
 }
 
 static void pool_waiter_timeout(struct loop_timer *t) {
@@ -432,10 +441,18 @@ void pool_wait(struct pool *p, struct pool_waiter *w, uint32_t uid, uint32_t wan
         w->pool = p;
         w->uid = uid;
         w->want = want;
+        w->whole = false;
         w->cb = cb;
         list_add_tail(&p->waiters, &w->link);
         p->nwaiters++;
         loop_timer_start(p->loop, &w->timer, timeout_ms, pool_waiter_timeout);
+}
+
+void pool_wait_whole(struct pool *p, struct pool_waiter *w, uint32_t uid, uint32_t want,
+                     uint64_t timeout_ms,
+                     void (*cb)(struct pool_waiter *w, const struct pool_extent *e, int error)) {
+        pool_wait(p, w, uid, want, timeout_ms, cb);
+        w->whole = true;
 }
 
 void pool_wait_cancel(struct pool *p, struct pool_waiter *w) {
@@ -456,7 +473,7 @@ static void pool_wake(struct pool *p) {
         while (!list_empty(&p->waiters)) {
                 struct pool_waiter *w = list_first_entry(&p->waiters, struct pool_waiter, link);
                 struct pool_extent got;
-                int r = pool_try_acquire(p, w->uid, w->want, &got);
+                int r = pool_acquire(p, w->uid, w->want, w->whole, &got);
                 if (r == 0)
                         return;
                 list_unlink(&w->link);

@@ -75,6 +75,7 @@ struct pool_waiter {
         struct pool *pool;
         uint32_t uid;
         uint32_t want;
+        bool whole;                /* only all `want` units in one run will do */
         /* Called once: with an extent (now lent to the waiter), or with
          * NULL and -ETIMEDOUT / -ECANCELED (pool shutting down). */
         void (*cb)(struct pool_waiter *w, const struct pool_extent *e, int error);
@@ -108,11 +109,20 @@ struct slot *pool_slot(struct pool *p, uint32_t id); /* NULL if out of range */
  * 1 and fills *e, or 0 when nothing is free (expected when the pool is
  * busy), or -errno when replacing a slot's memory failed. */
 int pool_try_acquire(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e);
+/* The same, but all `want` units or nothing: for data whose size is fixed
+ * before the memory is found (a peer's frame, an object-store range). */
+int pool_try_acquire_whole(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e);
 
-/* Queue for units; cb runs later (never from inside this call). */
+/* Queue for units; cb runs later (never from inside this call), with up to
+ * `want` units: fewer when only a shorter run is free. */
 void pool_wait(struct pool *p, struct pool_waiter *w, uint32_t uid, uint32_t want,
                uint64_t timeout_ms,
                void (*cb)(struct pool_waiter *w, const struct pool_extent *e, int error));
+/* The same, served only with all `want` units in one run (a waiter that
+ * could not use fewer; the queue stays in order behind it). */
+void pool_wait_whole(struct pool *p, struct pool_waiter *w, uint32_t uid, uint32_t want,
+                     uint64_t timeout_ms,
+                     void (*cb)(struct pool_waiter *w, const struct pool_extent *e, int error));
 void pool_wait_cancel(struct pool *p, struct pool_waiter *w);
 
 /* Return an extent; waiters are served in order. */

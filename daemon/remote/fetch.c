@@ -556,12 +556,6 @@ static void chunk_window(struct pool_waiter *w, const struct pool_extent *e, int
                 chunk_end(ch);
                 return;
         }
-        /* a shorter extent than asked: fewer bytes in this chunk */
-        if (ch->length > pool_extent_bytes(&ch->ext)) {
-                /* cannot happen: FETCH_CHUNK units were asked for, and the
-                 * pool lends whole requests when it waits */
-                ch->length = pool_extent_bytes(&ch->ext);
-        }
         object_key_shard(key, sizeof(key), op->f->prefix, op->job, op->step, op->rank_m->rank,
                          op->rank_m->shards[ch->shard].name);
         ch->req.done = chunk_got;
@@ -606,17 +600,13 @@ static void chunks_pump(struct fetch_op *op) {
                 op->chunks_inflight++;
                 struct pool_extent e;
                 uint32_t units = pool_units_for(f->pool, ch->length);
-                int r = pool_try_acquire(f->pool, op->uid, units, &e);
-                if (r == 1 && e.count < units) {
-                        /* a shorter run than asked: fewer bytes this time */
-                        ch->length = pool_extent_bytes(&e);
-                        op->offset_next = ch->offset + ch->length;
-                }
+                /* the whole range or nothing: it was planned above */
+                int r = pool_try_acquire_whole(f->pool, op->uid, units, &e);
                 if (r == 1)
                         chunk_window(&ch->waiter, &e, 0);
                 else if (r == 0)
-                        pool_wait(f->pool, &ch->waiter, op->uid, units, f->opts.pool_wait_ms,
-                                  chunk_window);
+                        pool_wait_whole(f->pool, &ch->waiter, op->uid, units,
+                                        f->opts.pool_wait_ms, chunk_window);
                 else
                         chunk_window(&ch->waiter, NULL, r);
         }

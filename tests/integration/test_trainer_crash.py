@@ -86,8 +86,13 @@ def kill_mid_staging(d):
     check(d.alive(), "ckptd died when a trainer was killed mid-save")
     sp = step_path(d.state_dir, JOB, 2)
     # the half-save is discarded: no rank dir ever, tmp dir gone, slots back
-    wait_until(lambda: not os.path.exists(os.path.join(sp, ".rank-0.tmp")), 10,
-               what=".rank-0.tmp of the killed save to be removed")
+    def rank0_tmp():
+        try:
+            return [n for n in os.listdir(sp) if n.startswith(".rank-0.") and n.endswith(".tmp")]
+        except FileNotFoundError:
+            return []
+    wait_until(lambda: not rank0_tmp(), 10,
+               what=lambda: "the killed save's tmp directory %s to be removed" % rank0_tmp())
     check(not os.path.exists(os.path.join(sp, "rank-0")), "the half-save became a rank directory")
     st = wait_until(lambda: (lambda s: s if s["in_flight"]["saves"] == 0 else None)(
         ctl_json(d, "status")), 10, what="the killed save to leave 'in flight'")

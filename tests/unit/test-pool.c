@@ -171,6 +171,44 @@ int main(void) {
         for (int i = 0; i < 3; i++)
                 pool_release(pool, &mine[i]);
 
+        /* whole requests (a peer's frame, an object-store range: the size is
+         * fixed before the memory is found): never served with a shorter
+         * run, where a plain request takes what there is */
+        struct pool_extent a, b, rest[3];
+        CHECK(pool_try_acquire(pool, 1000, 2, &a) == 1 && a.count == 2);
+        CHECK(pool_try_acquire(pool, 1000, 2, &b) == 1 && b.count == 2 && b.slot == a.slot);
+        for (int i = 0; i < 3; i++)
+                CHECK(pool_try_acquire(pool, 1000, UNITS, &rest[i]) == 1);
+        pool_release(pool, &a); /* two units free, in one slot */
+        CHECK(pool_try_acquire_whole(pool, 1000, UNITS, &x) == 0);
+        CHECK(pool_try_acquire_whole(pool, 1000, 2, &x) == 1 && x.count == 2);
+        pool_release(pool, &x);
+        calls = 0;
+        struct pool_waiter whole, plain;
+        memset(&whole, 0, sizeof(whole));
+        memset(&plain, 0, sizeof(plain));
+        pool_wait_whole(pool, &whole, 1000, UNITS, 5000, on_extent);
+        pool_wait(pool, &plain, 1000, UNITS, 5000, on_extent);
+        CHECK(calls == 0); /* two units free: the whole waiter waits, the plain one behind it */
+        pool_release(pool, &b); /* the slot is free: the whole waiter gets all of it */
+        CHECK(calls == 1 && got_err[0] == 0 && got[0].count == UNITS);
+        pool_release(pool, &rest[0]); /* the plain one, next in line */
+        CHECK(calls == 2 && got[1].count == UNITS);
+        pool_release(pool, &got[0]);
+        pool_release(pool, &got[1]);
+        /* a plain waiter alone takes a short run */
+        CHECK(pool_try_acquire(pool, 1000, 2, &a) == 1 && pool_try_acquire(pool, 1000, 2, &b) == 1);
+        CHECK(pool_try_acquire(pool, 1000, UNITS, &rest[0]) == 1);
+        CHECK(pool_try_acquire(pool, 1000, UNITS, &x) == 0);
+        pool_wait(pool, &plain, 1000, UNITS, 5000, on_extent);
+        pool_release(pool, &a);
+        CHECK(calls == 3 && got[2].count == 2);
+        pool_release(pool, &got[2]);
+        pool_release(pool, &b);
+        for (int i = 0; i < 3; i++)
+                pool_release(pool, &rest[i]);
+        CHECK(pool_slots_used(pool) == 0 && pool_waiters(pool) == 0);
+
         pool_free(pool);
 
         /* background touching: two slots lendable at once, a waiter for a

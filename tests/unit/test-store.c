@@ -1,30 +1,48 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test-store — a rank's temporary directory on a real filesystem: a second
- * attempt at the same rank moves the first one's directory to the trash,
- * and the first attempt's late abort (its chunks still finishing when the
- * second began, as after a broken peer link) leaves the second's alone.
- * Moving to the trash is a rename, done at once; the workers empty it.
+ * test-store — a rank's temporary directory on a real filesystem: two
+ * attempts at the same rank (a peer transfer sent again while the first
+ * one still finishes) each write their own directory; aborting one leaves
+ * the other alone, and the attempt that finishes last is the rank kept.
  */
+#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "io/loop.h"
 #include "io/worker.h"
+#include "local/manifest.h"
 #include "local/store.h"
-#include "util/fs.h"
 
 #define STEP_DIR "jobs/j/00000000000000000007"
 
-static bool exists(const char *dir, const char *name) {
-        char path[512];
-        snprintf(path, sizeof(path), "%s/%s", dir, name);
+static int finished_error = 1;
+
+static void on_finished(void *userdata, int error) {
+        (void)userdata;
+        finished_error = error;
+}
+
+/* Entries of dir that start with ".rank-0." (attempts in progress). */
+static int tmp_dirs(const char *dir) {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+        int n = 0;
+        if (!d)
+                return -1;
+        while ((de = readdir(d)))
+                n += !strncmp(de->d_name, ".rank-0.", 8);
+        closedir(d);
+        return n;
+}
+
+static bool has_file(const char *dir, const char *sub, const char *name) {
+        char path[700];
+        snprintf(path, sizeof(path), "%s/%s/%s", dir, sub, name);
         return access(path, F_OK) == 0;
 }
 
@@ -33,7 +51,7 @@ int main(void) {
         struct loop *loop;
         struct worker_pool *workers;
         struct store *store;
-        struct rank_writer *first, *second;
+        struct rank_writer *first, *second, *third;
         int fd;
 
         int r = loop_new(&loop, 64);
@@ -52,30 +70,40 @@ int main(void) {
         char step[600];
         snprintf(step, sizeof(step), "%s/" STEP_DIR, dir);
 
+        /* two attempts side by side, each in its own directory */
         CHECK(store_rank_begin(store, "j", 7, 0, &first) == 0, "first begin");
         CHECK(store_shard_create(store, first, "a", 4096, &fd) == 0, "first shard");
-        CHECK(exists(step, ".rank-0.tmp/a"), "the first attempt's shard is in place");
-
-        /* the second attempt takes the name; the first's files go to trash */
         CHECK(store_rank_begin(store, "j", 7, 0, &second) == 0, "second begin");
-        CHECK(exists(step, ".rank-0.tmp") && !exists(step, ".rank-0.tmp/a"),
-              "the second attempt starts from an empty directory");
         CHECK(store_shard_create(store, second, "b", 4096, &fd) == 0, "second shard");
+        CHECK(tmp_dirs(step) == 2, "two attempts, %d directories", tmp_dirs(step));
 
-        /* the first attempt ends late: the second's directory stays */
+        /* the first one ends late: the second's directory stays */
         store_rank_abort(store, first);
-        CHECK(exists(step, ".rank-0.tmp/b"),
-              "aborting the first attempt removed the second attempt's directory");
+        CHECK(tmp_dirs(step) == 1, "after aborting the first: %d directories", tmp_dirs(step));
 
-        /* the second one's own abort does remove it */
-        store_rank_abort(store, second);
-        CHECK(!exists(step, ".rank-0.tmp"), "the aborted attempt's directory is still there");
+        /* the second finishes: rank-0 is its files, nothing else is left */
+        struct manifest *m = NULL;
+        CHECK(manifest_new(&m, "j", 7, 0, 1, 0) == 0, "manifest_new");
+        if (m)
+                store_rank_finish(store, second, m, on_finished, NULL);
+        else
+                store_rank_abort(store, second);
+        /* (the finish runs on a worker; freeing the pool runs it to the end) */
+        /* a third attempt, aborted at once: nothing of it stays */
+        CHECK(store_rank_begin(store, "j", 7, 0, &third) == 0, "third begin");
+        store_rank_abort(store, third);
 
-        /* the trash is emptied on the workers: they finish before the store closes */
         worker_pool_free(workers);
+        if (m) {
+                CHECK(finished_error == 0, "finish: %s", strerror(-finished_error));
+                CHECK(has_file(step, "rank-0", "b") && !has_file(step, "rank-0", "a"),
+                      "rank-0 is not the second attempt's");
+        }
+        CHECK(tmp_dirs(step) == 0, "%d attempt directories left", tmp_dirs(step));
+        manifest_free(m);
         store_free(store);
         loop_free(loop);
-        char cmd[600];
+        char cmd[700];
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         CHECK(system(cmd) == 0, "cleanup of %s", dir);
         return check_exit_code();
