@@ -966,12 +966,12 @@ def two_nodes_three_big_ranks(ctx, step, big):
     return cl, layouts
 
 
-def replace_node0(ctx, cl, step):
+def replace_node0(ctx, cl, step, pool="256M"):
     """Kill node 0, wipe its disk and start its replacement without
     waiting; returns (replacement, its step dir)."""
     cl.nodes[0].kill(signal.SIGKILL)
     shutil.rmtree(cl.nodes[0].state_dir)
-    repl = Daemon(ctx.tmp, name="n0-new", pool="256M", slot="16M", extra=cl.flags(0))
+    repl = Daemon(ctx.tmp, name="n0-new", pool=pool, slot="16M", extra=cl.flags(0))
     repl.node = 0
     ctx.daemons.append(repl)
     repl.start(wait=False)
@@ -1031,7 +1031,9 @@ def case_restore_interrupted(ctx):
     cl, layouts = two_nodes_three_big_ranks(ctx, step, 128 * MiB)
     dst = cl.nodes[1]
     wait_replicated(cl.nodes[0], JOB, step)
-    repl, local = replace_node0(ctx, cl, step)
+    # a small pool: frames of three ranks, and node 1's ranks sent to the
+    # replacement again, wait for memory, and get it only whole
+    repl, local = replace_node0(ctx, cl, step, pool="48M")
     wait_until(lambda: len(arriving_ranks(local, 8 * MiB)) >= 2, timeout=60, interval=0.003,
                what=lambda: "the replacement to pull two ranks at once (%s)"
                % sorted(arriving_ranks(local, 0)))
