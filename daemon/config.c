@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "peer-proto.h"
 #include "remote/s3.h"
 #include "remote/sigv4.h"
 #include "util/cleanup.h"
@@ -2092,6 +2093,14 @@ int config_validate(const struct config *c, FILE *err) {
                              "host:port of every node, to send replicas to (or set "
                              "replication_factor = 1: no replication)\n",
                         c->cluster_replication_factor);
+                r = -EINVAL;
+        }
+        /* a peer's DATA frame is received whole into one pool extent */
+        if (c->cluster_replication_factor > 1 && c->slot_size < PEER_DATA_MAX) {
+                fprintf(err, "[pool] slot_size = %s is smaller than a peer's data frame (%u MiB): "
+                             "with [cluster] replication_factor = %u it must be at least %uM\n",
+                        a, PEER_DATA_MAX >> 20, c->cluster_replication_factor,
+                        PEER_DATA_MAX >> 20);
                 r = -EINVAL;
         }
         if (c->cluster_replication_factor > 1 && !(c->cluster_psk_file && *c->cluster_psk_file)) {

@@ -2231,6 +2231,27 @@ static void test_cluster_validate(void) {
                 capture_close(&cap);
         }
 
+        /* A peer's 4 MiB data frame goes into one pool extent. */
+        {
+                struct config w = v;
+                w.slot_size = 2 * MiB;
+                w.pool_size = 64 * MiB;
+                w.io_size = MiB;
+                check_invalid(&w, "[pool] slot_size = 2M is smaller than a peer's data frame "
+                                  "(4 MiB): with [cluster] replication_factor = 2 it must be at "
+                                  "least 4M\n");
+                w.slot_size = 4 * MiB;
+                capture_open(&cap);
+                CHECK(config_validate(&w, cap.f) == 0, "4M slots: %s", capture_text(&cap));
+                capture_close(&cap);
+                /* a node that does not replicate receives no frames */
+                w.slot_size = 2 * MiB;
+                w.cluster_replication_factor = 1;
+                capture_open(&cap);
+                CHECK(config_validate(&w, cap.f) == 0, "F=1, 2M slots: %s", capture_text(&cap));
+                capture_close(&cap);
+        }
+
         /* The placement rule, with topology's message behind "[cluster] ". */
         {
                 struct config w = v;
