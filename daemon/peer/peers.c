@@ -1160,8 +1160,13 @@ static bool rx_data(struct plink *l, const struct peer_msg *m) {
         rx->inflight++;
         l->pay = ch;
         l->pay_got = 0;
-        /* the whole frame or nothing: its payload is read into the extent */
+        /* the whole frame or nothing: its payload is read into the extent
+         * (config_validate keeps slots at least a frame large) */
         uint32_t units = pool_units_for(ps->pool, d->length);
+        if ((uint64_t)units * POOL_UNIT < d->length) {
+                link_close(l, -EMSGSIZE, "a %u-byte frame does not fit a pool slot", d->length);
+                return false;
+        }
         int r = pool_try_acquire_whole(ps->pool, rx->m->uid, units, &ch->ext);
         if (r == 1) {
                 ch->has_ext = true;
@@ -1186,14 +1191,6 @@ static void link_resume_rx(struct pool_waiter *w, const struct pool_extent *e, i
         l->rx_blocked = false;
         if (!e) {
                 link_close(l, error, "no pool memory for incoming data");
-                return;
-        }
-        if (pool_extent_bytes(e) < l->pay->length) {
-                /* a whole waiter is never served short: reading the frame
-                 * into this would overrun memory lent to others */
-                pool_release(l->ps->pool, e);
-                link_close(l, -EFAULT, "the pool lent %" PRIu64 " bytes for a %u-byte frame",
-                           pool_extent_bytes(e), l->pay->length);
                 return;
         }
         l->pay->ext = *e;
@@ -1291,15 +1288,22 @@ static void rstep_free(struct rstep *rs) {
         free(rs);
 }
 
-static int rstep_queue(struct ptarget *t, const char *job, uint64_t step) {
-        struct peers *ps = t->ps;
-        struct list *pos, *tmp;
-
-        list_for_each_safe(pos, tmp, &t->steps) {
+/* The step owed to t, or NULL. */
+static struct rstep *rstep_find(struct ptarget *t, const char *job, uint64_t step) {
+        struct list *pos;
+        list_for_each(pos, &t->steps) {
                 struct rstep *o = list_entry(pos, struct rstep, link);
                 if (o->step == step && !strcmp(o->job, job))
-                        return 0;
+                        return o;
         }
+        return NULL;
+}
+
+static int rstep_queue(struct ptarget *t, const char *job, uint64_t step) {
+        struct peers *ps = t->ps;
+
+        if (rstep_find(t, job, step))
+                return 0;
         struct rstep *rs = calloc(1, sizeof(*rs));
         if (!rs)
                 return -ENOMEM;
@@ -1634,15 +1638,9 @@ static void target_reseed(struct ptarget *t) {
                 const char *job = sl.steps.v[i].job;
                 uint64_t step = sl.steps.v[i].step;
                 size_t n = 0, lacking = 0;
-                struct list *pos;
-                bool queued = false;
 
-                list_for_each(pos, &t->steps) {
-                        struct rstep *o = list_entry(pos, struct rstep, link);
-                        if (o->step == step && !strcmp(o->job, job))
-                                queued = true;
-                }
-                if (queued || catalog_ranks(ps->catalog, job, step, ranks, 256, &n) < 0)
+                if (rstep_find(t, job, step) ||
+                    catalog_ranks(ps->catalog, job, step, ranks, 256, &n) < 0)
                         continue;
                 for (size_t k = 0; k < MIN(n, (size_t)256); k++)
                         lacking += !rkeys_has(&t->held, job, step, ranks[k]);
@@ -1653,7 +1651,7 @@ static void target_reseed(struct ptarget *t) {
                 if (catalog_repl_set(ps->catalog, job, step, t->node, CATALOG_REPL_PENDING, NULL) < 0 ||
                     rstep_queue(t, job, step) < 0)
                         continue;
-                struct rstep *rs = list_last_entry(&t->steps, struct rstep, link);
+                struct rstep *rs = rstep_find(t, job, step);
                 for (size_t k = 0; k < rs->nranks; k++) {
                         if (rkeys_has(&t->held, job, step, rs->ranks[k])) {
                                 rs->rstate[k] = RANK_ACKED;

@@ -424,7 +424,7 @@ int pool_try_acquire(struct pool *p, uint32_t uid, uint32_t want, struct pool_ex
 }
 
 int pool_try_acquire_whole(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e) {
-        return pool_acquire(p, uid, MIN(MAX(want, 1u), p->units_per_slot), true, e);
+        return pool_acquire(p, uid, want, true, e);
 }
 
 static void pool_waiter_timeout(struct loop_timer *t) {

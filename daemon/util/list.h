@@ -48,9 +48,6 @@ static inline void list_unlink(struct list *n) {
 #define list_first_entry(head, type, member) \
         (list_empty(head) ? NULL : list_entry((head)->next, type, member))
 
-#define list_last_entry(head, type, member) \
-        (list_empty(head) ? NULL : list_entry((head)->prev, type, member))
-
 /* The body must not unlink pos (list_for_each_safe allows that). */
 #define list_for_each(pos, head) for (pos = (head)->next; pos != (head); pos = pos->next)
 
