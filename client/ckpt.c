@@ -5,6 +5,7 @@
  * into the copy) and speaks the protocol.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,6 +19,8 @@
 #include "crc32c.h"
 
 #define MIN_U64(a, b) ((a) < (b) ? (a) : (b))
+
+_Static_assert(CKPT_REPLY_GRACE_MS == WIRE_REPLY_GRACE_MS, "ckpt.h promises conn.c's grace");
 
 struct slot_map {
         void *addr;
@@ -112,14 +115,24 @@ static int slot_attach(struct ckpt_conn *c, const struct ckpt_rep_slot *rs, int 
         return 0;
 }
 
+/* Why the last ckpt_connect() of this thread failed: there is no
+ * connection to hold the message (ckpt_last_error(NULL) returns it). */
+static _Thread_local char connect_errmsg[CKPT_ERRMSG_MAX + 1];
+
 int ckpt_connect(const char *socket_path, struct ckpt_conn **out) {
         struct ckpt_conn *c = calloc(1, sizeof(*c));
         struct ckpt_rep_hello hello;
+        uint32_t timeout_ms;
 
+        connect_errmsg[0] = 0;
         if (!c)
                 return -ENOMEM;
-        int r = wire_open(&c->wire, socket_path, &hello);
+        int r = wire_timeout_from_env(&timeout_ms, connect_errmsg, sizeof(connect_errmsg));
+        if (r == 0)
+                r = wire_open_within(&c->wire, socket_path, "ckpt_connect", timeout_ms, &hello);
         if (r < 0) {
+                if (!connect_errmsg[0])
+                        snprintf(connect_errmsg, sizeof(connect_errmsg), "%s", c->wire.errmsg);
                 free(c);
                 return r;
         }
@@ -128,6 +141,10 @@ int ckpt_connect(const char *socket_path, struct ckpt_conn **out) {
         c->block_size = hello.block_size;
         if (c->slot_count == 0 || c->slot_size == 0 || c->block_size == 0 ||
             c->slot_size % c->block_size) {
+                snprintf(connect_errmsg, sizeof(connect_errmsg),
+                         "ckptd announced an invalid pool (%" PRIu32 " slots of %" PRIu64
+                         " bytes, %" PRIu32 "-byte blocks)",
+                         c->slot_count, c->slot_size, c->block_size);
                 wire_close(&c->wire);
                 free(c);
                 return -EPROTO;
@@ -140,6 +157,15 @@ int ckpt_connect(const char *socket_path, struct ckpt_conn **out) {
         }
         pthread_mutex_init(&c->lock, NULL);
         *out = c;
+        return 0;
+}
+
+int ckpt_set_timeout(struct ckpt_conn *c, uint32_t timeout_ms) {
+        if (!c)
+                return -EINVAL;
+        pthread_mutex_lock(&c->lock);
+        c->wire.timeout_ms = timeout_ms;
+        pthread_mutex_unlock(&c->lock);
         return 0;
 }
 
@@ -156,7 +182,7 @@ void ckpt_disconnect(struct ckpt_conn *c) {
 }
 
 const char *ckpt_last_error(struct ckpt_conn *c) {
-        return c ? c->wire.errmsg : "";
+        return c ? c->wire.errmsg : connect_errmsg;
 }
 
 const char *ckpt_strerror(int err) {
@@ -173,8 +199,11 @@ const char *ckpt_strerror(int err) {
         case -EACCES:
                 return "the job belongs to another user";
         case -ETIMEDOUT:
-                return "timed out (no free shared-memory slot, or the step did not reach the "
-                       "tier in time)";
+                return "timed out (no free shared-memory slot, the step did not reach the tier "
+                       "in time, or ckptd did not answer within the client's deadline)";
+        case -ENOTCONN:
+                return "the connection to ckptd is closed (after a deadline ran out or the "
+                       "daemon went away): reconnect";
         case -EBADMSG:
                 return "torn shard: bytes changed after they were committed";
         case -EIO:
@@ -228,7 +257,7 @@ int ckpt_save_begin(struct ckpt_conn *c, const char *job, uint64_t step, uint32_
         if (!s)
                 return -ENOMEM;
         pthread_mutex_lock(&c->lock);
-        r = wire_call(&c->wire, &req, &rep, NULL);
+        r = wire_call_within(&c->wire, "ckpt_save_begin", WIRE_TIMEOUT_CONN, &req, &rep, NULL);
         pthread_mutex_unlock(&c->lock);
         if (r < 0) {
                 free(s);
@@ -249,8 +278,9 @@ static void save_free(struct ckpt_save *s) {
         free(s);
 }
 
-int ckpt_shard_begin(struct ckpt_save *s, const char *name, uint64_t size,
-                     struct ckpt_shard **out) {
+/* what: the public call on whose behalf (named in deadline messages). */
+static int shard_begin(struct ckpt_save *s, const char *name, uint64_t size,
+                       struct ckpt_shard **out, const char *what) {
         struct ckpt_conn *c = s->conn;
         struct ckpt_request req = { .hdr.type = CKPT_MSG_SHARD_BEGIN };
         struct ckpt_reply rep;
@@ -266,7 +296,7 @@ int ckpt_shard_begin(struct ckpt_save *s, const char *name, uint64_t size,
         if (!sh)
                 return -ENOMEM;
         pthread_mutex_lock(&c->lock);
-        r = wire_call(&c->wire, &req, &rep, NULL);
+        r = wire_call_within(&c->wire, what, WIRE_TIMEOUT_CONN, &req, &rep, NULL);
         pthread_mutex_unlock(&c->lock);
         if (r < 0) {
                 free(sh);
@@ -281,7 +311,13 @@ int ckpt_shard_begin(struct ckpt_save *s, const char *name, uint64_t size,
         return 0;
 }
 
-int ckpt_shard_buffer(struct ckpt_shard *sh, void **buf, uint64_t *offset, uint64_t *len) {
+int ckpt_shard_begin(struct ckpt_save *s, const char *name, uint64_t size,
+                     struct ckpt_shard **out) {
+        return shard_begin(s, name, size, out, "ckpt_shard_begin");
+}
+
+static int shard_buffer(struct ckpt_shard *sh, void **buf, uint64_t *offset, uint64_t *len,
+                        const char *what) {
         struct ckpt_conn *c = sh->save->conn;
         struct ckpt_request req = { .hdr.type = CKPT_MSG_CHUNK_GET };
         struct ckpt_reply rep;
@@ -298,7 +334,7 @@ int ckpt_shard_buffer(struct ckpt_shard *sh, void **buf, uint64_t *offset, uint6
         req.chunk_get.shard_id = sh->id;
         req.chunk_get.offset = sh->committed;
         pthread_mutex_lock(&c->lock);
-        r = wire_call(&c->wire, &req, &rep, &fd);
+        r = wire_call_within(&c->wire, what, WIRE_TIMEOUT_CONN, &req, &rep, &fd);
         if (r == 0)
                 r = slot_attach(c, &rep.slot, fd, &sh->win_addr);
         pthread_mutex_unlock(&c->lock);
@@ -317,7 +353,11 @@ int ckpt_shard_buffer(struct ckpt_shard *sh, void **buf, uint64_t *offset, uint6
         return 0;
 }
 
-static int shard_put(struct ckpt_shard *sh, uint32_t crc) {
+int ckpt_shard_buffer(struct ckpt_shard *sh, void **buf, uint64_t *offset, uint64_t *len) {
+        return shard_buffer(sh, buf, offset, len, "ckpt_shard_buffer");
+}
+
+static int shard_put(struct ckpt_shard *sh, uint32_t crc, const char *what) {
         struct ckpt_conn *c = sh->save->conn;
         struct ckpt_request req = { .hdr.type = CKPT_MSG_CHUNK_PUT };
         struct ckpt_reply rep;
@@ -328,7 +368,7 @@ static int shard_put(struct ckpt_shard *sh, uint32_t crc) {
         req.chunk_put.length = sh->win_length;
         req.chunk_put.crc32c = crc;
         pthread_mutex_lock(&c->lock);
-        int r = wire_call(&c->wire, &req, &rep, NULL);
+        int r = wire_call_within(&c->wire, what, WIRE_TIMEOUT_CONN, &req, &rep, NULL);
         pthread_mutex_unlock(&c->lock);
         if (r < 0)
                 return r;
@@ -340,22 +380,22 @@ static int shard_put(struct ckpt_shard *sh, uint32_t crc) {
 int ckpt_shard_commit(struct ckpt_shard *sh) {
         if (!sh->window_open)
                 return -EINVAL;
-        return shard_put(sh, crc32c(0, sh->win_addr, sh->win_length));
+        return shard_put(sh, crc32c(0, sh->win_addr, sh->win_length), "ckpt_shard_commit");
 }
 
 int ckpt_save_write(struct ckpt_save *s, const char *name, const void *data, uint64_t size) {
         struct ckpt_shard *sh;
-        int r = ckpt_shard_begin(s, name, size, &sh);
+        int r = shard_begin(s, name, size, &sh, "ckpt_save_write");
 
         while (r >= 0 && sh->committed < sh->size) {
                 void *buf;
                 uint64_t off, len;
-                r = ckpt_shard_buffer(sh, &buf, &off, &len);
+                r = shard_buffer(sh, &buf, &off, &len, "ckpt_save_write");
                 if (r < 0)
                         break;
                 /* the one copy a trainer waits for, checksummed on the way */
                 uint32_t crc = crc32c_copy(0, buf, (const char *)data + off, len);
-                r = shard_put(sh, crc);
+                r = shard_put(sh, crc, "ckpt_save_write");
         }
         return r < 0 ? r : 0;
 }
@@ -367,7 +407,7 @@ int ckpt_save_finish(struct ckpt_save *s) {
 
         req.save.save_id = s->id;
         pthread_mutex_lock(&c->lock);
-        int r = wire_call(&c->wire, &req, &rep, NULL);
+        int r = wire_call_within(&c->wire, "ckpt_save_finish", WIRE_TIMEOUT_CONN, &req, &rep, NULL);
         pthread_mutex_unlock(&c->lock);
         save_free(s);
         return r;
@@ -382,7 +422,7 @@ void ckpt_save_abort(struct ckpt_save *s) {
 
         req.save.save_id = s->id;
         pthread_mutex_lock(&c->lock);
-        (void)wire_call(&c->wire, &req, &rep, NULL);
+        (void)wire_call_within(&c->wire, "ckpt_save_abort", WIRE_TIMEOUT_CONN, &req, &rep, NULL);
         pthread_mutex_unlock(&c->lock);
         save_free(s);
 }
@@ -401,7 +441,8 @@ int ckpt_wait(struct ckpt_conn *c, const char *job, uint64_t step, enum ckpt_wai
         req.wait.tier = (uint8_t)tier;
         req.wait.timeout_ms = timeout_ms;
         pthread_mutex_lock(&c->lock);
-        r = wire_call(&c->wire, &req, &rep, NULL);
+        r = wire_call_within(&c->wire, "ckpt_wait", wire_timeout_plus_grace(&c->wire, timeout_ms),
+                             &req, &rep, NULL);
         pthread_mutex_unlock(&c->lock);
         return r;
 }
@@ -416,7 +457,8 @@ int ckpt_commit(struct ckpt_conn *c, const char *job, uint64_t step, uint32_t ti
         req.job_step.step = step;
         req.job_step.timeout_ms = timeout_ms;
         pthread_mutex_lock(&c->lock);
-        r = wire_call(&c->wire, &req, &rep, NULL);
+        r = wire_call_within(&c->wire, "ckpt_commit",
+                             wire_timeout_plus_grace(&c->wire, timeout_ms), &req, &rep, NULL);
         pthread_mutex_unlock(&c->lock);
         return r;
 }
@@ -431,7 +473,7 @@ int ckpt_latest(struct ckpt_conn *c, const char *job, uint64_t *step, uint32_t *
         if (r < 0)
                 return r;
         pthread_mutex_lock(&c->lock);
-        r = wire_call(&c->wire, &req, &rep, NULL);
+        r = wire_call_within(&c->wire, "ckpt_latest", WIRE_TIMEOUT_CONN, &req, &rep, NULL);
         pthread_mutex_unlock(&c->lock);
         if (r < 0)
                 return r;
@@ -459,7 +501,7 @@ int ckpt_latest_rank(struct ckpt_conn *c, const char *job, uint32_t rank, uint64
         req.latest_rank.below = below;
         rep.hdr.type = 0;
         pthread_mutex_lock(&c->lock);
-        r = wire_call(&c->wire, &req, &rep, NULL);
+        r = wire_call_within(&c->wire, "ckpt_latest_rank", WIRE_TIMEOUT_CONN, &req, &rep, NULL);
         pthread_mutex_unlock(&c->lock);
         if (r == -EBADMSG && rep.hdr.type == CKPT_MSG_ERROR) {
                 /* A daemon that predates LATEST_RANK finds its type unknown
@@ -498,7 +540,7 @@ int ckpt_shard_list(struct ckpt_conn *c, const char *job, uint64_t step, uint32_
                 req.shard_list.start = (uint32_t)n;
                 req.hdr.type = CKPT_MSG_SHARD_LIST;
                 pthread_mutex_lock(&c->lock);
-                r = wire_call(&c->wire, &req, rep, NULL);
+                r = wire_call_within(&c->wire, "ckpt_shard_list", WIRE_TIMEOUT_CONN, &req, rep, NULL);
                 pthread_mutex_unlock(&c->lock);
                 if (r < 0)
                         break;
@@ -557,7 +599,7 @@ int64_t ckpt_read(struct ckpt_conn *c, const char *job, uint64_t step, uint32_t 
                 req.hdr.type = CKPT_MSG_READ;
                 req.read.offset = off;
                 req.read.length = piece;
-                r = wire_call(&c->wire, &req, &rep, &fd);
+                r = wire_call_within(&c->wire, "ckpt_read", WIRE_TIMEOUT_CONN, &req, &rep, &fd);
                 if (r < 0)
                         break;
                 uint64_t got = rep.slot.length;
@@ -578,7 +620,7 @@ int64_t ckpt_read(struct ckpt_conn *c, const char *job, uint64_t step, uint32_t 
                 struct ckpt_request rd = { .hdr.type = CKPT_MSG_READ_DONE };
                 struct ckpt_reply rdrep;
                 rd.read_done.slot_id = rep.slot.slot_id;
-                r = wire_call(&c->wire, &rd, &rdrep, NULL);
+                r = wire_call_within(&c->wire, "ckpt_read", WIRE_TIMEOUT_CONN, &rd, &rdrep, NULL);
                 if (r < 0)
                         break;
                 /* the daemon may return less than asked (a shorter
@@ -605,7 +647,7 @@ int ckpt_map(struct ckpt_conn *c, const char *job, uint64_t step, uint32_t rank,
         req.read.step = step;
         req.read.rank = rank;
         pthread_mutex_lock(&c->lock);
-        r = wire_call(&c->wire, &req, &rep, &fd);
+        r = wire_call_within(&c->wire, "ckpt_map", WIRE_TIMEOUT_CONN, &req, &rep, &fd);
         pthread_mutex_unlock(&c->lock);
         if (r < 0)
                 return r;

@@ -45,13 +45,36 @@
  *   -EINVAL                  invalid name or argument
  *   -EACCES                  the job belongs to another user
  *   -ETIMEDOUT               no shared-memory slot freed up within the
- *                            daemon's pool wait timeout, or a wait timed out
+ *                            daemon's pool wait timeout, or a wait timed out,
+ *                            or the daemon did not answer within the
+ *                            client's deadline (below; the connection is
+ *                            then closed)
+ *   -ENOTCONN                the connection was closed by an earlier
+ *                            deadline or a lost daemon; reconnect
  *   -EBADMSG                 torn shard: bytes changed after commit (from
  *                            ckpt_wait(); ckpt_commit() says -EPROTO)
  *   -EIO                     stored data failed its checksum
  *   -ENOSPC                  the daemon's disk is full
  *   -EPROTONOSUPPORT         daemon and library speak different protocols
  *   -ECONNRESET / -EPIPE     the daemon went away; reconnect
+ *
+ * Deadlines: no call waits for a stopped or hung daemon forever.  Every
+ * request and its reply (one call may make several: ckpt_save_write() one
+ * pair per window) must complete within the connection's timeout —
+ * $CKPT_TIMEOUT_MS when ckpt_connect() ran, else 60000 ms, changed with
+ * ckpt_set_timeout(); it is long enough for the daemon's own waits with
+ * default settings (a free slot: 30 s).  ckpt_connect() itself, connecting
+ * and greeting included, has the same deadline.  ckpt_wait() and
+ * ckpt_commit() wait for the daemon as long as their timeout_ms says, plus
+ * CKPT_REPLY_GRACE_MS for the reply.  Running out returns -ETIMEDOUT and
+ * ckpt_last_error() says which call and how long ("ckpt_latest: no reply
+ * from ckptd within 60000 ms ...").  The connection is then closed: what
+ * the unanswered request did is unknown, and a late reply must never pass
+ * for the answer to a later request.  So saves not finished on it fail (as
+ * on any disconnect), mapped slots stay mapped until ckpt_disconnect(), and
+ * every further call on it returns -ENOTCONN: reconnect.  A timeout of 0
+ * (ckpt_set_timeout(conn, 0) or CKPT_TIMEOUT_MS=0) means no client-side
+ * deadline at all, as before libckpt 0.3.
  *
  * Thread-safety: a struct ckpt_conn may be shared between threads; calls on
  * it are serialised by an internal lock (one request at a time), so give
@@ -76,7 +99,11 @@ extern "C" {
 #endif
 
 #define CKPT_VERSION_MAJOR 0
-#define CKPT_VERSION_MINOR 2 /* 0.2: ckpt_latest_rank() */
+#define CKPT_VERSION_MINOR 3 /* 0.2: ckpt_latest_rank(); 0.3: ckpt_set_timeout() */
+
+/* What ckpt_wait() and ckpt_commit() allow the daemon beyond their own
+ * timeout_ms to deliver its reply (see "Deadlines" above). */
+#define CKPT_REPLY_GRACE_MS 250u
 
 struct ckpt_conn;
 struct ckpt_save;
@@ -97,16 +124,35 @@ enum ckpt_wait_tier {
  * Connect to the daemon.  socket_path NULL means $CKPT_SOCKET, else the
  * per-user socket ($XDG_RUNTIME_DIR/ckptd.sock or
  * ~/.local/state/ckptd/ckptd.sock) if it exists, else the system socket
- * /run/ckptd/ckptd.sock.  On success *out owns the connection.
+ * /run/ckptd/ckptd.sock.  On success *out owns the connection.  Connecting
+ * and the greeting must finish within $CKPT_TIMEOUT_MS (default 60000,
+ * 0: no deadline), which also becomes the connection's timeout; -ETIMEDOUT
+ * when they did not, -EINVAL when CKPT_TIMEOUT_MS is not a number.  On
+ * failure ckpt_last_error(NULL) says why.
  */
 CKPT_EXPORT int ckpt_connect(const char *socket_path, struct ckpt_conn **out);
+
+/*
+ * Set how long each later request on conn waits for the daemon's reply
+ * when the call has no timeout of its own (every call but ckpt_wait() and
+ * ckpt_commit(), whose deadline is their timeout_ms + CKPT_REPLY_GRACE_MS):
+ * timeout_ms, or no deadline at all for 0 (which also lifts the deadline of
+ * ckpt_wait() and ckpt_commit()).  Raise it when the daemon's own waits are
+ * longer than the default allows (a [pool] wait_timeout over 60 s; a
+ * restore that first fetches a large rank from the object store).  Waits
+ * for a call in progress on conn in another thread.  0, or -EINVAL for a
+ * NULL conn.  Since libckpt 0.3.
+ */
+CKPT_EXPORT int ckpt_set_timeout(struct ckpt_conn *conn, uint32_t timeout_ms);
 
 /* Close the connection and unmap its slots.  Saves not finished on it are
  * aborted by the daemon.  Accepts NULL. */
 CKPT_EXPORT void ckpt_disconnect(struct ckpt_conn *conn);
 
 /* The daemon's message about the last error on this connection ("" if
- * none).  Valid until the next call on conn. */
+ * none), or libckpt's own (a deadline, a closed connection).  Valid until
+ * the next call on conn.  With conn NULL: why this thread's last
+ * ckpt_connect() failed, valid until its next ckpt_connect(). */
 CKPT_EXPORT const char *ckpt_last_error(struct ckpt_conn *conn);
 
 /* Text for a negative errno returned by this library.  Never NULL. */
@@ -164,7 +210,9 @@ CKPT_EXPORT void ckpt_save_abort(struct ckpt_save *save);
 /*
  * Wait until every rank this node holds for (job, step) reaches `tier`, at
  * most timeout_ms (0: just check).  0 when reached, -ETIMEDOUT, -ENOENT (no
- * such step), or the error that made the step fail.
+ * such step), or the error that made the step fail.  The reply must arrive
+ * within timeout_ms + CKPT_REPLY_GRACE_MS, or the call returns -ETIMEDOUT
+ * and closes conn (see "Deadlines").
  */
 CKPT_EXPORT int ckpt_wait(struct ckpt_conn *conn, const char *job, uint64_t step,
                           enum ckpt_wait_tier tier, uint32_t timeout_ms);
@@ -174,7 +222,9 @@ CKPT_EXPORT int ckpt_wait(struct ckpt_conn *conn, const char *job, uint64_t step
  * every rank finished its save.  Waits (up to timeout_ms) for the node's
  * ranks to reach local disk, then writes the commit record atomically.
  * Idempotent.  -EPROTO if a rank's save failed or (single-node daemon) not
- * every rank of world_size was saved.
+ * every rank of world_size was saved.  The reply must arrive within
+ * timeout_ms + CKPT_REPLY_GRACE_MS, or the call returns -ETIMEDOUT and
+ * closes conn (see "Deadlines").
  */
 CKPT_EXPORT int ckpt_commit(struct ckpt_conn *conn, const char *job, uint64_t step,
                             uint32_t timeout_ms);
