@@ -8,6 +8,8 @@
  *   ckptctl [--socket PATH] [--json] latest JOB [--rank R [--below STEP]]
  *   ckptctl [--socket PATH] [--json] restore JOB [STEP] [--node N | --rank R | --all]
  *   ckptctl [--socket PATH] pin|unpin JOB STEP
+ *   (any of them with --timeout DURATION: how long each request may wait for
+ *   the daemon's reply; default $CKPT_TIMEOUT_MS, else 60 s)
  *
  * Tables for people, --json for scripts.  Exit status: 0 ok, 1 the daemon
  * reported an error, 2 usage, 3 no daemon is running at the socket.
@@ -75,6 +77,29 @@ static const char *human_duration(uint64_t ms, char buf[32]) {
         else
                 snprintf(buf, 32, "%" PRIu64 ".%01" PRIu64 "s", s, ms % 1000 / 100);
         return buf;
+}
+
+/* The deadline of each request (--timeout, else $CKPT_TIMEOUT_MS, else
+ * conn.h's default): a stopped or hung daemon must not hang ckptctl, and
+ * so whatever script or monitor runs it. */
+static uint32_t timeout_ms;
+static bool timeout_given;
+
+/* "1500", "1500ms" or "2s" -> milliseconds. */
+static int parse_timeout(const char *s, uint32_t *ms_out) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        unsigned long long scale = !strcmp(end, "s") ? 1000 : 1;
+        if (*s < '0' || *s > '9' || errno || (*end && strcmp(end, "ms") && strcmp(end, "s")) ||
+            v > UINT32_MAX / scale) {
+                fprintf(stderr, "ckptctl: --timeout '%s': want milliseconds (1500, 1500ms) or "
+                                "seconds (2s) below 2^32 ms; 0: wait forever\n",
+                        s);
+                return -EINVAL;
+        }
+        *ms_out = (uint32_t)(v * scale);
+        return 0;
 }
 
 static int report(int r, const char *what) {
@@ -532,7 +557,11 @@ static int cmd_restore(int nargs, char **args) {
         req.fetch.step = step;
         req.fetch.which = which;
         req.fetch.index = which == CKPT_FETCH_ALL || which == CKPT_FETCH_PEERS ? 0 : index;
-        int r = wire_call(&wire, &req, &rep, NULL);
+        /* Fetching a whole step can rightly take far longer than any
+         * default: only an explicit --timeout bounds it.  (The STATUS above
+         * did have the deadline, so a stopped daemon is still found out.) */
+        int r = wire_call_within(&wire, NULL, timeout_given ? WIRE_TIMEOUT_CONN : 0, &req, &rep,
+                                 NULL);
         if (r < 0)
                 return report(r, "restore");
         char b[32];
@@ -678,6 +707,10 @@ static void usage(FILE *f) {
                    "  --socket PATH    daemon socket (default: $CKPT_SOCKET, the per-user socket,\n"
                    "                   or /run/ckptd/ckptd.sock)\n"
                    "  --json           machine-readable output\n"
+                   "  --timeout DURATION\n"
+                   "                   how long each request waits for the daemon's reply\n"
+                   "                   (N ms, Nms or Ns; 0: forever; default $CKPT_TIMEOUT_MS,\n"
+                   "                   else 60s; restore's fetch: forever unless given)\n"
                    "  --version, --help\n");
 }
 
@@ -685,6 +718,7 @@ int main(int argc, char **argv) {
         static const struct option longopts[] = {
                 { "socket", required_argument, NULL, 's' },
                 { "json", no_argument, NULL, 'j' },
+                { "timeout", required_argument, NULL, 't' },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 {}
@@ -700,6 +734,11 @@ int main(int argc, char **argv) {
                         break;
                 case 'j':
                         json = true;
+                        break;
+                case 't':
+                        if (parse_timeout(optarg, &timeout_ms) < 0)
+                                return EXIT_USAGE;
+                        timeout_given = true;
                         break;
                 case 'h':
                         usage(stdout);
@@ -730,7 +769,12 @@ int main(int argc, char **argv) {
 
         if (!socket_path)
                 socket_path = wire_default_path(def, sizeof(def));
-        int r = wire_open(&wire, socket_path, NULL);
+        if (!timeout_given && wire_timeout_from_env(&timeout_ms, wire.errmsg,
+                                                    sizeof(wire.errmsg)) < 0) {
+                fprintf(stderr, "ckptctl: %s\n", wire.errmsg);
+                return EXIT_USAGE;
+        }
+        int r = wire_open_within(&wire, socket_path, "connect", timeout_ms, NULL);
         if (r == -ENOENT || r == -ECONNREFUSED) {
                 fprintf(stderr, "ckptctl: ckptd is not running (nothing listens on %s); start it "
                                 "with 'systemctl start ckptd' or run ckptd\n",
