@@ -13,8 +13,15 @@ them back.
 
 A thin ctypes layer over libckpt.so (found through $CKPT_LIBRARY, then the
 system's library path): every failure raises CkptError carrying the errno
-and the daemon's own message.  Objects are not thread-safe; use one Client
-per thread.
+and the daemon's own message; it is also the builtin OSError subclass of
+that errno (TimeoutError for ETIMEDOUT, FileNotFoundError for ENOENT, ...).
+Objects are not thread-safe; use one Client per thread.
+
+Deadlines (ckpt.h, "Deadlines"): each request waits for the daemon's reply
+at most Client(timeout_ms=...) / set_timeout() / $CKPT_TIMEOUT_MS (default
+60 s); wait() and commit() their own timeout_ms plus 250 ms.  Running out
+raises TimeoutError (a CkptError) and closes the connection: later calls
+raise CkptError ENOTCONN; open a new Client.
 """
 import ctypes
 import ctypes.util
@@ -56,8 +63,14 @@ def _load():
         "ckpt_read": (ctypes.c_int64, [c_p, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint32,
                                        ctypes.c_char_p, ctypes.c_uint64, c_p, ctypes.c_uint64]),
     }
-    for name, (res, args) in sig.items():
-        f = getattr(lib, name)
+    # Newer than libckpt 0.1: bound only when the library has them.
+    optional = {
+        "ckpt_set_timeout": (ctypes.c_int, [c_p, ctypes.c_uint32]),
+    }
+    for name, (res, args) in list(sig.items()) + list(optional.items()):
+        f = getattr(lib, name, None)
+        if f is None and name in optional:
+            continue
         f.restype = res
         f.argtypes = args
     return lib
@@ -78,11 +91,30 @@ class _ShardInfo(ctypes.Structure):
                 ("crc32c", ctypes.c_uint32)]
 
 
+_KINDS = {}
+
+
 class CkptError(OSError):
-    """A libckpt call failed: .errno is the errno, str() has the daemon's words."""
+    """A libckpt call failed: .errno is the errno, str() has the daemon's words.
+
+    An instance is also the builtin subclass OSError picks for the errno
+    (TimeoutError, FileNotFoundError, PermissionError, ...), so callers may
+    catch either."""
+
+    def __new__(cls, code, what, detail):
+        if cls is CkptError:
+            builtin = type(OSError(code, ""))
+            if builtin is not OSError:
+                cls = _KINDS.get(builtin)
+                if cls is None:
+                    cls = _KINDS[builtin] = type("Ckpt" + builtin.__name__,
+                                                 (CkptError, builtin), {})
+        # OSError takes its arguments in __new__ when a subclass overrides it
+        return super().__new__(cls, code, "%s: %s" % (
+            what, detail or _l().ckpt_strerror(-code).decode()))
 
     def __init__(self, code, what, detail):
-        super().__init__(code, "%s: %s" % (what, detail or _l().ckpt_strerror(-code).decode()))
+        pass
 
 
 def _enc(s):
@@ -102,11 +134,24 @@ def _buffer_address(data):
 
 
 class Client:
-    def __init__(self, socket_path=None):
+    """A connection to ckptd.  timeout_ms: how long each request waits for
+    the daemon's reply (None: $CKPT_TIMEOUT_MS or 60 s; 0: forever); the
+    connect itself always uses $CKPT_TIMEOUT_MS or 60 s."""
+
+    def __init__(self, socket_path=None, timeout_ms=None):
         self._c = ctypes.c_void_p()
         r = _l().ckpt_connect(_enc(socket_path) if socket_path else None, ctypes.byref(self._c))
         if r < 0:
-            raise CkptError(-r, "connect", None)
+            msg = _l().ckpt_last_error(None)
+            raise CkptError(-r, "connect", msg.decode() if msg else None)
+        if timeout_ms is not None:
+            self.set_timeout(timeout_ms)
+
+    def set_timeout(self, timeout_ms):
+        """Deadline of each later request without a timeout of its own (0: none)."""
+        if not hasattr(_l(), "ckpt_set_timeout"):
+            raise CkptError(_errno.EOPNOTSUPP, "set_timeout", "this libckpt predates deadlines")
+        self._check(_l().ckpt_set_timeout(self._c, timeout_ms), "set_timeout")
 
     def _check(self, r, what):
         if r < 0:
