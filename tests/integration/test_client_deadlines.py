@@ -350,9 +350,10 @@ print(json.dumps(out), flush=True)
 
 def check_python(d, env, failures):
     """The binding: Client(timeout_ms=...) and TimeoutError."""
-    lib = os.environ.get("CKPT_LIBRARY")
-    if not lib:
-        log("python binding: skipped (no $CKPT_LIBRARY: sanitizer build)")
+    if os.environ.get("CKPT_SANITIZE", "none") != "none":
+        # an instrumented libckpt.so cannot be loaded into python (the
+        # sanitizer runtime must come first); the plain build runs this
+        log("python binding: skipped in a sanitizer build")
         return
     p = subprocess.Popen([sys.executable, "-c", PY_CLIENT,
                           os.path.join(SOURCE_ROOT, "client", "python"), JOB],
