@@ -435,7 +435,7 @@ static void conn_read(struct conn *c) {
 
         while (!c->busy && !c->closing) {
                 union {
-                        char buf[CMSG_SPACE(sizeof(int) * 16)];
+                        char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 16)];
                         struct cmsghdr align;
                 } ctrl;
                 struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
@@ -452,12 +452,16 @@ static void conn_read(struct conn *c) {
                         conn_close(c);
                         return;
                 }
-                if (n == 0) {
-                        conn_close(c);
-                        return;
-                }
-                /* Clients have no business sending descriptors: drop them. */
+                /* Clients have no business sending descriptors: drop them.
+                 * SO_PASSCRED (set at accept) makes every packet, an empty
+                 * one too, carry SCM_CREDENTIALS, while the end of the
+                 * stream carries nothing: on SOCK_SEQPACKET recvmsg returns
+                 * 0 for both, and only the credentials tell a 0-byte packet
+                 * (malformed, answered below) from a hang-up. */
+                bool packet = n > 0;
                 for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+                        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_CREDENTIALS)
+                                packet = true;
                         if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
                                 int nfds = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
                                 for (int i = 0; i < nfds; i++) {
@@ -466,6 +470,10 @@ static void conn_read(struct conn *c) {
                                         close(fd);
                                 }
                         }
+                }
+                if (!packet) {
+                        conn_close(c);
+                        return;
                 }
 
                 c->busy = true;
@@ -478,6 +486,12 @@ static void conn_read(struct conn *c) {
                         c->busy_seq = req.hdr.seq;
                         conn_error(c, -EMSGSIZE, "message of %zd bytes exceeds the %u byte limit",
                                    n, CKPT_MSG_MAX);
+                        continue;
+                }
+                if (n == 0) {
+                        conn_error(c, -EBADMSG, "malformed message: empty packet (0 bytes) "
+                                   "rejected; every message starts with the %u-byte header",
+                                   CKPT_HDR_SIZE);
                         continue;
                 }
                 r = ckpt_request_decode(&req, buf, (size_t)n);
@@ -583,8 +597,10 @@ static void server_on_accept(struct loop_watch *w, uint32_t events) {
                 list_init(&c->saves);
                 list_init(&c->step_link);
                 list_init(&c->waiter.link);
-                int sndbuf = 4 * CKPT_MSG_MAX;
+                int sndbuf = 4 * CKPT_MSG_MAX, one = 1;
                 setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+                /* how conn_read tells an empty packet from the hang-up */
+                setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
                 if (loop_watch_add(srv->loop, &c->watch, fd, EPOLLIN, conn_on_event) < 0) {
                         close(fd);
                         free(gens);
