@@ -1076,6 +1076,15 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                 conn_error(c, -ESHUTDOWN, "ckptd is shutting down; retry when it is back");
                 return;
         }
+        /* One READ fills at most one slot (docs/protocol.md): a longer one is
+         * refused, not quietly shortened, so a client that got the geometry
+         * wrong learns it instead of reading less than it thinks. */
+        if (req->length > pool_slot_size(srv->pool)) {
+                conn_error(c, -EINVAL, "READ of %" PRIu64 " bytes exceeds the slot size of %" PRIu64
+                           " bytes (HELLO's slot_size): read a larger range in several READs",
+                           req->length, pool_slot_size(srv->pool));
+                return;
+        }
         struct store *store;
         struct catalog *catalog;
         int r = locate(c, req->job.str, req->step, req->rank, &store, &catalog);
