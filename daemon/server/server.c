@@ -151,13 +151,26 @@ void conn_reply_empty(struct conn *c) {
         conn_reply(c, &rep, -1);
 }
 
+/* Copy a text into a field of cap bytes (NUL included), cut at a
+ * character boundary: a text field is at most CKPT_ERRMSG_MAX bytes on the
+ * wire, and what is cut ends up in JSON. */
+static void text_copy(char *dst, size_t cap, const char *src) {
+        size_t len = strlen(src), keep = MIN(len, cap - 1);
+        while (keep < len && keep > 0 && ((unsigned char)src[keep] & 0xc0) == 0x80)
+                keep--;
+        memcpy(dst, src, keep);
+        dst[keep] = '\0';
+}
+
 void conn_error(struct conn *c, int error, const char *fmt, ...) {
         struct ckpt_reply rep = { .hdr.type = CKPT_MSG_ERROR };
+        char msg[2 * CKPT_ERRMSG_MAX];
         va_list ap;
 
         va_start(ap, fmt);
-        vsnprintf(rep.error.message, sizeof(rep.error.message), fmt, ap);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
+        text_copy(rep.error.message, sizeof(rep.error.message), msg);
         if (error >= 0 || error <= -4096)
                 error = -EIO;
         rep.error.error = error;
