@@ -867,10 +867,9 @@ static void read_verify_done(struct work *w) {
         struct read_op *op = container_of(w, struct read_op, work);
 
         if (op->bad_block >= 0) {
-                log_error("job %s step %" PRIu64 " rank %u shard %s: block %" PRId64
-                          " fails its CRC32C: the copy on disk is corrupt",
-                          op->job, op->step, op->rank, op->shard, op->bad_block);
-                catalog_job_error(op->srv->catalog, op->job);
+                server_job_error(op->srv, op->job, "job %s step %" PRIu64 " rank %u shard %s: block "
+                                 "%" PRId64 " fails its CRC32C: the copy on disk is corrupt",
+                                 op->job, op->step, op->rank, op->shard, op->bad_block);
         }
         op->ready = true;
         if (op->conn)

@@ -34,6 +34,16 @@ struct outmsg {
         uint8_t data[];
 };
 
+/* Errors of one uid's jobs since start.  The daemon-wide last error
+ * (log_last_error) may name any job and any trainer's pid, so only root
+ * sees it; everyone else sees the errors of their own jobs. */
+struct uid_errors {
+        struct list link;
+        uint32_t uid;
+        uint64_t count;
+        char last[CKPT_ERRMSG_MAX + 1];
+};
+
 static void conn_close(struct conn *c);
 
 /* ---- sending ------------------------------------------------------------------ */
@@ -247,6 +257,61 @@ static void handle_hello(struct conn *c, const struct ckpt_req_hello *req) {
         conn_reply(c, &rep, -1);
 }
 
+static struct uid_errors *uid_errors_find(struct server *srv, uint32_t uid) {
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &srv->uid_errors) {
+                struct uid_errors *e = list_entry(pos, struct uid_errors, link);
+                if (e->uid == uid)
+                        return e;
+        }
+        return NULL;
+}
+
+void server_job_error(struct server *srv, const char *job, const char *fmt, ...) {
+        char msg[2 * CKPT_ERRMSG_MAX];
+        va_list ap;
+        uint32_t owner;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        log_error("%s", msg);
+        catalog_job_error(srv->catalog, job);
+        if (catalog_job_uid(srv->catalog, job, &owner) < 0)
+                return; /* no such job (yet): root sees it in the daemon's last error */
+        struct uid_errors *e = uid_errors_find(srv, owner);
+        if (!e) {
+                e = calloc(1, sizeof(*e));
+                if (!e)
+                        return;
+                e->uid = owner;
+                list_add_tail(&srv->uid_errors, &e->link);
+        }
+        e->count++;
+        text_copy(e->last, sizeof(e->last), msg);
+}
+
+/* STATUS shows everyone the daemon's own state (pool, load, tiers' health)
+ * but what names a job or a process only to the job's owner and root:
+ * the last error and the error count, and the object store's last error. */
+static void status_restrict(struct conn *c, struct ckpt_rep_status *st) {
+        struct server *srv = c->srv;
+
+        if (c->uid == 0)
+                return;
+        const struct uid_errors *e = uid_errors_find(srv, (uint32_t)c->uid);
+        st->errors = e ? e->count : 0;
+        snprintf(st->last_error, sizeof(st->last_error), "%s", e ? e->last : "");
+        if (srv->flusher && st->remote_error[0]) {
+                uint32_t owner;
+                const char *job = flush_last_error_job(srv->flusher);
+                if (!*job || catalog_job_uid(srv->catalog, job, &owner) < 0 ||
+                    owner != (uint32_t)c->uid)
+                        snprintf(st->remote_error, sizeof(st->remote_error),
+                                 "(the last error concerns another user's job: root sees it)");
+        }
+}
+
 static void handle_status(struct conn *c) {
         struct server *srv = c->srv;
         struct ckpt_reply rep = { 0 };
@@ -283,6 +348,7 @@ static void handle_status(struct conn *c) {
                 peers_status(srv->peers, st->peers, sizeof(st->peers), &st->peers_up,
                              &st->peers_total, &st->repl_steps_pending);
         }
+        status_restrict(c, st);
         conn_reply(c, &rep, -1);
 }
 
@@ -659,6 +725,7 @@ int server_new(struct server **out, struct loop *loop, struct pool *pool, struct
         list_init(&srv->conns);
         list_init(&srv->zombies);
         list_init(&srv->steps);
+        list_init(&srv->uid_errors);
         srv->reap_hook.run = server_reap;
         loop_hook_add(loop, &srv->reap_hook);
         *out = srv;
@@ -793,6 +860,11 @@ struct server *server_free(struct server *srv) {
         server_reap(&srv->reap_hook);
         list_unlink(&srv->reap_hook.link);
         step_state_free_all(srv);
+        list_for_each_safe(pos, tmp, &srv->uid_errors) {
+                struct uid_errors *e = list_entry(pos, struct uid_errors, link);
+                list_unlink(&e->link);
+                free(e);
+        }
         if (srv->listen_fd >= 0) {
                 loop_watch_del(srv->loop, &srv->listen_watch);
                 if (srv->listen_fd_owned) {
