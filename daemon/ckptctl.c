@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ckptd-config.h"
 #include "conn.h"
@@ -296,8 +297,11 @@ static int cmd_status(void) {
                        s->clients);
                 fprintf(out, "traffic:   %s written, %s read since start\n",
                        human_bytes(s->bytes_written, b2), human_bytes(s->bytes_read, b3));
-                fprintf(out, "errors:    %" PRIu64 "%s%s\n", s->errors, s->last_error[0] ? ", last: " : "",
-                       s->last_error);
+                /* the daemon tells a uid other than root only of its own
+                 * jobs' errors (docs/protocol.md, STATUS reply) */
+                fprintf(out, "errors:    %" PRIu64 "%s%s%s\n", s->errors,
+                        getuid() == 0 ? "" : " in your jobs", s->last_error[0] ? ", last: " : "",
+                        s->last_error);
                 if (s->node_count > 1)
                         fprintf(out, "node:      %u of %u\n", s->node_index, s->node_count);
                 if (s->replication_enabled) {

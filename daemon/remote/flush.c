@@ -156,6 +156,7 @@ struct flusher {
         uint64_t bytes_uploaded;
         uint32_t steps_failed;
         char last_error[CKPT_ERRMSG_MAX + 1];
+        char last_error_job[CKPT_NAME_MAX + 1]; /* whose it is: STATUS shows it to them */
         bool freeing;
 };
 
@@ -167,10 +168,11 @@ static void retention_start(struct flusher *f, const char *job);
 /* ---- helpers ----------------------------------------------------------------------------- */
 
 /* "403 SignatureDoesNotMatch: The request signature we calculated..." */
-static void set_last_error(struct flusher *f, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
-static void set_last_error(struct flusher *f, const char *fmt, ...) {
+static void set_last_error(struct flusher *f, const char *job, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+static void set_last_error(struct flusher *f, const char *job, const char *fmt, ...) {
         va_list ap;
+        snprintf(f->last_error_job, sizeof(f->last_error_job), "%s", job);
         va_start(ap, fmt);
         vsnprintf(f->last_error, sizeof(f->last_error), fmt, ap);
         va_end(ap);
@@ -276,7 +278,7 @@ static void step_fail(struct fstep *st, const char *fmt, ...) {
                         o->phase = OBJ_TODO;
                 }
         }
-        set_last_error(f, "job %s step %" PRIu64 ": %s", st->job, st->step, msg);
+        set_last_error(f, st->job, "job %s step %" PRIu64 ": %s", st->job, st->step, msg);
         log_error("flush: job %s step %" PRIu64 " stopped: %s (fix the cause, then SIGHUP "
                   "or restart ckptd to retry)", st->job, st->step, msg);
         catalog_ckpt_remote_set(f->catalog, st->job, st->step, CATALOG_REMOTE_FAILED, msg);
@@ -308,8 +310,8 @@ static void step_stall(struct fstep *st, const char *what, const struct s3_resul
         char why[400];
 
         s3_result_describe(res, error, why, sizeof(why));
-        set_last_error(f, "job %s step %" PRIu64 ": %s: %s (will retry)", st->job, st->step,
-                       what, why);
+        set_last_error(f, st->job, "job %s step %" PRIu64 ": %s: %s (will retry)", st->job,
+                       st->step, what, why);
         st->stall_ms = st->stall_ms ? MIN(st->stall_ms * 2, FLUSH_STALL_MAX_MS)
                                     : FLUSH_STALL_MIN_MS;
         log_warn("flush: job %s step %" PRIu64 ": %s failed after %u attempts: %s; "
@@ -1389,6 +1391,7 @@ static int retry_cb(void *userdata, const char *job, uint64_t step, uint8_t stat
 
 int flush_retry_failed(struct flusher *f) {
         f->last_error[0] = 0;
+        f->last_error_job[0] = 0;
         f->steps_failed = 0;
         return catalog_ckpt_foreach(f->catalog, NULL, retry_cb, f);
 }
@@ -1424,6 +1427,10 @@ void flush_status(struct flusher *f, struct ckpt_rep_status *out) {
 
 const char *flush_last_error(struct flusher *f) {
         return f->last_error;
+}
+
+const char *flush_last_error_job(struct flusher *f) {
+        return f->last_error_job;
 }
 
 void flush_set_keep(struct flusher *f, uint32_t keep) {

@@ -84,3 +84,6 @@ void flush_status(struct flusher *f, struct ckpt_rep_status *st);
 
 /* The last permanent error of (job, step) or of the flusher, for messages. */
 const char *flush_last_error(struct flusher *f);
+/* The job that last error concerns ("" if none): STATUS shows the error
+ * only to that job's owner and root. */
+const char *flush_last_error_job(struct flusher *f);

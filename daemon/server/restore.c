@@ -867,10 +867,9 @@ static void read_verify_done(struct work *w) {
         struct read_op *op = container_of(w, struct read_op, work);
 
         if (op->bad_block >= 0) {
-                log_error("job %s step %" PRIu64 " rank %u shard %s: block %" PRId64
-                          " fails its CRC32C: the copy on disk is corrupt",
-                          op->job, op->step, op->rank, op->shard, op->bad_block);
-                catalog_job_error(op->srv->catalog, op->job);
+                server_job_error(op->srv, op->job, "job %s step %" PRIu64 " rank %u shard %s: block "
+                                 "%" PRId64 " fails its CRC32C: the copy on disk is corrupt",
+                                 op->job, op->step, op->rank, op->shard, op->bad_block);
         }
         op->ready = true;
         if (op->conn)
@@ -1074,6 +1073,15 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
 
         if (srv->draining) {
                 conn_error(c, -ESHUTDOWN, "ckptd is shutting down; retry when it is back");
+                return;
+        }
+        /* One READ fills at most one slot (docs/protocol.md): a longer one is
+         * refused, not quietly shortened, so a client that got the geometry
+         * wrong learns it instead of reading less than it thinks. */
+        if (req->length > pool_slot_size(srv->pool)) {
+                conn_error(c, -EINVAL, "READ of %" PRIu64 " bytes exceeds the slot size of %" PRIu64
+                           " bytes (HELLO's slot_size): read a larger range in several READs",
+                           req->length, pool_slot_size(srv->pool));
                 return;
         }
         struct store *store;

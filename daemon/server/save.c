@@ -232,9 +232,8 @@ static void save_fail(struct save *s, int error, const char *fmt, ...) {
         s->error = error;
         bool was_writing = s->state == SAVE_WRITING;
         s->state = SAVE_FAILED;
-        log_error("job %s step %" PRIu64 " rank %u: save failed: %s", s->step->job, s->step->step,
-                  s->rank, s->errmsg);
-        catalog_job_error(srv->catalog, s->step->job);
+        server_job_error(srv, s->step->job, "job %s step %" PRIu64 " rank %u: save failed: %s",
+                         s->step->job, s->step->step, s->rank, s->errmsg);
 
         /* Windows lent to the client and never handed back. */
         struct list *pos, *tmp;

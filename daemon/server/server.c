@@ -34,6 +34,16 @@ struct outmsg {
         uint8_t data[];
 };
 
+/* Errors of one uid's jobs since start.  The daemon-wide last error
+ * (log_last_error) may name any job and any trainer's pid, so only root
+ * sees it; everyone else sees the errors of their own jobs. */
+struct uid_errors {
+        struct list link;
+        uint32_t uid;
+        uint64_t count;
+        char last[CKPT_ERRMSG_MAX + 1];
+};
+
 static void conn_close(struct conn *c);
 
 /* ---- sending ------------------------------------------------------------------ */
@@ -151,13 +161,26 @@ void conn_reply_empty(struct conn *c) {
         conn_reply(c, &rep, -1);
 }
 
+/* Copy a text into a field of cap bytes (NUL included), cut at a
+ * character boundary: a text field is at most CKPT_ERRMSG_MAX bytes on the
+ * wire, and what is cut ends up in JSON. */
+static void text_copy(char *dst, size_t cap, const char *src) {
+        size_t len = strlen(src), keep = MIN(len, cap - 1);
+        while (keep < len && keep > 0 && ((unsigned char)src[keep] & 0xc0) == 0x80)
+                keep--;
+        memcpy(dst, src, keep);
+        dst[keep] = '\0';
+}
+
 void conn_error(struct conn *c, int error, const char *fmt, ...) {
         struct ckpt_reply rep = { .hdr.type = CKPT_MSG_ERROR };
+        char msg[2 * CKPT_ERRMSG_MAX];
         va_list ap;
 
         va_start(ap, fmt);
-        vsnprintf(rep.error.message, sizeof(rep.error.message), fmt, ap);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
+        text_copy(rep.error.message, sizeof(rep.error.message), msg);
         if (error >= 0 || error <= -4096)
                 error = -EIO;
         rep.error.error = error;
@@ -234,6 +257,61 @@ static void handle_hello(struct conn *c, const struct ckpt_req_hello *req) {
         conn_reply(c, &rep, -1);
 }
 
+static struct uid_errors *uid_errors_find(struct server *srv, uint32_t uid) {
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &srv->uid_errors) {
+                struct uid_errors *e = list_entry(pos, struct uid_errors, link);
+                if (e->uid == uid)
+                        return e;
+        }
+        return NULL;
+}
+
+void server_job_error(struct server *srv, const char *job, const char *fmt, ...) {
+        char msg[2 * CKPT_ERRMSG_MAX];
+        va_list ap;
+        uint32_t owner;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        log_error("%s", msg);
+        catalog_job_error(srv->catalog, job);
+        if (catalog_job_uid(srv->catalog, job, &owner) < 0)
+                return; /* no such job (yet): root sees it in the daemon's last error */
+        struct uid_errors *e = uid_errors_find(srv, owner);
+        if (!e) {
+                e = calloc(1, sizeof(*e));
+                if (!e)
+                        return;
+                e->uid = owner;
+                list_add_tail(&srv->uid_errors, &e->link);
+        }
+        e->count++;
+        text_copy(e->last, sizeof(e->last), msg);
+}
+
+/* STATUS shows everyone the daemon's own state (pool, load, tiers' health)
+ * but what names a job or a process only to the job's owner and root:
+ * the last error and the error count, and the object store's last error. */
+static void status_restrict(struct conn *c, struct ckpt_rep_status *st) {
+        struct server *srv = c->srv;
+
+        if (c->uid == 0)
+                return;
+        const struct uid_errors *e = uid_errors_find(srv, (uint32_t)c->uid);
+        st->errors = e ? e->count : 0;
+        snprintf(st->last_error, sizeof(st->last_error), "%s", e ? e->last : "");
+        if (srv->flusher && st->remote_error[0]) {
+                uint32_t owner;
+                const char *job = flush_last_error_job(srv->flusher);
+                if (!*job || catalog_job_uid(srv->catalog, job, &owner) < 0 ||
+                    owner != (uint32_t)c->uid)
+                        snprintf(st->remote_error, sizeof(st->remote_error),
+                                 "(the last error concerns another user's job: root sees it)");
+        }
+}
+
 static void handle_status(struct conn *c) {
         struct server *srv = c->srv;
         struct ckpt_reply rep = { 0 };
@@ -270,6 +348,7 @@ static void handle_status(struct conn *c) {
                 peers_status(srv->peers, st->peers, sizeof(st->peers), &st->peers_up,
                              &st->peers_total, &st->repl_steps_pending);
         }
+        status_restrict(c, st);
         conn_reply(c, &rep, -1);
 }
 
@@ -435,7 +514,7 @@ static void conn_read(struct conn *c) {
 
         while (!c->busy && !c->closing) {
                 union {
-                        char buf[CMSG_SPACE(sizeof(int) * 16)];
+                        char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 16)];
                         struct cmsghdr align;
                 } ctrl;
                 struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
@@ -452,12 +531,16 @@ static void conn_read(struct conn *c) {
                         conn_close(c);
                         return;
                 }
-                if (n == 0) {
-                        conn_close(c);
-                        return;
-                }
-                /* Clients have no business sending descriptors: drop them. */
+                /* Clients have no business sending descriptors: drop them.
+                 * SO_PASSCRED (set at accept) makes every packet, an empty
+                 * one too, carry SCM_CREDENTIALS, while the end of the
+                 * stream carries nothing: on SOCK_SEQPACKET recvmsg returns
+                 * 0 for both, and only the credentials tell a 0-byte packet
+                 * (malformed, answered below) from a hang-up. */
+                bool packet = n > 0;
                 for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+                        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_CREDENTIALS)
+                                packet = true;
                         if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
                                 int nfds = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
                                 for (int i = 0; i < nfds; i++) {
@@ -466,6 +549,10 @@ static void conn_read(struct conn *c) {
                                         close(fd);
                                 }
                         }
+                }
+                if (!packet) {
+                        conn_close(c);
+                        return;
                 }
 
                 c->busy = true;
@@ -478,6 +565,12 @@ static void conn_read(struct conn *c) {
                         c->busy_seq = req.hdr.seq;
                         conn_error(c, -EMSGSIZE, "message of %zd bytes exceeds the %u byte limit",
                                    n, CKPT_MSG_MAX);
+                        continue;
+                }
+                if (n == 0) {
+                        conn_error(c, -EBADMSG, "malformed message: empty packet (0 bytes) "
+                                   "rejected; every message starts with the %u-byte header",
+                                   CKPT_HDR_SIZE);
                         continue;
                 }
                 r = ckpt_request_decode(&req, buf, (size_t)n);
@@ -583,8 +676,10 @@ static void server_on_accept(struct loop_watch *w, uint32_t events) {
                 list_init(&c->saves);
                 list_init(&c->step_link);
                 list_init(&c->waiter.link);
-                int sndbuf = 4 * CKPT_MSG_MAX;
+                int sndbuf = 4 * CKPT_MSG_MAX, one = 1;
                 setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+                /* how conn_read tells an empty packet from the hang-up */
+                setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
                 if (loop_watch_add(srv->loop, &c->watch, fd, EPOLLIN, conn_on_event) < 0) {
                         close(fd);
                         free(gens);
@@ -630,6 +725,7 @@ int server_new(struct server **out, struct loop *loop, struct pool *pool, struct
         list_init(&srv->conns);
         list_init(&srv->zombies);
         list_init(&srv->steps);
+        list_init(&srv->uid_errors);
         srv->reap_hook.run = server_reap;
         loop_hook_add(loop, &srv->reap_hook);
         *out = srv;
@@ -764,6 +860,11 @@ struct server *server_free(struct server *srv) {
         server_reap(&srv->reap_hook);
         list_unlink(&srv->reap_hook.link);
         step_state_free_all(srv);
+        list_for_each_safe(pos, tmp, &srv->uid_errors) {
+                struct uid_errors *e = list_entry(pos, struct uid_errors, link);
+                list_unlink(&e->link);
+                free(e);
+        }
         if (srv->listen_fd >= 0) {
                 loop_watch_del(srv->loop, &srv->listen_watch);
                 if (srv->listen_fd_owned) {

@@ -68,6 +68,7 @@ struct server {
         uint32_t nconns;
         uint32_t next_id;
         struct list steps;   /* struct step_state */
+        struct list uid_errors; /* struct uid_errors: what STATUS tells a non-root uid */
         uint32_t saves_active;
         uint32_t read_ops;       /* restore reads alive (incl. read-ahead) */
         uint64_t bytes_in_flight;
@@ -198,6 +199,12 @@ struct server *server_free(struct server *srv);
  * acknowledged is still on its way to disk. */
 void server_drain(struct server *srv);
 bool server_drained(struct server *srv);
+/* A job's save or read failed: log it (error level), count it in the
+ * catalog, and keep it as the last error STATUS shows the job's owner
+ * (a non-root uid never sees another uid's errors: they name jobs and
+ * trainer pids). */
+void server_job_error(struct server *srv, const char *job, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
 
 void conn_reply(struct conn *c, struct ckpt_reply *rep, int fd);
 void conn_reply_empty(struct conn *c);

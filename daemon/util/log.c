@@ -32,7 +32,8 @@
 #include "util/log.h"
 
 #define LOG_LINE_MAX 2048
-#define LOG_LAST_ERROR_MAX 512
+/* 512 bytes and the NUL: the limit of a text field of the STATUS reply */
+#define LOG_LAST_ERROR_MAX (512 + 1)
 
 static int log_level = LOG_INFO; /* read and written with __atomic builtins */
 static unsigned long long log_errors;

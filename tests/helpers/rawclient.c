@@ -30,6 +30,23 @@
  *   send-fd [TYPE]              a valid request (STATUS) with three fds
  *                               attached; reports whether the daemon closed
  *                               them ("FD CLOSED" / "FD LEAKED")
+ *   empty                       one packet of 0 bytes (not a hang-up)
+ *   empty-mid-save JOB STEP SIZE   as wrong-crc, but with the right CRC and
+ *                               an empty packet (label EMPTY) between the
+ *                               CHUNK_GET and its CHUNK_PUT
+ *   many-shards JOB STEP N      SAVE_BEGIN, then N SHARD_BEGINs of empty
+ *                               shards; prints "SHARD_BEGIN OK xK" for the K
+ *                               that succeeded, then the first failure
+ *   many-saves JOB STEP N MODE  N saves of an empty rank: MODE finish (steps
+ *                               STEP.. of JOB), jobs (JOB-0001.. at STEP), or
+ *                               open (steps STEP.., never finished); prints
+ *                               "SAVE OK xK", then the first failure
+ *
+ * send-hex takes several packets (one argument each; the replies are
+ * labelled P1, P2, ...).  With --save JOB it first begins a save of JOB at
+ * --step (and with --shard NAME:SIZE a shard in it) on the same connection,
+ * and @SAVE@ / @SHARD@ in the hex become that save's / shard's id (u32 LE),
+ * so a hand-encoded request can name them.
  *
  * Options: --socket PATH (else $CKPT_SOCKET), --no-hello (do not say HELLO
  * first; the default says it so only the bad packet is bad), --then-ping
@@ -38,7 +55,8 @@
  * uses, 7 by default; its shard variant begins a real save of raw-job).
  *
  * Output, one line per reply, optionally prefixed by the request it answers:
- *   [LABEL ]OK <REPLY TYPE>
+ *   [LABEL ]OK <REPLY TYPE>[ DETAILS]   list replies add "total=T count=C",
+ *                               slot replies "offset=O length=L"
  *   [LABEL ]ERROR <ENAME> <code> <daemon message>
  *   [LABEL ]CLOSED              the daemon closed the connection
  *   [LABEL ]TIMEOUT             no reply within 30 s
@@ -76,6 +94,7 @@ static struct {
         bool no_hello, then_ping, fix_length;
         uint64_t seed, step;
         uint32_t world, rank;
+        const char *save_job, *shard; /* --save, --shard NAME:SIZE */
 } opt = { .seed = 1, .world = 1, .step = 7 };
 
 static struct wire w = { .fd = -1 };
@@ -251,6 +270,37 @@ static int send_packet(const void *data, size_t len, const int *fds, int nfds) {
         return 0;
 }
 
+/* What a limit test wants to see of a success reply: how full a list page
+ * is, how long a window. */
+static const char *reply_details(const struct ckpt_reply *rep) {
+        static char buf[96];
+        uint32_t total = 0, count = 0;
+
+        switch (rep->hdr.type & ~CKPT_MSG_REPLY) {
+        case CKPT_MSG_SHARD_LIST:
+                total = rep->shard_list.total;
+                count = rep->shard_list.count;
+                break;
+        case CKPT_MSG_JOB_LIST:
+                total = rep->job_list.total;
+                count = rep->job_list.count;
+                break;
+        case CKPT_MSG_CKPT_LIST:
+                total = rep->ckpt_list.total;
+                count = rep->ckpt_list.count;
+                break;
+        case CKPT_MSG_CHUNK_GET:
+        case CKPT_MSG_READ:
+                snprintf(buf, sizeof(buf), " offset=%" PRIu64 " length=%" PRIu64, rep->slot.offset,
+                         rep->slot.length);
+                return buf;
+        default:
+                return "";
+        }
+        snprintf(buf, sizeof(buf), " total=%u count=%u", total, count);
+        return buf;
+}
+
 /* Receive one reply and print it.  Returns the decoded error (<0), 0 for a
  * success reply, or 1 when there was no usable reply. */
 static int recv_print(const char *label, uint32_t want_seq, bool check_seq,
@@ -305,7 +355,8 @@ static int recv_print(const char *label, uint32_t want_seq, bool check_seq,
                 printf("%s%sERROR %s %d %s\n", label, sep, ename(rep.error.error), rep.error.error,
                        rep.error.message);
         else
-                printf("%s%sOK %s\n", label, sep, ckpt_msg_type_name(rep.hdr.type));
+                printf("%s%sOK %s%s\n", label, sep, ckpt_msg_type_name(rep.hdr.type),
+                       reply_details(&rep));
         if (check_seq) {
                 if (rep.hdr.seq == want_seq)
                         printf("SEQ OK\n");
@@ -467,15 +518,92 @@ static int arg_type(const char *s) {
 
 /* ---- commands --------------------------------------------------------------- */
 
+static int64_t save_begin(const char *job, uint64_t step);
+static int call_print(const char *label, struct ckpt_request *req, struct ckpt_reply *rep,
+                      int *fd_out);
+
+static uint32_t hex_save_id = UINT32_MAX, hex_shard_id = UINT32_MAX; /* --save, --shard */
+
+/* "@SAVE@" and "@SHARD@" -> the ids as 8 hex digits, little-endian. */
+static char *substitute_ids(const char *in) {
+        /* 6 or 7 characters become 8 */
+        char *out = malloc(2 * strlen(in) + 1), *o = out;
+        if (!out)
+                return NULL;
+        while (*in) {
+                uint32_t id;
+                size_t skip = 0;
+                if (!strncmp(in, "@SAVE@", 6)) {
+                        id = hex_save_id;
+                        skip = 6;
+                } else if (!strncmp(in, "@SHARD@", 7)) {
+                        id = hex_shard_id;
+                        skip = 7;
+                }
+                if (!skip) {
+                        *o++ = *in++;
+                        continue;
+                }
+                for (int i = 0; i < 4; i++)
+                        o += sprintf(o, "%02x", (unsigned)(id >> (8 * i)) & 0xff);
+                in += skip;
+        }
+        *o = 0;
+        return out;
+}
+
 static int cmd_send_hex(int argc, char **argv) {
-        struct bytes b = { 0 };
-        if (argc < 1 || parse_hex(argv[0], &b) < 0 || b.len == 0) {
-                fprintf(stderr, "send-hex wants a non-empty even number of hex digits\n");
+        int r = 0;
+        if (argc < 1) {
+                fprintf(stderr, "send-hex wants one or more packets of hex digits\n");
                 return 2;
         }
-        int r = raw_exchange(NULL, b.p, b.len, NULL, 0);
-        free(b.p);
+        for (int i = 0; i < argc && r == 0; i++) {
+                struct bytes b = { 0 };
+                char *hex = substitute_ids(argv[i]), label[16];
+                if (!hex || parse_hex(hex, &b) < 0 || b.len == 0) {
+                        fprintf(stderr, "send-hex wants a non-empty even number of hex digits\n");
+                        free(hex);
+                        return 2;
+                }
+                snprintf(label, sizeof(label), "P%d", i + 1);
+                r = raw_exchange(argc > 1 ? label : NULL, b.p, b.len, NULL, 0);
+                free(b.p);
+                free(hex);
+        }
         return r;
+}
+
+/* --save / --shard: a save (and a shard) for the hand-encoded packets to name. */
+static int begin_save_for_hex(void) {
+        int64_t id = save_begin(opt.save_job, opt.step);
+        if (id < 0)
+                return (int)id;
+        hex_save_id = (uint32_t)id;
+        if (!opt.shard)
+                return 0;
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_SHARD_BEGIN };
+        struct ckpt_reply rep;
+        char name[CKPT_NAME_MAX + 1];
+        const char *colon = strrchr(opt.shard, ':');
+        size_t n = colon ? (size_t)(colon - opt.shard) : 0;
+        if (!colon || n == 0 || n > CKPT_NAME_MAX) {
+                fprintf(stderr, "--shard wants NAME:SIZE\n");
+                return -EINVAL;
+        }
+        memcpy(name, opt.shard, n);
+        name[n] = 0;
+        req.shard_begin.save_id = hex_save_id;
+        req.shard_begin.size = strtoull(colon + 1, NULL, 0);
+        if (ckpt_name_set(&req.shard_begin.shard, name) < 0) {
+                fprintf(stderr, "invalid shard name %s\n", name);
+                return -EINVAL;
+        }
+        int r = call_print("SHARD_BEGIN", &req, &rep, NULL);
+        if (r < 0)
+                return r;
+        hex_shard_id = rep.id.id;
+        return 0;
 }
 
 static int cmd_valid(int argc, char **argv) {
@@ -790,7 +918,17 @@ static int cmd_chunk_past_end(int argc, char **argv) {
         return 0;
 }
 
-static int cmd_wrong_crc(int argc, char **argv) {
+/* A 0-byte packet: on SOCK_SEQPACKET it is a message, not the end of the
+ * connection.  The reply can only carry seq 0 (there is no header). */
+static int send_empty(const char *label) {
+        if (send_packet("", 0, NULL, 0) < 0)
+                return 1;
+        return recv_print(label, 0, true, NULL) == 1 ? 1 : 0;
+}
+
+/* One window of JOB STEP SIZE, handed back (with a wrong CRC32C if asked,
+ * after an empty packet if asked), then SAVE_FINISH and COMMIT. */
+static int one_window_commit(int argc, char **argv, bool wrong_crc, bool empty_first) {
         uint32_t save_id, shard_id;
         struct window win;
         if (argc < 3)
@@ -802,18 +940,24 @@ static int cmd_wrong_crc(int argc, char **argv) {
         if (r < 0)
                 return r == -EINVAL ? 2 : 0;
         const uint8_t *p = (const uint8_t *)win.map + win.slot_offset;
-        uint32_t crc = crc32c(0, p, win.length) ^ 0x00010000u;
-        chunk_put("CHUNK_PUT", shard_id, &win, win.length, crc);
-        save_id_call("SAVE_FINISH", CKPT_MSG_SAVE_FINISH, save_id);
+        uint32_t crc = crc32c(0, p, win.length) ^ (wrong_crc ? 0x00010000u : 0);
+        if (!empty_first || send_empty("EMPTY") == 0) {
+                chunk_put("CHUNK_PUT", shard_id, &win, win.length, crc);
+                save_id_call("SAVE_FINISH", CKPT_MSG_SAVE_FINISH, save_id);
 
-        struct ckpt_request req = { .hdr.type = CKPT_MSG_COMMIT };
-        struct ckpt_reply rep;
-        ckpt_name_set(&req.job_step.job, job);
-        req.job_step.step = step;
-        req.job_step.timeout_ms = 5000;
-        call_print("COMMIT", &req, &rep, NULL);
+                struct ckpt_request req = { .hdr.type = CKPT_MSG_COMMIT };
+                struct ckpt_reply rep;
+                ckpt_name_set(&req.job_step.job, job);
+                req.job_step.step = step;
+                req.job_step.timeout_ms = empty_first ? 10000 : 5000;
+                call_print("COMMIT", &req, &rep, NULL);
+        }
         munmap(win.map, hello.slot_size);
         return 0;
+}
+
+static int cmd_wrong_crc(int argc, char **argv) {
+        return one_window_commit(argc, argv, true, false);
 }
 
 static int cmd_send_fd(int argc, char **argv) {
@@ -853,6 +997,82 @@ static int cmd_send_fd(int argc, char **argv) {
         return 0;
 }
 
+static int cmd_empty(int argc, char **argv) {
+        (void)argc;
+        (void)argv;
+        return send_empty(NULL);
+}
+
+static int cmd_empty_mid_save(int argc, char **argv) {
+        return one_window_commit(argc, argv, false, true);
+}
+
+static int cmd_many_shards(int argc, char **argv) {
+        if (argc < 3)
+                return 2;
+        uint64_t step = strtoull(argv[1], NULL, 10);
+        unsigned long n = strtoul(argv[2], NULL, 10), ok = 0;
+        int64_t id = save_begin(argv[0], step);
+        if (id < 0)
+                return 0;
+        for (unsigned long i = 0; i < n; i++) {
+                struct ckpt_request req = { .hdr.type = CKPT_MSG_SHARD_BEGIN };
+                struct ckpt_reply rep;
+                char name[32], label[48];
+                snprintf(name, sizeof(name), "s%07lu", i);
+                req.shard_begin.save_id = (uint32_t)id;
+                ckpt_name_set(&req.shard_begin.shard, name);
+                int r = wire_call(&w, &req, &rep, NULL);
+                if (r == 0) {
+                        ok++;
+                        continue;
+                }
+                printf("SHARD_BEGIN OK x%lu\n", ok);
+                snprintf(label, sizeof(label), "SHARD_BEGIN_%lu", i + 1);
+                printf("%s ERROR %s %d %s\n", label, ename(r), r, w.errmsg);
+                return 0;
+        }
+        printf("SHARD_BEGIN OK x%lu\n", ok);
+        return 0;
+}
+
+/* N saves of empty ranks on one connection: MODE finish (steps STEP..,
+ * each finished), jobs (JOB-0001.. at STEP, finished) or open (steps
+ * STEP.., left unfinished). */
+static int cmd_many_saves(int argc, char **argv) {
+        if (argc < 4)
+                return 2;
+        const char *job = argv[0], *mode = argv[3];
+        uint64_t step = strtoull(argv[1], NULL, 10);
+        unsigned long n = strtoul(argv[2], NULL, 10), ok = 0;
+        bool jobs = !strcmp(mode, "jobs"), finish = jobs || !strcmp(mode, "finish");
+        if (!jobs && !finish && strcmp(mode, "open"))
+                return 2;
+        for (unsigned long i = 0; i < n; i++) {
+                struct ckpt_request req = { .hdr.type = CKPT_MSG_SAVE_BEGIN };
+                struct ckpt_reply rep;
+                char name[CKPT_NAME_MAX + 1];
+                snprintf(name, sizeof(name), jobs ? "%.200s-%04lu" : "%.200s", job, i + 1);
+                ckpt_name_set(&req.save_begin.job, name);
+                req.save_begin.step = jobs ? step : step + i;
+                req.save_begin.world_size = 1;
+                int r = wire_call(&w, &req, &rep, NULL);
+                if (r == 0 && finish) {
+                        req = (struct ckpt_request){ .hdr.type = CKPT_MSG_SAVE_FINISH };
+                        req.save.save_id = rep.id.id;
+                        r = wire_call(&w, &req, &rep, NULL);
+                }
+                if (r < 0) {
+                        printf("SAVE OK x%lu\n", ok);
+                        printf("SAVE_%lu ERROR %s %d %s\n", i + 1, ename(r), r, w.errmsg);
+                        return 0;
+                }
+                ok++;
+        }
+        printf("SAVE OK x%lu\n", ok);
+        return 0;
+}
+
 static int ping(void) {
         struct ckpt_request req = { .hdr.type = CKPT_MSG_STATUS };
         struct ckpt_reply rep;
@@ -874,6 +1094,8 @@ int main(int argc, char **argv) {
                 { "world", required_argument, NULL, 'w' },
                 { "rank", required_argument, NULL, 'r' },
                 { "step", required_argument, NULL, 't' },
+                { "save", required_argument, NULL, 'j' },
+                { "shard", required_argument, NULL, 'd' },
                 {}
         };
         static const struct {
@@ -894,6 +1116,10 @@ int main(int argc, char **argv) {
                 { "chunk-past-end", cmd_chunk_past_end },
                 { "wrong-crc", cmd_wrong_crc },
                 { "send-fd", cmd_send_fd },
+                { "empty", cmd_empty },
+                { "empty-mid-save", cmd_empty_mid_save },
+                { "many-shards", cmd_many_shards },
+                { "many-saves", cmd_many_saves },
         };
         int c;
 
@@ -907,6 +1133,8 @@ int main(int argc, char **argv) {
                 case 'w': opt.world = (uint32_t)strtoul(optarg, NULL, 0); break;
                 case 'r': opt.rank = (uint32_t)strtoul(optarg, NULL, 0); break;
                 case 't': opt.step = strtoull(optarg, NULL, 0); break;
+                case 'j': opt.save_job = optarg; break;
+                case 'd': opt.shard = optarg; break;
                 default: return 2;
                 }
         }
@@ -929,6 +1157,10 @@ int main(int argc, char **argv) {
                 opt.no_hello = true;
         if (open_conn() < 0)
                 return 1;
+        if (opt.save_job && begin_save_for_hex() < 0) {
+                wire_close(&w);
+                return 1;
+        }
 
         /* Whatever the daemon answered was printed; only usage errors
          * change the exit status from here on. */

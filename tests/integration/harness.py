@@ -144,8 +144,10 @@ class Daemon:
         return subprocess.Popen(cmd, env=self.client_env(env), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
 
-    def ctl(self, *args, check_rc=True):
-        cmd = [CKPTCTL, "--socket", self.socket] + [str(a) for a in args]
+    def ctl(self, *args, check_rc=True, user=None):
+        """Run ckptctl; with user (a uid), as that uid, its gid and no
+        supplementary groups (setpriv), the way another user would."""
+        cmd = as_user(user) + [CKPTCTL, "--socket", self.socket] + [str(a) for a in args]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
         if check_rc and p.returncode != 0:
             raise TestFailure("%s failed (%d): %s%s" % (" ".join(cmd), p.returncode, p.stdout,
@@ -158,6 +160,22 @@ class Daemon:
             return db.execute("PRAGMA integrity_check").fetchone()[0]
         finally:
             db.close()
+
+
+def check_log_clean(d):
+    """ASan/UBSan errors land in the daemon's log as they happen (leaks at
+    a clean exit): a test that ran the daemon fails on any."""
+    text = d.read_log()
+    for marker in ("AddressSanitizer", "LeakSanitizer", "runtime error:", "UndefinedBehavior"):
+        check(marker not in text, "daemon log holds a sanitizer report (%s):\n%s"
+              % (marker, text[text.find(marker) - 200:][:3000]))
+
+
+def as_user(uid):
+    """The command prefix that runs a command as uid (root only), or []."""
+    if uid is None:
+        return []
+    return ["setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups"]
 
 
 def shards_arg(spec):
@@ -228,3 +246,72 @@ def ctl_json(d, *args):
     except ValueError as e:
         raise TestFailure("ckptctl --json %s printed invalid JSON (%s): %r"
                           % (" ".join(map(str, args)), e, p.stdout))
+
+
+# ---- raw protocol (ckpt-rawclient) ------------------------------------------------
+
+CKPT_PROTO_MAGIC = 0x54504B43
+CKPT_PROTO_VERSION = 2
+
+
+def wire_name(s):
+    """A name as the protocol carries it: u16 byte count, the bytes."""
+    import struct
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<H", len(b)) + b
+
+
+def wire_packet(typ, body, seq=0x5e97a11):
+    """A request packet encoded here, by hand (docs/protocol.md), so values
+    libckpt refuses to send reach the daemon's own checks."""
+    import struct
+    return struct.pack("<IHHII", CKPT_PROTO_MAGIC, CKPT_PROTO_VERSION, typ, 16 + len(body),
+                       seq) + body
+
+
+def raw(d, *args, ping=True):
+    """Run ckpt-rawclient; returns its output lines."""
+    cmd = [RAWCLIENT, "--socket", d.socket] + (["--then-ping"] if ping else []) + \
+        [str(a) for a in args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        raise TestFailure("%s exited %d: %s%s" % (" ".join(cmd)[:300], p.returncode, p.stdout,
+                                                   p.stderr))
+    lines = p.stdout.splitlines()
+    if ping:
+        # the daemon answers STATUS on the very connection that sent the bad
+        # packet: it neither hung nor dropped it
+        check(lines and lines[-1].startswith("PING OK"),
+              "%s: daemon did not answer STATUS afterwards on the same connection: %s"
+              % (" ".join(cmd)[:300], lines))
+        lines = lines[:-1]
+    return lines
+
+
+def expect_error(lines, ename, code, snippet=None, label=None, seq=True, what=""):
+    """The reply line (optionally the one with LABEL) is ERROR ename code."""
+    prefix = (label + " ") if label else ""
+    match = [i for i, l in enumerate(lines) if l.startswith(prefix + "ERROR ") or
+             l.startswith(prefix + "OK ") or l.startswith(prefix + "CLOSED") or
+             l.startswith(prefix + "TIMEOUT") or l.startswith(prefix + "BADREPLY") or
+             l.startswith("SENDFAIL")]
+    check(match, "%s: no reply%s in %s" % (what, " to " + label if label else "", lines))
+    i = match[0]
+    line = lines[i]
+    want = "%sERROR %s %d " % (prefix, ename, code)
+    check(line.startswith(want), "%s: expected %s..., got %r" % (what, want, line))
+    msg = line[len(want):]
+    check(len(msg) >= 10, "%s: error message too terse: %r" % (what, msg))
+    if snippet:
+        for s in ([snippet] if isinstance(snippet, str) else snippet):
+            check(s in msg, "%s: message %r does not mention %r" % (what, msg, s))
+    if seq:
+        check(i + 1 < len(lines) and lines[i + 1] == "SEQ OK",
+              "%s: error reply did not echo the request's seq: %s" % (what, lines))
+    return msg
+
+
+def expect_ok(lines, label=None, what=""):
+    prefix = (label + " ") if label else ""
+    check(any(l.startswith(prefix + "OK ") for l in lines),
+          "%s: expected %sOK, got %s" % (what, prefix, lines))

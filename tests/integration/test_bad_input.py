@@ -14,13 +14,12 @@ daemon serves a fresh save/commit/restore, left no stray directories or fds,
 and its log holds no sanitizer report."""
 import json
 import os
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (RAWCLIENT, Daemon, TestFailure, check, log, run_test,  # noqa: E402
-                     shards_arg)
+from harness import (Daemon, check, check_log_clean, expect_error, expect_ok,  # noqa: E402
+                     log, raw, run_test, shards_arg)
 
 NOBODY = 65534
 BASE_JOB = "base-job"
@@ -47,54 +46,6 @@ def crc32c(data):
 
 
 crc32c.table = None
-
-
-def raw(d, *args, ping=True):
-    """Run ckpt-rawclient; returns its output lines."""
-    cmd = [RAWCLIENT, "--socket", d.socket] + (["--then-ping"] if ping else []) + \
-        [str(a) for a in args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    if p.returncode != 0:
-        raise TestFailure("%s exited %d: %s%s" % (" ".join(cmd)[:300], p.returncode, p.stdout,
-                                                   p.stderr))
-    lines = p.stdout.splitlines()
-    if ping:
-        # the daemon answers STATUS on the very connection that sent the bad
-        # packet: it neither hung nor dropped it
-        check(lines and lines[-1].startswith("PING OK"),
-              "%s: daemon did not answer STATUS afterwards on the same connection: %s"
-              % (" ".join(cmd)[:300], lines))
-        lines = lines[:-1]
-    return lines
-
-
-def expect_error(lines, ename, code, snippet=None, label=None, seq=True, what=""):
-    """The reply line (optionally the one with LABEL) is ERROR ename code."""
-    prefix = (label + " ") if label else ""
-    match = [i for i, l in enumerate(lines) if l.startswith(prefix + "ERROR ") or
-             l.startswith(prefix + "OK ") or l.startswith(prefix + "CLOSED") or
-             l.startswith(prefix + "TIMEOUT") or l.startswith(prefix + "BADREPLY") or
-             l.startswith("SENDFAIL")]
-    check(match, "%s: no reply%s in %s" % (what, " to " + label if label else "", lines))
-    i = match[0]
-    line = lines[i]
-    want = "%sERROR %s %d " % (prefix, ename, code)
-    check(line.startswith(want), "%s: expected %s..., got %r" % (what, want, line))
-    msg = line[len(want):]
-    check(len(msg) >= 10, "%s: error message too terse: %r" % (what, msg))
-    if snippet:
-        for s in ([snippet] if isinstance(snippet, str) else snippet):
-            check(s in msg, "%s: message %r does not mention %r" % (what, msg, s))
-    if seq:
-        check(i + 1 < len(lines) and lines[i + 1] == "SEQ OK",
-              "%s: error reply did not echo the request's seq: %s" % (what, lines))
-    return msg
-
-
-def expect_ok(lines, label=None, what=""):
-    prefix = (label + " ") if label else ""
-    check(any(l.startswith(prefix + "OK ") for l in lines),
-          "%s: expected %sOK, got %s" % (what, prefix, lines))
 
 
 def rank_error(p, ename, code, snippet=None, what=""):
@@ -377,10 +328,7 @@ def main(tmp):
     check(d.catalog_integrity() == "ok", "catalog integrity check failed")
     rc = d.stop()
     check(rc == 0, "ckptd exited %s on SIGTERM" % rc)
-    text = d.read_log()
-    for marker in ("AddressSanitizer", "LeakSanitizer", "runtime error:", "UndefinedBehavior"):
-        check(marker not in text, "daemon log holds a sanitizer report (%s):\n%s"
-              % (marker, text[text.find(marker) - 200:][:3000]))
+    check_log_clean(d)
     log("daemon survived everything; log clean")
 
 
