@@ -37,6 +37,8 @@
 
 struct server_options {
         uint64_t pool_wait_ms;
+        uint64_t window_lease_ms;          /* 0: windows are never revoked */
+        uint32_t max_slots_per_connection; /* open windows, in slots' worth; 0: no cap */
         uint32_t keep;
         uint32_t socket_mode;
         const char *socket_group; /* NULL: leave as is */
