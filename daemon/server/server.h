@@ -112,6 +112,8 @@ struct conn {
         bool want_out;
 
         uint32_t *slot_gen_sent;    /* per slot id: generation + 1 already sent */
+        uint32_t open_windows;      /* lent by CHUNK_GET, not yet put */
+        uint64_t open_units;        /* pool units those windows hold */
         struct list saves;          /* saves this client has not finished */
         struct shard *last_shard;   /* the shard CHUNK_GET/PUT named last */
         uint32_t nsaves;
@@ -146,6 +148,7 @@ struct shard {
         uint64_t written;       /* bytes on disk */
         bool granted;           /* a window is lent to the client, not yet put */
         struct pool_extent window;
+        struct loop_timer lease;  /* revokes the window when it runs out */
         uint64_t granted_offset, granted_length;
         uint64_t nblocks;
         uint32_t *block_crcs;
@@ -225,6 +228,10 @@ void save_handle_commit(struct conn *c, const struct ckpt_req_job_step *req);
 /* The connection is going away: abort its unfinished saves, leave waits. */
 void save_conn_closed(struct conn *c);
 void save_abort_all(struct server *srv, int error);
+/* What holds the pool, for the message of a request of uid that found no
+ * memory: the largest holders, their open windows, bytes not yet on disk,
+ * uid's share.  Returns the length written (truncated to len - 1). */
+int save_describe_pool(struct server *srv, uint32_t uid, char *buf, size_t len);
 /* Someone waits for pool memory: start checking and writing every deferred
  * chunk and give back read-ahead memory, so it frees up. */
 void save_relieve_memory(struct server *srv);
