@@ -30,6 +30,13 @@
  *   send-fd [TYPE]              a valid request (STATUS) with three fds
  *                               attached; reports whether the daemon closed
  *                               them ("FD CLOSED" / "FD LEAKED")
+ *   hold-windows JOB STEP N SIZE MS
+ *                               a slot hog: one save of N shards of SIZE
+ *                               bytes, the first window of each taken
+ *                               (CHUNK_GET, stopping at the first refusal)
+ *                               and filled; prints "HOLDING k", keeps them
+ *                               MS milliseconds without committing, then
+ *                               commits each (CHUNK_PUT) and SAVE_FINISH
  *
  * Options: --socket PATH (else $CKPT_SOCKET), --no-hello (do not say HELLO
  * first; the default says it so only the bad packet is bad), --then-ping
@@ -62,6 +69,7 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ckpt-proto.h"
@@ -690,16 +698,28 @@ static int chunk_get(const char *label, uint32_t shard_id, uint64_t offset, stru
                         close(fd);
                 return r;
         }
-        if (!rep.slot.has_fd || fd < 0) {
-                fprintf(stderr, "CHUNK_GET reply without the slot's memfd\n");
+        /* a slot's memfd comes once per generation: keep its mapping */
+        static void *maps[1024];
+        uint32_t id = rep.slot.slot_id;
+        if (id >= sizeof(maps) / sizeof(maps[0]) || (!rep.slot.has_fd && !maps[id]) ||
+            (rep.slot.has_fd && fd < 0)) {
+                fprintf(stderr, "CHUNK_GET reply for slot %u without the slot's memfd\n", id);
+                if (fd >= 0)
+                        close(fd);
                 return -EBADMSG;
         }
-        win->map = mmap(NULL, hello.slot_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        close(fd);
-        if (win->map == MAP_FAILED) {
-                perror("mmap");
-                return -errno;
+        if (rep.slot.has_fd) {
+                if (maps[id])
+                        munmap(maps[id], hello.slot_size);
+                maps[id] = mmap(NULL, hello.slot_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                close(fd);
+                if (maps[id] == MAP_FAILED) {
+                        maps[id] = NULL;
+                        perror("mmap");
+                        return -errno;
+                }
         }
+        win->map = maps[id];
         win->slot_id = rep.slot.slot_id;
         win->slot_offset = rep.slot.slot_offset;
         win->offset = rep.slot.offset;
@@ -786,7 +806,6 @@ static int cmd_chunk_past_end(int argc, char **argv) {
         chunk_get("CHUNK_GET_END", shard_id, size, NULL);
         chunk_get("CHUNK_GET_PAST", shard_id, size + 4096, NULL);
         save_id_call("SAVE_FINISH", CKPT_MSG_SAVE_FINISH, save_id);
-        munmap(win.map, hello.slot_size);
         return 0;
 }
 
@@ -812,7 +831,6 @@ static int cmd_wrong_crc(int argc, char **argv) {
         req.job_step.step = step;
         req.job_step.timeout_ms = 5000;
         call_print("COMMIT", &req, &rep, NULL);
-        munmap(win.map, hello.slot_size);
         return 0;
 }
 
@@ -850,6 +868,58 @@ static int cmd_send_fd(int argc, char **argv) {
         }
         printf("FD %s\n", leaked ? "LEAKED" : "CLOSED");
         free(b.p);
+        return 0;
+}
+
+static int cmd_hold_windows(int argc, char **argv) {
+        if (argc < 5)
+                return 2;
+        const char *job = argv[0];
+        uint64_t step = strtoull(argv[1], NULL, 10);
+        uint32_t n = (uint32_t)strtoul(argv[2], NULL, 10);
+        uint64_t size = strtoull(argv[3], NULL, 10), hold_ms = strtoull(argv[4], NULL, 10);
+        if (n == 0 || n > 4096 || size == 0)
+                return 2;
+        struct window *wins = calloc(n, sizeof(*wins));
+        uint32_t *shards = calloc(n, sizeof(*shards));
+        if (!wins || !shards)
+                return 1;
+
+        int64_t save_id = save_begin(job, step);
+        if (save_id < 0)
+                return 0;
+        uint32_t held = 0;
+        for (uint32_t i = 0; i < n; i++) {
+                struct ckpt_request req = { .hdr.type = CKPT_MSG_SHARD_BEGIN };
+                struct ckpt_reply rep;
+                char name[32];
+                snprintf(name, sizeof(name), "w%u", i);
+                req.shard_begin.save_id = (uint32_t)save_id;
+                ckpt_name_set(&req.shard_begin.shard, name);
+                req.shard_begin.size = size;
+                if (call_print("SHARD_BEGIN", &req, &rep, NULL) < 0)
+                        break;
+                shards[held] = rep.id.id;
+                if (chunk_get("CHUNK_GET", shards[held], 0, &wins[held]) < 0)
+                        break;
+                memset((uint8_t *)wins[held].map + wins[held].slot_offset, 0x40 + (int)(i % 64),
+                       wins[held].length);
+                held++;
+        }
+        printf("HOLDING %u\n", held);
+        fflush(stdout);
+        struct timespec ts = { .tv_sec = (time_t)(hold_ms / 1000),
+                               .tv_nsec = (long)(hold_ms % 1000) * 1000000 };
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+        for (uint32_t i = 0; i < held; i++) {
+                const uint8_t *p = (const uint8_t *)wins[i].map + wins[i].slot_offset;
+                chunk_put("CHUNK_PUT", shards[i], &wins[i], wins[i].length,
+                          crc32c(0, p, wins[i].length));
+        }
+        save_id_call("SAVE_FINISH", CKPT_MSG_SAVE_FINISH, (uint32_t)save_id);
+        free(wins);
+        free(shards);
         return 0;
 }
 
@@ -894,6 +964,7 @@ int main(int argc, char **argv) {
                 { "chunk-past-end", cmd_chunk_past_end },
                 { "wrong-crc", cmd_wrong_crc },
                 { "send-fd", cmd_send_fd },
+                { "hold-windows", cmd_hold_windows },
         };
         int c;
 
