@@ -35,8 +35,9 @@
  *                               bytes, the first window of each taken
  *                               (CHUNK_GET, stopping at the first refusal)
  *                               and filled; prints "HOLDING k", keeps them
- *                               MS milliseconds without committing, then
- *                               commits each (CHUNK_PUT) and SAVE_FINISH
+ *                               MS milliseconds (less if stdin has a line
+ *                               or ends: keep it open) without committing,
+ *                               then commits each (CHUNK_PUT), SAVE_FINISH
  *
  * Options: --socket PATH (else $CKPT_SOCKET), --no-hello (do not say HELLO
  * first; the default says it so only the bad packet is bad), --then-ping
@@ -69,7 +70,6 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ckpt-proto.h"
@@ -908,10 +908,13 @@ static int cmd_hold_windows(int argc, char **argv) {
         }
         printf("HOLDING %u\n", held);
         fflush(stdout);
-        struct timespec ts = { .tv_sec = (time_t)(hold_ms / 1000),
-                               .tv_nsec = (long)(hold_ms % 1000) * 1000000 };
-        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
+        /* a line on stdin, or its end (the test that started us is gone),
+         * ends the hold early */
+        struct pollfd pfd = { .fd = 0, .events = POLLIN };
+        int ready;
+        do
+                ready = poll(&pfd, 1, hold_ms > INT32_MAX ? INT32_MAX : (int)hold_ms);
+        while (ready < 0 && errno == EINTR);
         for (uint32_t i = 0; i < held; i++) {
                 const uint8_t *p = (const uint8_t *)wins[i].map + wins[i].slot_offset;
                 chunk_put("CHUNK_PUT", shards[i], &wins[i], wins[i].length,

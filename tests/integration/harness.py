@@ -146,13 +146,14 @@ class Daemon:
 
     def raw_async(self, *args, user=None):
         """Start ckpt-rawclient ARGS (as uid user, with its primary group and no
-        others, when given: only root can do that); stdout is a pipe of lines."""
+        others, when given: only root can do that); stdin and stdout are pipes
+        of lines."""
         cmd = [RAWCLIENT, "--socket", self.socket] + [str(a) for a in args]
         kw = {}
         if user is not None:
             kw.update(user=user, group=user, extra_groups=[])
-        return subprocess.Popen(cmd, env=self.client_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, **kw)
+        return subprocess.Popen(cmd, env=self.client_env(), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
     def ctl(self, *args, check_rc=True):
         cmd = [CKPTCTL, "--socket", self.socket] + [str(a) for a in args]

@@ -53,7 +53,8 @@ def holding(lines):
 
 
 def finish(proc, what):
-    out, err = proc.communicate(timeout=60)
+    """End a hold-windows client's hold (a line on its stdin) and collect it."""
+    out, err = proc.communicate("go\n", timeout=60)
     check(proc.returncode == 0, "%s exited %d: %s" % (what, proc.returncode, err))
     return out.splitlines()
 
@@ -70,9 +71,9 @@ def daemon(tmp, name, *extra):
 def share(tmp):
     d = daemon(tmp, "share", "--pool-wait-timeout", "3s", "--pool-window-lease", "60s")
     # root holds one window: two uids use the pool from the hog's first request on
-    holder = d.raw_async("hold-windows", "rootjob", 1, 1, SLOT, 20000)
+    holder = d.raw_async("hold-windows", "rootjob", 1, 1, SLOT, 60000)
     check(holding(read_until(holder, "HOLDING", "root's holder")) == 1, "root's holder got no window")
-    hog = d.raw_async("hold-windows", "hogjob", 1, SLOTS, SLOT, 20000, user=NOBODY)
+    hog = d.raw_async("hold-windows", "hogjob", 1, SLOTS, SLOT, 60000, user=NOBODY)
     lines = read_until(hog, "HOLDING", "the hog")
     got = holding(lines)
     check(got == SLOTS // 2, "the hog holds %d of %d slots, want its half: %s" % (got, SLOTS, lines))
@@ -95,20 +96,18 @@ def share(tmp):
     check(took < 2.5, "root's save took %.2fs while the hog held its share" % took)
     d.rank("verify", "--job", "rootjob2", "--step", 1, "--rank", 0, "--shards", shards_arg(spec))
     log("share: root saved %d MiB in %.2fs" % (sum(s for _, s in spec) // MiB, took))
-    hog.kill()
-    holder.kill()
-    hog.communicate()
-    holder.communicate()
+    finish(hog, "the hog")
+    finish(holder, "root's holder")
     wait_until(lambda: pool_status(d)["slots_used"] == 0, timeout=5,
                what="the pool to empty after the clients left")
     check(d.stop() == 0, "unclean exit")
 
 
 def lease(tmp):
+    # the hog would hold its windows for longer than root may wait
     d = daemon(tmp, "lease", "--pool-wait-timeout", "15s", "--pool-window-lease", "2s")
-    hog = d.raw_async("hold-windows", "hogjob", 1, SLOTS, SLOT, 7000, user=NOBODY)
+    hog = d.raw_async("hold-windows", "hogjob", 1, SLOTS, SLOT, 60000, user=NOBODY)
     got = holding(read_until(hog, "HOLDING", "the hog"))
-    t_hog = time.monotonic()
     check(got == SLOTS, "the hog alone should get the whole pool, got %d" % got)
     check(pool_status(d)["slots_used"] == SLOTS, "pool not full: %s" % pool_status(d))
 
@@ -118,15 +117,14 @@ def lease(tmp):
     took = time.monotonic() - t0
     check(p.returncode == 0, "root's save failed after %.2fs: %s" % (took, p.stderr))
     # the lease is 2 s from the hog's grants; CI is quiet, this machine may not be
-    check(took < 10.0, "root's save took %.2fs; the hog's lease is 2s" % took)
+    check(took < 8.0, "root's save took %.2fs; the hog's lease is 2s" % took)
     log("lease: root's 1 MiB save waited %.2fs behind the hog" % took)
 
     # the slots came back although the hog is still connected (it sleeps)
     wait_until(lambda: pool_status(d)["slots_used"] == 0, timeout=3,
                what=lambda: "the revoked slots to come back: %s" % pool_status(d))
     check(pool_status(d)["used_bytes"] == 0, "bytes still used: %s" % pool_status(d))
-    check(hog.poll() is None and time.monotonic() - t_hog < 6.5,
-          "the hog left before the check; the test proves nothing")
+    check(hog.poll() is None, "the hog left before the check; the test proves nothing")
     log("lease: the pool is empty while the hog is still connected")
 
     out = finish(hog, "the hog")
@@ -152,7 +150,7 @@ def lease(tmp):
 def caps(tmp):
     d = daemon(tmp, "caps", "--pool-wait-timeout", "1s", "--pool-max-slots-per-connection", 2,
                "--pool-max-slots-per-uid", 3)
-    first = d.raw_async("hold-windows", "capjob", 1, 4, SLOT, 8000, user=NOBODY)
+    first = d.raw_async("hold-windows", "capjob", 1, 4, SLOT, 60000, user=NOBODY)
     lines = read_until(first, "HOLDING", "the first connection")
     check(holding(lines) == 2, "one connection holds %d slots, limit 2: %s" % (holding(lines), lines))
     refused = [x for x in lines if x.startswith("CHUNK_GET ERROR")]
@@ -170,8 +168,7 @@ def caps(tmp):
     # root is not held back by nobody's caps
     d.rank("save", "--job", "rootcap", "--step", 1, "--rank", 0, "--world", 1,
            "--shards", shards_arg([("a", SLOT), ("b", SLOT)]), "--commit", timeout=30)
-    first.kill()
-    first.communicate()
+    finish(first, "the first connection")
     finish(second, "the second connection")
     log("caps: a connection stops at 2 slots (EMFILE), a uid at 3 (waits)")
     check(d.stop() == 0, "unclean exit")
