@@ -84,6 +84,13 @@ struct server {
 };
 
 struct read_op;
+struct conn;
+
+/* How long a READ window may stay lent: [pool] window_lease, like a save's. */
+struct read_lease {
+        struct loop_timer timer;
+        struct conn *conn;
+};
 
 struct conn {
         struct server *srv;
@@ -118,6 +125,10 @@ struct conn {
         struct shard *last_shard;   /* the shard CHUNK_GET/PUT named last */
         uint32_t nsaves;
         struct pool_extent reads[SERVER_READS_PER_CONN]; /* lent by READ (.slot NULL: free) */
+        struct read_lease read_leases[SERVER_READS_PER_CONN];
+        /* per read lease: slot id + 1 of a READ window taken back and not
+         * yet asked about (0: none), for READ_DONE's error */
+        uint32_t read_revoked[SERVER_READS_PER_CONN];
         /* the next windows of a restore, read ahead, in order */
         struct read_op *prefetch[SERVER_PREFETCH_DEPTH];
         unsigned nprefetch;

@@ -38,6 +38,10 @@
  *                               MS milliseconds (less if stdin has a line
  *                               or ends: keep it open) without committing,
  *                               then commits each (CHUNK_PUT), SAVE_FINISH
+ *   hold-reads JOB STEP SHARD N MS RANK
+ *                               READ N windows of one slot each of SHARD
+ *                               (from offset 0), prints "HOLDING k", keeps
+ *                               them like hold-windows, then READ_DONE each
  *
  * Options: --socket PATH (else $CKPT_SOCKET), --no-hello (do not say HELLO
  * first; the default says it so only the bad packet is bad), --then-ping
@@ -871,6 +875,53 @@ static int cmd_send_fd(int argc, char **argv) {
         return 0;
 }
 
+/* Say how many windows are held, then keep them ms milliseconds or until
+ * stdin has a line or ends (the test that started us is gone). */
+static void hold(uint32_t held, uint64_t ms) {
+        struct pollfd pfd = { .fd = 0, .events = POLLIN };
+        int ready;
+
+        printf("HOLDING %u\n", held);
+        fflush(stdout);
+        do
+                ready = poll(&pfd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
+        while (ready < 0 && errno == EINTR);
+}
+
+/* READ n windows of one slot each of a shard, keep them, then READ_DONE. */
+static int cmd_hold_reads(int argc, char **argv) {
+        if (argc < 6)
+                return 2;
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_READ };
+        struct ckpt_reply rep;
+        uint32_t n = (uint32_t)strtoul(argv[3], NULL, 10), slots[64];
+        uint64_t hold_ms = strtoull(argv[4], NULL, 10);
+        if (n == 0 || n > 64 || ckpt_name_set(&req.read.job, argv[0]) < 0 ||
+            ckpt_name_set(&req.read.shard, argv[2]) < 0)
+                return 2;
+        req.read.step = strtoull(argv[1], NULL, 10);
+        req.read.rank = (uint32_t)strtoul(argv[5], NULL, 10);
+        uint32_t held = 0;
+        for (; held < n; held++) {
+                int fd = -1;
+                req.read.offset = held * hello.slot_size;
+                req.read.length = hello.slot_size;
+                int r = call_print("READ", &req, &rep, &fd);
+                if (fd >= 0)
+                        close(fd);
+                if (r < 0 || rep.slot.length == 0)
+                        break;
+                slots[held] = rep.slot.slot_id;
+        }
+        hold(held, hold_ms);
+        for (uint32_t i = 0; i < held; i++) {
+                struct ckpt_request done = { .hdr.type = CKPT_MSG_READ_DONE };
+                done.read_done.slot_id = slots[i];
+                call_print("READ_DONE", &done, &rep, NULL);
+        }
+        return 0;
+}
+
 static int cmd_hold_windows(int argc, char **argv) {
         if (argc < 5)
                 return 2;
@@ -906,15 +957,7 @@ static int cmd_hold_windows(int argc, char **argv) {
                        wins[held].length);
                 held++;
         }
-        printf("HOLDING %u\n", held);
-        fflush(stdout);
-        /* a line on stdin, or its end (the test that started us is gone),
-         * ends the hold early */
-        struct pollfd pfd = { .fd = 0, .events = POLLIN };
-        int ready;
-        do
-                ready = poll(&pfd, 1, hold_ms > INT32_MAX ? INT32_MAX : (int)hold_ms);
-        while (ready < 0 && errno == EINTR);
+        hold(held, hold_ms);
         for (uint32_t i = 0; i < held; i++) {
                 const uint8_t *p = (const uint8_t *)wins[i].map + wins[i].slot_offset;
                 chunk_put("CHUNK_PUT", shards[i], &wins[i], wins[i].length,
@@ -968,6 +1011,7 @@ int main(int argc, char **argv) {
                 { "wrong-crc", cmd_wrong_crc },
                 { "send-fd", cmd_send_fd },
                 { "hold-windows", cmd_hold_windows },
+                { "hold-reads", cmd_hold_reads },
         };
         int c;
 

@@ -144,6 +144,21 @@ def lease(tmp):
            "y:%d" % (3 * SLOT), user=NOBODY)
     d.rank("verify", "--job", "rootjob", "--step", 1, "--rank", 0, "--shards", "x:%d" % MiB)
     check(pool_status(d)["slots_used"] == 0, "pool not empty at rest: %s" % pool_status(d))
+
+    # READ windows have the same lease: a reader that never sends READ_DONE
+    reader = d.raw_async("hold-reads", "hogjob", 2, "y", 3, 60000, 0, user=NOBODY)
+    check(holding(read_until(reader, "HOLDING", "the reader")) == 3, "the reader got no windows")
+    wait_until(lambda: pool_status(d)["slots_used"] == 0, timeout=8,
+               what=lambda: "the READ windows to come back: %s" % pool_status(d))
+    check(reader.poll() is None, "the reader left before the check")
+    out = finish(reader, "the reader")
+    dones = [x for x in out if x.startswith("READ_DONE")]
+    check(len(dones) == 3 and all(x.startswith("READ_DONE ERROR ETIME -62 ") and
+                                  "[pool] window_lease" in x for x in dones),
+          "READ_DONE of revoked windows: %s" % out)
+    d.rank("verify", "--job", "hogjob", "--step", 2, "--rank", 0, "--shards",
+           "y:%d" % (3 * SLOT), user=NOBODY)
+    log("lease: READ windows not released come back too: %s" % dones[0])
     check(d.stop() == 0, "unclean exit")
 
 
