@@ -175,6 +175,9 @@ const char *ckpt_strerror(int err) {
         case -ETIMEDOUT:
                 return "timed out (no free shared-memory slot, or the step did not reach the "
                        "tier in time)";
+        case -ETIME:
+                return "a window was not committed (or released) within the daemon's window "
+                       "lease, and was taken back: the save failed";
         case -EBADMSG:
                 return "torn shard: bytes changed after they were committed";
         case -EIO:

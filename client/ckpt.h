@@ -46,6 +46,11 @@
  *   -EACCES                  the job belongs to another user
  *   -ETIMEDOUT               no shared-memory slot freed up within the
  *                            daemon's pool wait timeout, or a wait timed out
+ *   -ETIME                   a zero-copy window was not committed within
+ *                            the daemon's window lease ([pool] window_lease,
+ *                            20 s): the save failed; start it again
+ *   -EMFILE                  too many saves, reads or open windows on one
+ *                            connection (the message names the limit)
  *   -EBADMSG                 torn shard: bytes changed after commit (from
  *                            ckpt_wait(); ckpt_commit() says -EPROTO)
  *   -EIO                     stored data failed its checksum
