@@ -382,7 +382,7 @@ uint32_t pool_active_uids(const struct pool *p) {
 uint32_t pool_holders(const struct pool *p, struct pool_holder *out, uint32_t max) {
         uint32_t n = 0;
 
-        /* a partial selection sort: max is a handful, users few */
+        /* insertion into a short sorted list: max is a handful, users few */
         for (uint32_t i = 0; i < p->nusers; i++) {
                 const struct pool_holder *u = &p->users[i];
                 uint32_t at = n < max ? n++ : max;

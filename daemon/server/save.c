@@ -687,34 +687,46 @@ static void uid_open_windows(struct server *srv, uint32_t uid, uint32_t *windows
         }
 }
 
+/* Append to buf[0, len) at *at, truncating; *at counts what was wanted. */
+static void describe_append(char *buf, size_t len, size_t *at, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static void describe_append(char *buf, size_t len, size_t *at, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        int w = vsnprintf(buf + MIN(*at, len), *at < len ? len - *at : 0, fmt, ap);
+        va_end(ap);
+        *at += w > 0 ? (size_t)w : 0;
+}
+
 int save_describe_pool(struct server *srv, uint32_t uid, char *buf, size_t len) {
         struct pool_holder top[3];
-        uint32_t n = pool_holders(srv->pool, top, 3);
+        uint32_t n = pool_holders(srv->pool, top, 3), slots = pool_slot_count(srv->pool);
         size_t at = 0;
-        int w;
 
-#define APPEND(...)                                                                                 do {                                                                                                w = snprintf(buf + at, at < len ? len - at : 0, __VA_ARGS__);                               at += w > 0 ? (size_t)w : 0;                                                        } while (0)
+        if (len)
+                buf[0] = 0;
         for (uint32_t i = 0; i < n; i++) {
-                if (top[i].slots == 0)
-                        continue;
                 uint32_t windows;
                 uint64_t bytes;
+                if (top[i].slots == 0)
+                        continue;
                 uid_open_windows(srv, top[i].uid, &windows, &bytes);
-                APPEND("%suid %u holds %u of %u slots", at ? "; " : "", top[i].uid, top[i].slots,
-                       pool_slot_count(srv->pool));
+                describe_append(buf, len, &at, "%suid %u holds %u of %u slots", at ? "; " : "",
+                                top[i].uid, top[i].slots, slots);
                 if (windows)
-                        APPEND(" (%u open window%s not committed, %" PRIu64 " MiB)", windows,
-                               windows == 1 ? "" : "s", bytes >> 20);
+                        describe_append(buf, len, &at, " (%u open window%s not committed, %" PRIu64
+                                        " MiB)", windows, windows == 1 ? "" : "s", bytes >> 20);
         }
         if (at == 0)
-                APPEND("no uid holds a slot now");
-        APPEND("; %" PRIu64 " bytes staged and not yet on disk; uid %u's share is %u of %u "
-               "slots", srv->bytes_in_flight, uid, pool_uid_share(srv->pool, uid),
-               pool_slot_count(srv->pool));
+                describe_append(buf, len, &at, "no uid holds a slot now");
+        describe_append(buf, len, &at, "; %" PRIu64 " bytes staged and not yet on disk; uid %u's "
+                        "share is %u of %u slots", srv->bytes_in_flight, uid,
+                        pool_uid_share(srv->pool, uid), slots);
         if (srv->opts.window_lease_ms)
-                APPEND("; a window not committed goes back after [pool] window_lease = %" PRIu64
-                       " ms", srv->opts.window_lease_ms);
-#undef APPEND
+                describe_append(buf, len, &at, "; a window not committed goes back after [pool] "
+                                "window_lease = %" PRIu64 " ms", srv->opts.window_lease_ms);
+        describe_append(buf, len, &at, "; for more room raise [pool] size or wait_timeout");
         return (int)MIN(at, len ? len - 1 : 0);
 }
 
