@@ -204,6 +204,9 @@ const char *ckpt_strerror(int err) {
         case -ENOTCONN:
                 return "the connection to ckptd is closed (after a deadline ran out or the "
                        "daemon went away): reconnect";
+        case -ETIME:
+                return "a window was not committed (or released) within the daemon's window "
+                       "lease, and was taken back: the save failed";
         case -EBADMSG:
                 return "torn shard: bytes changed after they were committed";
         case -EIO:

@@ -51,6 +51,11 @@
  *                            then closed)
  *   -ENOTCONN                the connection was closed by an earlier
  *                            deadline or a lost daemon; reconnect
+ *   -ETIME                   a zero-copy window was not committed within
+ *                            the daemon's window lease ([pool] window_lease,
+ *                            20 s): the save failed; start it again
+ *   -EMFILE                  too many saves, reads or open windows on one
+ *                            connection (the message names the limit)
  *   -EBADMSG                 torn shard: bytes changed after commit (from
  *                            ckpt_wait(); ckpt_commit() says -EPROTO)
  *   -EIO                     stored data failed its checksum

@@ -187,6 +187,23 @@ static const struct key keys[] = {
           .offset = FIELD(pool_wait_ms, uint64_t), .reloadable = true,
           .max = 24 * MS_PER_H, .def = "30s",
           .help = "how long a save waits for a free slot before failing" },
+        { .section = "pool", .name = "window_lease", .type = TYPE_DURATION,
+          .offset = FIELD(window_lease_ms, uint64_t), .reloadable = true,
+          .max = 24 * MS_PER_H, .def = "20s",
+          .help = "a window lent to a client and not committed within this is revoked and "
+                  "its save failed (0: never)" },
+        { .section = "pool", .name = "fair_share", .type = TYPE_BOOL,
+          .offset = FIELD(fair_share, bool), .reloadable = true, .def = "yes",
+          .help = "while several uids use the pool, each may hold slots / uids of it" },
+        { .section = "pool", .name = "max_slots_per_uid", .type = TYPE_U32,
+          .offset = FIELD(max_slots_per_uid, uint32_t), .reloadable = true,
+          .max = SLOT_COUNT_MAX, .def = "0",
+          .help = "most slots one uid may hold at once (0: no fixed cap)" },
+        { .section = "pool", .name = "max_slots_per_connection", .type = TYPE_U32,
+          .offset = FIELD(max_slots_per_connection, uint32_t), .reloadable = true,
+          .max = SLOT_COUNT_MAX, .def = "0",
+          .help = "most slots' worth of open windows one connection may hold (0: no cap "
+                  "beyond its uid's)" },
 
         { .section = "local", .name = "io_size", .type = TYPE_SIZE,
           .offset = FIELD(io_size, uint64_t), .min = 4 * KiB, .max = 64 * MiB,
@@ -2050,6 +2067,18 @@ int config_validate(const struct config *c, FILE *err) {
                 fprintf(err, "[pool] size / slot_size = %llu slots; at most %d fit in "
                              "io_uring's registered buffers: raise slot_size or lower size\n",
                         (unsigned long long)(c->pool_size / c->slot_size), SLOT_COUNT_MAX);
+                r = -EINVAL;
+        }
+
+        uint64_t slots = c->slot_size ? c->pool_size / c->slot_size : 0;
+        if (c->max_slots_per_uid > slots && slots > 0) {
+                fprintf(err, "[pool] max_slots_per_uid = %u is more than the pool's %llu slots\n",
+                        c->max_slots_per_uid, (unsigned long long)slots);
+                r = -EINVAL;
+        }
+        if (c->max_slots_per_connection > slots && slots > 0) {
+                fprintf(err, "[pool] max_slots_per_connection = %u is more than the pool's %llu "
+                             "slots\n", c->max_slots_per_connection, (unsigned long long)slots);
                 r = -EINVAL;
         }
 

@@ -63,6 +63,10 @@ struct config {
         uint64_t pool_size;    /* default 1G */
         uint64_t slot_size;    /* default 64M, multiple of 1M */
         uint64_t pool_wait_ms; /* how long a request waits for a free slot: 30s */
+        uint64_t window_lease_ms; /* an uncommitted window is revoked after: 20s, 0 never */
+        bool fair_share;          /* several uids active: each holds slots / uids; yes */
+        uint32_t max_slots_per_uid;        /* 0: no fixed cap */
+        uint32_t max_slots_per_connection; /* in open windows; 0: the uid's share */
         /* [local] */
         uint64_t io_size;      /* bytes per write/read request: 1M, multiple of 4K */
         uint32_t queue_depth;  /* requests in flight: 16 */

@@ -432,6 +432,20 @@ static void daemon_drained(struct server *srv) {
         loop_stop(srv->loop);
 }
 
+/* The reloadable limits on who holds how much of the pool. */
+static void daemon_apply_pool_limits(struct daemon *d) {
+        const struct config *cfg = d->cfg;
+        struct pool_limits limits = {
+                .fair_share = cfg->fair_share,
+                .max_slots_per_uid = cfg->max_slots_per_uid,
+        };
+        pool_set_limits(d->pool, &limits);
+        if (d->server) {
+                d->server->opts.window_lease_ms = cfg->window_lease_ms;
+                d->server->opts.max_slots_per_connection = cfg->max_slots_per_connection;
+        }
+}
+
 static void daemon_reload(struct daemon *d) {
         struct config fresh;
         int r;
@@ -456,6 +470,7 @@ static void daemon_reload(struct daemon *d) {
                 if (d->peers)
                         peers_set_keep(d->peers, d->cfg->keep);
                 d->server->opts.pool_wait_ms = d->cfg->pool_wait_ms;
+                daemon_apply_pool_limits(d);
                 if (d->flusher) {
                         flush_set_keep(d->flusher, d->cfg->remote_keep);
                         s3_client_set_bandwidth(d->s3, d->cfg->remote_bandwidth);
@@ -562,6 +577,7 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
         if (r < 0)
                 goto fail;
         d->server->on_drained = daemon_drained;
+        daemon_apply_pool_limits(d);
         d->server->flusher = d->flusher;
         d->server->userdata = d;
         d->server->on_saving = daemon_on_saving;

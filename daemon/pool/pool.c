@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * pool — memfd slots, prefaulted once, registered with the ring, handed out
- * FIFO with a timeout.  See pool.h for the isolation rule.
+ * FIFO with a timeout.  See pool.h for the isolation rule and the shares.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -46,7 +46,64 @@ struct pool {
         bool fixed;
         struct slot *slots;
         struct list waiters;
+        struct pool_limits limits;
+        /* every uid holding a slot or waiting, unordered; entries go when
+         * both counts are 0 */
+        struct pool_holder *users;
+        uint32_t nusers, users_cap;
+        /* serves waiters after a change that may let one through but must
+         * not run their callbacks from inside the caller (a cancel, new
+         * limits) */
+        struct loop_timer wake_timer;
 };
+
+/* ---- who holds what ----------------------------------------------------------------- */
+
+static struct pool_holder *user_find(const struct pool *p, uint32_t uid) {
+        for (uint32_t i = 0; i < p->nusers; i++)
+                if (p->users[i].uid == uid)
+                        return &p->users[i];
+        return NULL;
+}
+
+/* The entry of uid, created when missing; NULL only when out of memory
+ * (the holding then goes uncounted: shares are a policy, not a safety
+ * property, and the pool itself stays bounded). */
+static struct pool_holder *user_get(struct pool *p, uint32_t uid) {
+        struct pool_holder *u = user_find(p, uid);
+        if (u)
+                return u;
+        if (p->nusers == p->users_cap) {
+                uint32_t cap = p->users_cap ? p->users_cap * 2 : 16;
+                struct pool_holder *n = realloc(p->users, cap * sizeof(*n));
+                if (!n) {
+                        log_error("pool: out of memory counting uid %u's slots", uid);
+                        return NULL;
+                }
+                p->users = n;
+                p->users_cap = cap;
+        }
+        u = &p->users[p->nusers++];
+        *u = (struct pool_holder){ .uid = uid };
+        return u;
+}
+
+static void user_put(struct pool *p, struct pool_holder *u) {
+        if (u->slots || u->waiters || u->units)
+                return;
+        *u = p->users[--p->nusers];
+}
+
+static uint32_t share_of(const struct pool *p, const struct pool_holder *u) {
+        uint32_t share = p->count;
+        if (p->limits.fair_share) {
+                uint32_t active = p->nusers + (u ? 0 : 1);
+                share = (p->count + active - 1) / active;
+        }
+        if (p->limits.max_slots_per_uid)
+                share = MIN(share, p->limits.max_slots_per_uid);
+        return MAX(share, 1u);
+}
 
 static int slot_map(struct slot *s, uint64_t size) {
         _cleanup_close_ int fd = memfd_create("ckptd-slot", MFD_CLOEXEC);
@@ -187,6 +244,8 @@ int pool_new(struct pool **out, struct loop *loop, uint64_t pool_size, uint64_t 
                 return -EINVAL;
         }
         list_init(&p->waiters);
+        list_init(&p->wake_timer.link);
+        p->limits.fair_share = true;
         p->slots = calloc(p->count, sizeof(*p->slots));
         if (!p->slots) {
                 free(p);
@@ -256,12 +315,14 @@ struct pool *pool_free(struct pool *p) {
                 p->nwaiters--;
                 w->cb(w, NULL, -ECANCELED);
         }
+        loop_timer_cancel(&p->wake_timer);
         toucher_stop(p); /* before the slots it writes go */
         if (p->fixed)
                 io_uring_unregister_buffers(loop_ring(p->loop));
         for (uint32_t i = 0; i < p->count; i++)
                 slot_unmap(&p->slots[i], p->slot_size);
         free(p->slots);
+        free(p->users);
         free(p);
         return NULL;
 }
@@ -298,6 +359,47 @@ struct slot *pool_slot(struct pool *p, uint32_t id) {
         return id < p->ready ? &p->slots[id] : NULL;
 }
 
+static void pool_wake_later(struct pool *p);
+
+void pool_set_limits(struct pool *p, const struct pool_limits *limits) {
+        p->limits = *limits;
+        pool_wake_later(p);
+}
+
+uint32_t pool_uid_slots(const struct pool *p, uint32_t uid) {
+        const struct pool_holder *u = user_find(p, uid);
+        return u ? u->slots : 0;
+}
+
+uint32_t pool_uid_share(const struct pool *p, uint32_t uid) {
+        return share_of(p, user_find(p, uid));
+}
+
+uint32_t pool_active_uids(const struct pool *p) {
+        return p->nusers;
+}
+
+uint32_t pool_holders(const struct pool *p, struct pool_holder *out, uint32_t max) {
+        uint32_t n = 0;
+
+        /* insertion into a short sorted list: max is a handful, users few */
+        for (uint32_t i = 0; i < p->nusers; i++) {
+                const struct pool_holder *u = &p->users[i];
+                uint32_t at = n < max ? n++ : max;
+                if (at == max) {
+                        if (max == 0 || u->slots <= out[max - 1].slots)
+                                continue;
+                        at = max - 1;
+                }
+                while (at > 0 && out[at - 1].slots < u->slots) {
+                        out[at] = out[at - 1];
+                        at--;
+                }
+                out[at] = *u;
+        }
+        return n;
+}
+
 /* Give slot s, currently holding another uid's memory, fresh memory. */
 static int slot_renew(struct pool *p, struct slot *s) {
         struct slot fresh = { .memfd = -1 };
@@ -310,6 +412,7 @@ static int slot_renew(struct pool *p, struct slot *s) {
         s->memfd = fresh.memfd;
         s->addr = fresh.addr;
         s->gen++;
+        s->renew = false;
         if (p->fixed) {
                 r = pool_register(p, s);
                 if (r < 0) {
@@ -359,28 +462,60 @@ static void slot_mark(struct pool *p, struct slot *s, uint32_t first, uint32_t c
                 else
                         s->used_map[u / 64] &= ~(1ull << (u % 64));
         }
+        /* the owner cannot change while any unit is lent */
+        struct pool_holder *u = used ? user_get(p, s->owner_uid) : user_find(p, s->owner_uid);
         if (used) {
-                if (s->used_units == 0)
+                if (s->used_units == 0) {
                         p->slots_used++;
+                        if (u)
+                                u->slots++;
+                }
                 s->used_units += count;
                 p->units_used += count;
+                if (u)
+                        u->units += count;
         } else {
                 s->used_units -= count;
                 p->units_used -= count;
-                if (s->used_units == 0)
+                if (u)
+                        u->units -= MIN(u->units, (uint64_t)count);
+                if (s->used_units == 0) {
                         p->slots_used--;
+                        if (u && u->slots)
+                                u->slots--;
+                }
+                if (u)
+                        user_put(p, u);
         }
 }
 
-static int pool_acquire(struct pool *p, uint32_t uid, uint32_t want, bool whole,
+/*
+ * The extent for a request of uid: the best run in a slot uid holds already
+ * (no more of the pool becomes uid's), else a free slot of its own, a
+ * never-used one, or another uid's (new memory first).  A slot with revoked
+ * memory lends nothing until it is free, then is renewed like another uid's.
+ * A capped request (a client's) takes a free slot only while uid holds
+ * fewer slots than its share, and nothing at all while it holds more.
+ */
+static int pool_acquire(struct pool *p, uint32_t uid, uint32_t want, bool whole, bool capped,
                         struct pool_extent *e) {
-        struct slot *best = NULL, *unused = NULL, *other = NULL;
+        struct slot *best = NULL, *mine = NULL, *unused = NULL, *other = NULL;
         uint32_t best_len = 0, best_first = 0;
+        bool may_grow = true;
 
+        if (capped) {
+                const struct pool_holder *u = user_find(p, uid);
+                uint32_t held = u ? u->slots : 0, share = share_of(p, u);
+                if (held > share)
+                        return 0;
+                may_grow = held < share;
+        }
         want = MIN(MAX(want, 1u), p->units_per_slot);
         for (uint32_t i = 0; i < p->ready; i++) {
                 struct slot *s = &p->slots[i];
-                if (s->owner_uid == uid) {
+                if (s->used_units > 0) {
+                        if (s->owner_uid != uid || s->renew)
+                                continue;
                         uint32_t first, len = slot_find_run(p, s, want, &first);
                         if (len > best_len) {
                                 best = s;
@@ -389,18 +524,22 @@ static int pool_acquire(struct pool *p, uint32_t uid, uint32_t want, bool whole,
                                 if (len == want)
                                         break;
                         }
-                } else if (s->used_units == 0) {
-                        if (s->owner_uid == POOL_UID_NONE) {
-                                if (!unused)
-                                        unused = s;
-                        } else if (!other) {
+                } else if (s->renew) {
+                        if (!other)
                                 other = s;
-                        }
+                } else if (s->owner_uid == uid) {
+                        if (!mine)
+                                mine = s;
+                } else if (s->owner_uid == POOL_UID_NONE) {
+                        if (!unused)
+                                unused = s;
+                } else if (!other) {
+                        other = s;
                 }
         }
         /* A whole fresh slot beats a short run in a slot of our own. */
-        if (best_len < want && (unused || other)) {
-                best = unused ? unused : other;
+        if (best_len < want && may_grow && (mine || unused || other)) {
+                best = mine ? mine : unused ? unused : other;
                 if (best == other) {
                         int r = slot_renew(p, best);
                         if (r < 0)
@@ -420,18 +559,41 @@ static int pool_acquire(struct pool *p, uint32_t uid, uint32_t want, bool whole,
 }
 
 int pool_try_acquire(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e) {
-        return pool_acquire(p, uid, want, false, e);
+        return pool_acquire(p, uid, want, false, true, e);
 }
 
 int pool_try_acquire_whole(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e) {
-        return pool_acquire(p, uid, want, true, e);
+        return pool_acquire(p, uid, want, true, false, e);
+}
+
+/* A waiter joins or leaves the queue: it makes its uid active. */
+static void waiter_count(struct pool *p, struct pool_waiter *w, bool join) {
+        struct pool_holder *u = join ? user_get(p, w->uid) : user_find(p, w->uid);
+        if (!u)
+                return;
+        if (join) {
+                u->waiters++;
+                return;
+        }
+        if (u->waiters)
+                u->waiters--;
+        user_put(p, u);
+}
+
+static void waiter_leave(struct pool *p, struct pool_waiter *w) {
+        list_unlink(&w->link);
+        loop_timer_cancel(&w->timer);
+        p->nwaiters--;
+        waiter_count(p, w, false);
 }
 
 static void pool_waiter_timeout(struct loop_timer *t) {
         struct pool_waiter *w = container_of(t, struct pool_waiter, timer);
+        struct pool *p = w->pool;
 
-        list_unlink(&w->link);
-        w->pool->nwaiters--;
+        waiter_leave(p, w);
+        /* one uid fewer may raise the others' shares */
+        pool_wake_later(p);
         w->cb(w, NULL, -ETIMEDOUT);
 }
 
@@ -445,6 +607,7 @@ void pool_wait(struct pool *p, struct pool_waiter *w, uint32_t uid, uint32_t wan
         w->cb = cb;
         list_add_tail(&p->waiters, &w->link);
         p->nwaiters++;
+        waiter_count(p, w, true);
         loop_timer_start(p->loop, &w->timer, timeout_ms, pool_waiter_timeout);
 }
 
@@ -458,9 +621,8 @@ void pool_wait_whole(struct pool *p, struct pool_waiter *w, uint32_t uid, uint32
 void pool_wait_cancel(struct pool *p, struct pool_waiter *w) {
         if (!list_linked(&w->link))
                 return;
-        list_unlink(&w->link);
-        loop_timer_cancel(&w->timer);
-        p->nwaiters--;
+        waiter_leave(p, w);
+        pool_wake_later(p);
 }
 
 void pool_release(struct pool *p, const struct pool_extent *e) {
@@ -468,17 +630,44 @@ void pool_release(struct pool *p, const struct pool_extent *e) {
         pool_wake(p);
 }
 
-/* Serve waiters, oldest first, while memory is free. */
+void pool_revoke(struct pool *p, const struct pool_extent *e) {
+        e->slot->renew = true;
+        pool_release(p, e);
+}
+
+static void pool_wake_timer(struct loop_timer *t) {
+        pool_wake(container_of(t, struct pool, wake_timer));
+}
+
+static void pool_wake_later(struct pool *p) {
+        if (!list_empty(&p->waiters) && !loop_timer_armed(&p->wake_timer))
+                loop_timer_start(p->loop, &p->wake_timer, 0, pool_wake_timer);
+}
+
+/*
+ * Serve waiters, oldest first, while memory is free.  A waiter whose uid is
+ * at its share is passed over (it waits for its own uid's memory, which
+ * others' requests do not hold up); the first one that finds no memory
+ * stops the round, so a large request is not starved by smaller ones
+ * behind it.  A waiter served is unlinked before its callback, which may
+ * queue or cancel others: the walk restarts from the head after each.
+ */
 static void pool_wake(struct pool *p) {
-        while (!list_empty(&p->waiters)) {
-                struct pool_waiter *w = list_first_entry(&p->waiters, struct pool_waiter, link);
+        struct list *pos = p->waiters.next;
+
+        while (pos != &p->waiters) {
+                struct pool_waiter *w = list_entry(pos, struct pool_waiter, link);
                 struct pool_extent got;
-                int r = pool_acquire(p, w->uid, w->want, w->whole, &got);
-                if (r == 0)
-                        return;
-                list_unlink(&w->link);
-                loop_timer_cancel(&w->timer);
-                p->nwaiters--;
+                int r = pool_acquire(p, w->uid, w->want, w->whole, !w->whole, &got);
+                if (r == 0) {
+                        const struct pool_holder *u = user_find(p, w->uid);
+                        if (w->whole || !u || u->slots < share_of(p, u))
+                                return;
+                        pos = pos->next;
+                        continue;
+                }
+                waiter_leave(p, w);
                 w->cb(w, r > 0 ? &got : NULL, r > 0 ? 0 : r);
+                pos = p->waiters.next;
         }
 }

@@ -29,6 +29,28 @@
  * generation number, new memory, re-registered).  On a node that runs one
  * job's trainers under one uid that never happens.
  *
+ * Fair shares between uids: because of that rule the unit that uids compete
+ * for is the slot, so a uid's holding is the number of slots with any unit
+ * lent to it (docs/design-decisions.md, "Fair shares of the slot pool").  A
+ * uid is active while it holds a slot or has a request queued.  With
+ * `fair_share` each active uid may hold ceil(slots / active uids) slots, the
+ * whole pool when it is alone; `max_slots_per_uid` caps it further.  A uid
+ * at its share still packs windows into the slots it holds but takes no
+ * fresh one; one over it (a second uid arrived while it held everything)
+ * gets nothing until its windows come back below the share.  Its queued
+ * requests never hold up the queue: pool_wake() passes over a waiter whose
+ * uid is at its share and serves the next.  The "whole" variants are the
+ * daemon's own transfers (a peer's frame, an object-store range): their
+ * slots count towards the uid whose data they carry, but they are never
+ * refused for a share — they hold memory only until it is on disk, and
+ * their own limits bound them.
+ *
+ * Memory that a client may still write into (a window lent and never handed
+ * back: its save was aborted, or its lease ran out) is returned with
+ * pool_revoke(): the slot then lends nothing more until it is fully free,
+ * and gets new memory before it is lent again, so a late write lands in
+ * memory nobody reads.
+ *
  * Not thread-safe: loop thread only (the memory itself is read by workers).
  */
 #pragma once
@@ -49,6 +71,7 @@ struct slot {
         int memfd;
         void *addr;          /* daemon's mapping, slot_size bytes */
         uint32_t owner_uid;  /* last uid it served, or POOL_UID_NONE */
+        bool renew;          /* revoked memory in it: replace before lending again */
         uint32_t used_units;
         uint64_t used_map[POOL_UNITS_MAX / 64]; /* bit set: unit lent */
 };
@@ -83,6 +106,20 @@ struct pool_waiter {
 
 struct pool;
 
+/* How much of the pool one uid may hold (see the top of this file). */
+struct pool_limits {
+        bool fair_share;            /* ceil(slots / active uids) each */
+        uint32_t max_slots_per_uid; /* 0: no fixed cap */
+};
+
+/* One uid's holding, for messages that say who holds the pool. */
+struct pool_holder {
+        uint32_t uid;
+        uint32_t slots;   /* slots with any unit lent to it */
+        uint64_t units;   /* units lent to it */
+        uint32_t waiters; /* requests of it queued */
+};
+
 /*
  * background: touch the first POOL_FIRST_SLOTS slots now and the rest on a
  * thread, lending each as it becomes ready (a daemon answers, and a node
@@ -105,16 +142,31 @@ uint32_t pool_waiters(const struct pool *p);
 bool pool_fixed(const struct pool *p);
 struct slot *pool_slot(struct pool *p, uint32_t id); /* NULL if out of range */
 
+/* The default is fair_share on, no fixed cap.  A change that raises a share
+ * serves the waiters it lets through (later, from the loop). */
+void pool_set_limits(struct pool *p, const struct pool_limits *limits);
+/* Slots uid holds now, and the most it may hold were it to ask now (its
+ * share counts uid as active). */
+uint32_t pool_uid_slots(const struct pool *p, uint32_t uid);
+uint32_t pool_uid_share(const struct pool *p, uint32_t uid);
+/* uids holding slots or waiting. */
+uint32_t pool_active_uids(const struct pool *p);
+/* Up to max holders, largest holding first; returns how many were filled. */
+uint32_t pool_holders(const struct pool *p, struct pool_holder *out, uint32_t max);
+
 /* Lend uid up to `want` units (1 <= want <= units per slot) now: returns
- * 1 and fills *e, or 0 when nothing is free (expected when the pool is
- * busy), or -errno when replacing a slot's memory failed. */
+ * 1 and fills *e, or 0 when nothing is free or uid is at its share
+ * (expected when the pool is busy), or -errno when replacing a slot's
+ * memory failed. */
 int pool_try_acquire(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e);
 /* The same, but all `want` units or nothing: for data whose size is fixed
- * before the memory is found (a peer's frame, an object-store range). */
+ * before the memory is found (a peer's frame, an object-store range).
+ * Daemon-internal: never refused for uid's share. */
 int pool_try_acquire_whole(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e);
 
 /* Queue for units; cb runs later (never from inside this call), with up to
- * `want` units: fewer when only a shorter run is free. */
+ * `want` units: fewer when only a shorter run is free.  Waiters are served
+ * in order, except that one whose uid is at its share is passed over. */
 void pool_wait(struct pool *p, struct pool_waiter *w, uint32_t uid, uint32_t want,
                uint64_t timeout_ms,
                void (*cb)(struct pool_waiter *w, const struct pool_extent *e, int error));
@@ -127,6 +179,10 @@ void pool_wait_cancel(struct pool *p, struct pool_waiter *w);
 
 /* Return an extent; waiters are served in order. */
 void pool_release(struct pool *p, const struct pool_extent *e);
+/* Return an extent whose holder may still write into it (a client's window
+ * that was never handed back): nothing more of its slot is lent until the
+ * slot is free and has new memory. */
+void pool_revoke(struct pool *p, const struct pool_extent *e);
 
 /* Units needed for `bytes` (rounded up), capped at one slot. */
 uint32_t pool_units_for(const struct pool *p, uint64_t bytes);

@@ -829,6 +829,23 @@ static void read_verify_run(struct work *w) {
 
 static void read_prefetch_next(struct conn *c, const struct read_op *prev);
 
+/* A READ window not released within [pool] window_lease: take it back, as
+ * a save's (save.c), so a reader that never sends READ_DONE cannot keep
+ * pool memory.  Revoked, not released: the client can still write into
+ * its mapping, and that memory must reach no save. */
+static void read_lease_expired(struct loop_timer *t) {
+        struct read_lease *l = container_of(t, struct read_lease, timer);
+        struct conn *c = l->conn;
+        size_t i = (size_t)(l - c->read_leases);
+
+        log_notice("client %u (pid %d uid %u): READ window in slot %u not released within "
+                   "%" PRIu64 " ms ([pool] window_lease); taken back", c->id, (int)c->pid,
+                   (unsigned)c->uid, c->reads[i].slot->id, c->srv->opts.window_lease_ms);
+        c->read_revoked[i] = c->reads[i].slot->id + 1;
+        pool_revoke(c->srv->pool, &c->reads[i]);
+        c->reads[i].slot = NULL;
+}
+
 /* Answer op's client: the verified window, or the error. */
 static void read_finish(struct read_op *op) {
         struct conn *c = op->conn;
@@ -853,6 +870,12 @@ static void read_finish(struct read_op *op) {
                 }
         /* a free lease was checked before the request was accepted */
         c->reads[lease] = op->window;
+        c->read_revoked[lease] = 0;
+        if (c->srv->opts.window_lease_ms) {
+                c->read_leases[lease].conn = c;
+                loop_timer_start(c->srv->loop, &c->read_leases[lease].timer,
+                                 c->srv->opts.window_lease_ms, read_lease_expired);
+        }
         op->has_window = false;
         c->pending = NULL;
         conn_reply_slot(c, &c->reads[lease], op->offset - op->span_start, op->offset, op->length);
@@ -919,8 +942,10 @@ static void read_window_ready(struct pool_waiter *w, const struct pool_extent *e
         struct read_op *op = c->pending;
 
         if (!e) {
-                conn_error(c, error, "no shared-memory slot became free within %" PRIu64 " ms",
-                           c->srv->opts.pool_wait_ms);
+                char why[CKPT_ERRMSG_MAX];
+                save_describe_pool(c->srv, (uint32_t)c->uid, why, sizeof(why));
+                conn_error(c, error, "no shared-memory slot became free within %" PRIu64 " ms: %s",
+                           c->srv->opts.pool_wait_ms, why);
                 read_op_free(op);
                 return;
         }
@@ -1171,11 +1196,22 @@ void restore_drop_prefetches(struct server *srv) {
 void restore_handle_read_done(struct conn *c, const struct ckpt_req_read_done *req) {
         for (int i = 0; i < SERVER_READS_PER_CONN; i++) {
                 if (c->reads[i].slot && c->reads[i].slot->id == req->slot_id) {
+                        loop_timer_cancel(&c->read_leases[i].timer);
                         pool_release(c->srv->pool, &c->reads[i]);
                         c->reads[i].slot = NULL;
                         conn_reply_empty(c);
                         return;
                 }
+        }
+        for (int i = 0; i < SERVER_READS_PER_CONN; i++) {
+                if (c->read_revoked[i] != req->slot_id + 1)
+                        continue;
+                c->read_revoked[i] = 0;
+                conn_error(c, -ETIME, "the READ window in slot %u was taken back: it was not "
+                           "released (READ_DONE) within %" PRIu64 " ms ([pool] window_lease); "
+                           "READ the range again if it is still needed", req->slot_id,
+                           c->srv->opts.window_lease_ms);
+                return;
         }
         conn_error(c, -EINVAL, "slot %u is not lent to this connection by a READ", req->slot_id);
 }
@@ -1241,6 +1277,7 @@ void restore_conn_closed(struct conn *c) {
         }
         restore_drop_prefetches_of(c);
         for (int i = 0; i < SERVER_READS_PER_CONN; i++) {
+                loop_timer_cancel(&c->read_leases[i].timer);
                 if (c->reads[i].slot) {
                         pool_release(c->srv->pool, &c->reads[i]);
                         c->reads[i].slot = NULL;

@@ -22,6 +22,16 @@
  * A save that fails (torn shard, disk error, client gone before finishing,
  * shutdown) keeps its error for WAIT/COMMIT to report, and its tmp dir is
  * removed once no I/O of it is in flight.
+ *
+ * A window is the client's between CHUNK_GET and CHUNK_PUT, for at most
+ * [pool] window_lease: one not handed back by then fails its save (-ETIME)
+ * and goes back to the pool.  Every window that is taken back rather than
+ * handed back (lease, abort, disconnect, shutdown) is returned with
+ * pool_revoke(), so what the client may still write into it never reaches
+ * another save.  How much of the pool one uid may hold is the pool's rule;
+ * how much one connection may hold in open windows is checked here
+ * ([pool] max_slots_per_connection), because only this module knows which
+ * windows are whose.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -166,6 +176,7 @@ static void save_free(struct save *s) {
         list_for_each_safe(pos, tmp, &s->shards) {
                 struct shard *sh = list_entry(pos, struct shard, link);
                 list_unlink(&sh->link);
+                loop_timer_cancel(&sh->lease);
                 free(sh->block_crcs);
                 free(sh);
         }
@@ -220,6 +231,18 @@ static void save_fail(struct save *s, int error, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 static void chunk_release(struct chunk *ch);
 
+/* sh's window is no longer the client's (handed back, or taken back). */
+static void window_close(struct shard *sh) {
+        struct conn *c = sh->save->conn;
+
+        sh->granted = false;
+        loop_timer_cancel(&sh->lease);
+        if (c) {
+                c->open_windows--;
+                c->open_units -= sh->window.count;
+        }
+}
+
 static void save_fail(struct save *s, int error, const char *fmt, ...) {
         struct server *srv = s->srv;
         va_list ap;
@@ -235,21 +258,23 @@ static void save_fail(struct save *s, int error, const char *fmt, ...) {
         server_job_error(srv, s->step->job, "job %s step %" PRIu64 " rank %u: save failed: %s",
                          s->step->job, s->step->step, s->rank, s->errmsg);
 
-        /* Windows lent to the client and never handed back. */
-        struct list *pos, *tmp;
-        list_for_each_safe(pos, tmp, &s->shards) {
-                struct shard *sh = list_entry(pos, struct shard, link);
-                if (sh->granted) {
-                        pool_release(srv->pool, &sh->window);
-                        sh->granted = false;
-                }
-        }
-
+        /* First the client's request for another window of this save: the
+         * memory returned below could otherwise be lent to it. */
         struct conn *c = s->conn;
         if (c && c->busy && c->busy_type == CKPT_MSG_CHUNK_GET && c->pending &&
             ((struct shard *)c->pending)->save == s) {
                 pool_wait_cancel(srv->pool, &c->waiter);
                 conn_error(c, error, "%s", s->errmsg);
+        }
+        /* Windows lent to the client and never handed back: the client
+         * may still write into them, so their memory is not lent again. */
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &s->shards) {
+                struct shard *sh = list_entry(pos, struct shard, link);
+                if (sh->granted) {
+                        window_close(sh);
+                        pool_revoke(srv->pool, &sh->window);
+                }
         }
         /* Windows staged but never checked: nothing of them is kept. */
         list_for_each_safe(pos, tmp, &s->deferred) {
@@ -618,12 +643,90 @@ void save_handle_shard_begin(struct conn *c, const struct ckpt_req_shard_begin *
         conn_reply(c, &rep, -1);
 }
 
+static void window_lease_expired(struct loop_timer *t) {
+        struct shard *sh = container_of(t, struct shard, lease);
+        struct save *s = sh->save;
+        struct server *srv = s->srv;
+
+        save_fail(s, -ETIME,
+                  "the window of shard '%s' at offset %" PRIu64 " (%" PRIu64 " bytes in slot %u) "
+                  "was not committed within %" PRIu64 " ms of being lent ([pool] window_lease): "
+                  "the save of rank %u failed and its memory went back to the pool; commit "
+                  "each window as soon as it is filled",
+                  sh->name, sh->granted_offset, sh->granted_length, sh->window.slot->id,
+                  srv->opts.window_lease_ms, s->rank);
+}
+
 static void chunk_grant(struct conn *c, struct shard *sh, const struct pool_extent *e) {
         sh->granted = true;
         sh->window = *e;
         sh->granted_offset = sh->put_offset;
         sh->granted_length = MIN(pool_extent_bytes(e), sh->size - sh->put_offset);
+        c->open_windows++;
+        c->open_units += e->count;
+        if (c->srv->opts.window_lease_ms)
+                loop_timer_start(c->srv->loop, &sh->lease, c->srv->opts.window_lease_ms,
+                                 window_lease_expired);
         conn_reply_slot(c, e, 0, sh->granted_offset, sh->granted_length);
+}
+
+/* Open windows of uid's connections: how many, and their bytes. */
+static void uid_open_windows(struct server *srv, uint32_t uid, uint32_t *windows,
+                             uint64_t *bytes) {
+        struct list *pos, *tmp;
+
+        *windows = 0;
+        *bytes = 0;
+        list_for_each_safe(pos, tmp, &srv->conns) {
+                struct conn *c = list_entry(pos, struct conn, link);
+                if ((uint32_t)c->uid != uid)
+                        continue;
+                *windows += c->open_windows;
+                *bytes += c->open_units * POOL_UNIT;
+        }
+}
+
+/* Append to buf[0, len) at *at, truncating; *at counts what was wanted. */
+static void describe_append(char *buf, size_t len, size_t *at, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+static void describe_append(char *buf, size_t len, size_t *at, const char *fmt, ...) {
+        va_list ap;
+
+        va_start(ap, fmt);
+        int w = vsnprintf(buf + MIN(*at, len), *at < len ? len - *at : 0, fmt, ap);
+        va_end(ap);
+        *at += w > 0 ? (size_t)w : 0;
+}
+
+int save_describe_pool(struct server *srv, uint32_t uid, char *buf, size_t len) {
+        struct pool_holder top[3];
+        uint32_t n = pool_holders(srv->pool, top, 3), slots = pool_slot_count(srv->pool);
+        size_t at = 0;
+
+        if (len)
+                buf[0] = 0;
+        for (uint32_t i = 0; i < n; i++) {
+                uint32_t windows;
+                uint64_t bytes;
+                if (top[i].slots == 0)
+                        continue;
+                uid_open_windows(srv, top[i].uid, &windows, &bytes);
+                describe_append(buf, len, &at, "%suid %u holds %u of %u slots", at ? "; " : "",
+                                top[i].uid, top[i].slots, slots);
+                if (windows)
+                        describe_append(buf, len, &at, " (%u open window%s not committed, %" PRIu64
+                                        " MiB)", windows, windows == 1 ? "" : "s", bytes >> 20);
+        }
+        if (at == 0)
+                describe_append(buf, len, &at, "no uid holds a slot now");
+        describe_append(buf, len, &at, "; %" PRIu64 " bytes staged and not yet on disk; uid %u's "
+                        "share is %u of %u slots", srv->bytes_in_flight, uid,
+                        pool_uid_share(srv->pool, uid), slots);
+        if (srv->opts.window_lease_ms)
+                describe_append(buf, len, &at, "; a window not committed goes back after [pool] "
+                                "window_lease = %" PRIu64 " ms", srv->opts.window_lease_ms);
+        describe_append(buf, len, &at, "; for more room raise [pool] size or wait_timeout");
+        return (int)MIN(at, len ? len - 1 : 0);
 }
 
 static void chunk_slot_ready(struct pool_waiter *w, const struct pool_extent *e, int error) {
@@ -631,14 +734,15 @@ static void chunk_slot_ready(struct pool_waiter *w, const struct pool_extent *e,
         struct shard *sh = c->pending;
 
         if (!e) {
-                if (error == -ETIMEDOUT)
+                if (error == -ETIMEDOUT) {
+                        char why[CKPT_ERRMSG_MAX];
+                        save_describe_pool(c->srv, (uint32_t)c->uid, why, sizeof(why));
                         conn_error(c, error,
-                                   "no shared-memory slot became free within %" PRIu64 " ms (all "
-                                   "%u slots busy writing to disk); raise [pool] size or "
-                                   "wait_timeout",
-                                   c->srv->opts.pool_wait_ms, pool_slot_count(c->srv->pool));
-                else
+                                   "no shared-memory slot became free within %" PRIu64 " ms: %s",
+                                   c->srv->opts.pool_wait_ms, why);
+                } else {
                         conn_error(c, error, "cannot get a slot: %s", strerror(-error));
+                }
                 return;
         }
         chunk_grant(c, sh, e);
@@ -679,6 +783,24 @@ void save_handle_chunk_get(struct conn *c, const struct ckpt_req_chunk_get *req)
                 return;
         }
         uint32_t want = pool_units_for(c->srv->pool, sh->size - sh->put_offset);
+        uint32_t max_slots = c->srv->opts.max_slots_per_connection;
+        if (max_slots) {
+                /* Waiting would not help: only this client can hand its
+                 * windows back, and it is waiting for this reply.  A
+                 * shorter window is just one more round trip. */
+                uint64_t units_per_slot = pool_slot_size(c->srv->pool) / POOL_UNIT;
+                uint64_t allowed = (uint64_t)max_slots * units_per_slot;
+                if (c->open_units >= allowed) {
+                        conn_error(c, -EMFILE,
+                                   "this connection holds %u open windows (%" PRIu64 " MiB), its "
+                                   "limit ([pool] max_slots_per_connection = %u slots of %" PRIu64
+                                   " MiB); commit one (CHUNK_PUT) first",
+                                   c->open_windows, c->open_units * POOL_UNIT >> 20, max_slots,
+                                   pool_slot_size(c->srv->pool) >> 20);
+                        return;
+                }
+                want = (uint32_t)MIN((uint64_t)want, allowed - c->open_units);
+        }
         int r = pool_try_acquire(c->srv->pool, (uint32_t)c->uid, want, &e);
         if (r > 0) {
                 chunk_grant(c, sh, &e);
@@ -738,7 +860,7 @@ void save_handle_chunk_put(struct conn *c, const struct ckpt_req_chunk_put *req)
         ch->claimed = req->crc32c;
         ch->work.run = chunk_verify_run;
         ch->work.done = chunk_verify_done;
-        sh->granted = false;
+        window_close(sh);
         sh->put_offset += req->length;
         s->chunks_pending++;
         c->srv->bytes_in_flight += req->length;

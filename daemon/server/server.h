@@ -37,6 +37,8 @@
 
 struct server_options {
         uint64_t pool_wait_ms;
+        uint64_t window_lease_ms;          /* 0: windows are never revoked */
+        uint32_t max_slots_per_connection; /* open windows, in slots' worth; 0: no cap */
         uint32_t keep;
         uint32_t socket_mode;
         const char *socket_group; /* NULL: leave as is */
@@ -83,6 +85,13 @@ struct server {
 };
 
 struct read_op;
+struct conn;
+
+/* How long a READ window may stay lent: [pool] window_lease, like a save's. */
+struct read_lease {
+        struct loop_timer timer;
+        struct conn *conn;
+};
 
 struct conn {
         struct server *srv;
@@ -111,10 +120,16 @@ struct conn {
         bool want_out;
 
         uint32_t *slot_gen_sent;    /* per slot id: generation + 1 already sent */
+        uint32_t open_windows;      /* lent by CHUNK_GET, not yet put */
+        uint64_t open_units;        /* pool units those windows hold */
         struct list saves;          /* saves this client has not finished */
         struct shard *last_shard;   /* the shard CHUNK_GET/PUT named last */
         uint32_t nsaves;
         struct pool_extent reads[SERVER_READS_PER_CONN]; /* lent by READ (.slot NULL: free) */
+        struct read_lease read_leases[SERVER_READS_PER_CONN];
+        /* per read lease: slot id + 1 of a READ window taken back and not
+         * yet asked about (0: none), for READ_DONE's error */
+        uint32_t read_revoked[SERVER_READS_PER_CONN];
         /* the next windows of a restore, read ahead, in order */
         struct read_op *prefetch[SERVER_PREFETCH_DEPTH];
         unsigned nprefetch;
@@ -145,6 +160,7 @@ struct shard {
         uint64_t written;       /* bytes on disk */
         bool granted;           /* a window is lent to the client, not yet put */
         struct pool_extent window;
+        struct loop_timer lease;  /* revokes the window when it runs out */
         uint64_t granted_offset, granted_length;
         uint64_t nblocks;
         uint32_t *block_crcs;
@@ -230,6 +246,10 @@ void save_handle_commit(struct conn *c, const struct ckpt_req_job_step *req);
 /* The connection is going away: abort its unfinished saves, leave waits. */
 void save_conn_closed(struct conn *c);
 void save_abort_all(struct server *srv, int error);
+/* What holds the pool, for the message of a request of uid that found no
+ * memory: the largest holders, their open windows, bytes not yet on disk,
+ * uid's share.  Returns the length written (truncated to len - 1). */
+int save_describe_pool(struct server *srv, uint32_t uid, char *buf, size_t len);
 /* Someone waits for pool memory: start checking and writing every deferred
  * chunk and give back read-ahead memory, so it frees up. */
 void save_relieve_memory(struct server *srv);

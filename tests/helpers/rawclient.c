@@ -47,6 +47,18 @@
  * --step (and with --shard NAME:SIZE a shard in it) on the same connection,
  * and @SAVE@ / @SHARD@ in the hex become that save's / shard's id (u32 LE),
  * so a hand-encoded request can name them.
+ *   hold-windows JOB STEP N SIZE MS
+ *                               a slot hog: one save of N shards of SIZE
+ *                               bytes, the first window of each taken
+ *                               (CHUNK_GET, stopping at the first refusal)
+ *                               and filled; prints "HOLDING k", keeps them
+ *                               MS milliseconds (less if stdin has a line
+ *                               or ends: keep it open) without committing,
+ *                               then commits each (CHUNK_PUT), SAVE_FINISH
+ *   hold-reads JOB STEP SHARD N MS RANK
+ *                               READ N windows of one slot each of SHARD
+ *                               (from offset 0), prints "HOLDING k", keeps
+ *                               them like hold-windows, then READ_DONE each
  *
  * Options: --socket PATH (else $CKPT_SOCKET), --no-hello (do not say HELLO
  * first; the default says it so only the bad packet is bad), --then-ping
@@ -818,16 +830,28 @@ static int chunk_get(const char *label, uint32_t shard_id, uint64_t offset, stru
                         close(fd);
                 return r;
         }
-        if (!rep.slot.has_fd || fd < 0) {
-                fprintf(stderr, "CHUNK_GET reply without the slot's memfd\n");
+        /* a slot's memfd comes once per generation: keep its mapping */
+        static void *maps[1024];
+        uint32_t id = rep.slot.slot_id;
+        if (id >= sizeof(maps) / sizeof(maps[0]) || (!rep.slot.has_fd && !maps[id]) ||
+            (rep.slot.has_fd && fd < 0)) {
+                fprintf(stderr, "CHUNK_GET reply for slot %u without the slot's memfd\n", id);
+                if (fd >= 0)
+                        close(fd);
                 return -EBADMSG;
         }
-        win->map = mmap(NULL, hello.slot_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        close(fd);
-        if (win->map == MAP_FAILED) {
-                perror("mmap");
-                return -errno;
+        if (rep.slot.has_fd) {
+                if (maps[id])
+                        munmap(maps[id], hello.slot_size);
+                maps[id] = mmap(NULL, hello.slot_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                close(fd);
+                if (maps[id] == MAP_FAILED) {
+                        maps[id] = NULL;
+                        perror("mmap");
+                        return -errno;
+                }
         }
+        win->map = maps[id];
         win->slot_id = rep.slot.slot_id;
         win->slot_offset = rep.slot.slot_offset;
         win->offset = rep.slot.offset;
@@ -914,7 +938,6 @@ static int cmd_chunk_past_end(int argc, char **argv) {
         chunk_get("CHUNK_GET_END", shard_id, size, NULL);
         chunk_get("CHUNK_GET_PAST", shard_id, size + 4096, NULL);
         save_id_call("SAVE_FINISH", CKPT_MSG_SAVE_FINISH, save_id);
-        munmap(win.map, hello.slot_size);
         return 0;
 }
 
@@ -952,7 +975,6 @@ static int one_window_commit(int argc, char **argv, bool wrong_crc, bool empty_f
                 req.job_step.timeout_ms = empty_first ? 10000 : 5000;
                 call_print("COMMIT", &req, &rep, NULL);
         }
-        munmap(win.map, hello.slot_size);
         return 0;
 }
 
@@ -1073,6 +1095,100 @@ static int cmd_many_saves(int argc, char **argv) {
         return 0;
 }
 
+/* Say how many windows are held, then keep them ms milliseconds or until
+ * stdin has a line or ends (the test that started us is gone). */
+static void hold(uint32_t held, uint64_t ms) {
+        struct pollfd pfd = { .fd = 0, .events = POLLIN };
+        int ready;
+
+        printf("HOLDING %u\n", held);
+        fflush(stdout);
+        do
+                ready = poll(&pfd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
+        while (ready < 0 && errno == EINTR);
+}
+
+/* READ n windows of one slot each of a shard, keep them, then READ_DONE. */
+static int cmd_hold_reads(int argc, char **argv) {
+        if (argc < 6)
+                return 2;
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_READ };
+        struct ckpt_reply rep;
+        uint32_t n = (uint32_t)strtoul(argv[3], NULL, 10), slots[64];
+        uint64_t hold_ms = strtoull(argv[4], NULL, 10);
+        if (n == 0 || n > 64 || ckpt_name_set(&req.read.job, argv[0]) < 0 ||
+            ckpt_name_set(&req.read.shard, argv[2]) < 0)
+                return 2;
+        req.read.step = strtoull(argv[1], NULL, 10);
+        req.read.rank = (uint32_t)strtoul(argv[5], NULL, 10);
+        uint32_t held = 0;
+        for (; held < n; held++) {
+                int fd = -1;
+                req.read.offset = held * hello.slot_size;
+                req.read.length = hello.slot_size;
+                int r = call_print("READ", &req, &rep, &fd);
+                if (fd >= 0)
+                        close(fd);
+                if (r < 0 || rep.slot.length == 0)
+                        break;
+                slots[held] = rep.slot.slot_id;
+        }
+        hold(held, hold_ms);
+        for (uint32_t i = 0; i < held; i++) {
+                struct ckpt_request done = { .hdr.type = CKPT_MSG_READ_DONE };
+                done.read_done.slot_id = slots[i];
+                call_print("READ_DONE", &done, &rep, NULL);
+        }
+        return 0;
+}
+
+static int cmd_hold_windows(int argc, char **argv) {
+        if (argc < 5)
+                return 2;
+        const char *job = argv[0];
+        uint64_t step = strtoull(argv[1], NULL, 10);
+        uint32_t n = (uint32_t)strtoul(argv[2], NULL, 10);
+        uint64_t size = strtoull(argv[3], NULL, 10), hold_ms = strtoull(argv[4], NULL, 10);
+        if (n == 0 || n > 4096 || size == 0)
+                return 2;
+        struct window *wins = calloc(n, sizeof(*wins));
+        uint32_t *shards = calloc(n, sizeof(*shards));
+        if (!wins || !shards)
+                return 1;
+
+        int64_t save_id = save_begin(job, step);
+        if (save_id < 0)
+                return 0;
+        uint32_t held = 0;
+        for (uint32_t i = 0; i < n; i++) {
+                struct ckpt_request req = { .hdr.type = CKPT_MSG_SHARD_BEGIN };
+                struct ckpt_reply rep;
+                char name[32];
+                snprintf(name, sizeof(name), "w%u", i);
+                req.shard_begin.save_id = (uint32_t)save_id;
+                ckpt_name_set(&req.shard_begin.shard, name);
+                req.shard_begin.size = size;
+                if (call_print("SHARD_BEGIN", &req, &rep, NULL) < 0)
+                        break;
+                shards[held] = rep.id.id;
+                if (chunk_get("CHUNK_GET", shards[held], 0, &wins[held]) < 0)
+                        break;
+                memset((uint8_t *)wins[held].map + wins[held].slot_offset, 0x40 + (int)(i % 64),
+                       wins[held].length);
+                held++;
+        }
+        hold(held, hold_ms);
+        for (uint32_t i = 0; i < held; i++) {
+                const uint8_t *p = (const uint8_t *)wins[i].map + wins[i].slot_offset;
+                chunk_put("CHUNK_PUT", shards[i], &wins[i], wins[i].length,
+                          crc32c(0, p, wins[i].length));
+        }
+        save_id_call("SAVE_FINISH", CKPT_MSG_SAVE_FINISH, (uint32_t)save_id);
+        free(wins);
+        free(shards);
+        return 0;
+}
+
 static int ping(void) {
         struct ckpt_request req = { .hdr.type = CKPT_MSG_STATUS };
         struct ckpt_reply rep;
@@ -1120,6 +1236,8 @@ int main(int argc, char **argv) {
                 { "empty-mid-save", cmd_empty_mid_save },
                 { "many-shards", cmd_many_shards },
                 { "many-saves", cmd_many_saves },
+                { "hold-windows", cmd_hold_windows },
+                { "hold-reads", cmd_hold_reads },
         };
         int c;
 

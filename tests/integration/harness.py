@@ -144,6 +144,14 @@ class Daemon:
         return subprocess.Popen(cmd, env=self.client_env(env), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
 
+    def raw_async(self, *args, user=None):
+        """Start ckpt-rawclient ARGS (as uid user, with its primary group and no
+        others, when given: only root can do that); stdin and stdout are pipes
+        of lines."""
+        cmd = as_user(user) + [RAWCLIENT, "--socket", self.socket] + [str(a) for a in args]
+        return subprocess.Popen(cmd, env=self.client_env(), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
     def ctl(self, *args, check_rc=True, user=None):
         """Run ckptctl; with user (a uid), as that uid, its gid and no
         supplementary groups (setpriv), the way another user would."""

@@ -440,6 +440,10 @@ static void check_numeric_defaults(const struct config *c) {
         CHECK(c->slot_size == 64 * MiB, "slot_size %llu", (unsigned long long)c->slot_size);
         CHECK(c->pool_wait_ms == 30000, "pool_wait_ms %llu",
               (unsigned long long)c->pool_wait_ms);
+        CHECK(c->window_lease_ms == 20000, "window_lease_ms %llu",
+              (unsigned long long)c->window_lease_ms);
+        CHECK(c->fair_share && c->max_slots_per_uid == 0 && c->max_slots_per_connection == 0,
+              "pool shares");
         CHECK(c->io_size == MiB, "io_size %llu", (unsigned long long)c->io_size);
         CHECK(c->queue_depth == 16, "queue_depth %u", c->queue_depth);
         CHECK(c->keep == 3, "keep %u", c->keep);
@@ -611,6 +615,10 @@ static void test_file_all_types(void) {
                    "size = 4G\n"
                    "slot_size = 128M\n"
                    "wait_timeout = 2m\n"
+                   "window_lease = 90s\n"
+                   "fair_share = no\n"
+                   "max_slots_per_uid = 24\n"
+                   "max_slots_per_connection = 4\n"
                    "[local]\n"
                    "io_size = 512K\n"
                    "queue_depth = 64\n"
@@ -633,6 +641,9 @@ static void test_file_all_types(void) {
         CHECK(c.pool_size == 4 * GiB, "pool_size");
         CHECK(c.slot_size == 128 * MiB, "slot_size");
         CHECK(c.pool_wait_ms == 120000, "wait %llu", (unsigned long long)c.pool_wait_ms);
+        CHECK(c.window_lease_ms == 90000 && !c.fair_share && c.max_slots_per_uid == 24 &&
+                      c.max_slots_per_connection == 4,
+              "pool shares");
         CHECK(c.io_size == 512 * KiB, "io_size");
         CHECK(c.queue_depth == 64, "queue_depth");
         CHECK(c.keep == 5, "keep");
@@ -751,6 +762,13 @@ static void test_file_errors(void) {
         check_file_error("[pool]\nwait_timeout = soon\n",
                          "PATH:2: invalid duration 'soon' for [pool] wait_timeout (expected a "
                          "whole number with an optional ms, s, m or h suffix; bare is ms)\n");
+        check_file_error("[pool]\nwindow_lease = 25h\n",
+                         "PATH:2: [pool] window_lease = 25h is out of range (0ms..24h)\n");
+        check_file_error("[pool]\nmax_slots_per_uid = 1025\n",
+                         "PATH:2: [pool] max_slots_per_uid = 1025 is out of range (0..1024)\n");
+        check_file_error("[pool]\nfair_share = half\n",
+                         "PATH:2: invalid boolean 'half' for [pool] fair_share (expected yes/no, "
+                         "true/false, on/off or 1/0)\n");
         check_file_error("[pool]\nwait_timeout = 25h\n",
                          "PATH:2: [pool] wait_timeout = 25h is out of range (0ms..24h)\n");
         check_file_error("[local]\nio_size = 6K\n",
@@ -1009,6 +1027,18 @@ static void test_validate(void) {
         v.io_size = 8 * MiB;
         check_invalid(&v, "[local] io_size = 8M is larger than [pool] slot_size = 4M\n");
         v = c;
+        v.max_slots_per_uid = 17; /* 1G / 64M = 16 slots */
+        check_invalid(&v, "[pool] max_slots_per_uid = 17 is more than the pool's 16 slots\n");
+        v = c;
+        v.max_slots_per_connection = 17;
+        check_invalid(&v, "[pool] max_slots_per_connection = 17 is more than the pool's 16 "
+                          "slots\n");
+        v.max_slots_per_connection = 16;
+        v.max_slots_per_uid = 16;
+        capture_open(&cap);
+        CHECK(config_validate(&v, cap.f) == 0, "16 of 16 slots is fine: %s", capture_text(&cap));
+        capture_close(&cap);
+        v = c;
         v.workers = 0;
         check_invalid(&v, "[daemon] workers = 0 is out of range (1..64)\n");
         v = c;
@@ -1058,6 +1088,8 @@ static void test_reload(void) {
         src.socket_mode = 0600;
         src.log_level = LOG_DEBUG;
         src.pool_wait_ms = 5000;
+        src.window_lease_ms = 7000;
+        src.max_slots_per_uid = 3;
         src.keep = 12;
 
         stderr_capture_begin();
@@ -1066,6 +1098,7 @@ static void test_reload(void) {
 
         CHECK(dst.log_level == LOG_DEBUG, "log_level reloaded");
         CHECK(dst.pool_wait_ms == 5000, "wait_timeout reloaded");
+        CHECK(dst.window_lease_ms == 7000 && dst.max_slots_per_uid == 3, "pool shares reloaded");
         CHECK(dst.keep == 12, "keep reloaded");
         CHECK(strcmp(dst.state_dir, "/elsewhere") != 0 && dst.socket_group == NULL &&
                       dst.workers == 2 && dst.pool_size == GiB && dst.slot_size == 64 * MiB &&

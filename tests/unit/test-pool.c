@@ -2,7 +2,8 @@
 /*
  * test-pool — the slot pool against a real io_uring: bounded memory, small
  * windows packed into one slot, FIFO hand-off to waiters, timeouts from the
- * loop, and that a slot never carries one uid's bytes to another uid.
+ * loop, that a slot never carries one uid's bytes to another uid, fair
+ * shares between uids, and that revoked memory is renewed before reuse.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -160,13 +161,20 @@ int main(void) {
         CHECK(other.slot->gen == 1 && other.slot->owner_uid == 2000);
         for (size_t off = 0; off < SLOT; off += 4096)
                 CHECK(((unsigned char *)pool_extent_addr(&other))[off] == 0);
-        /* while uid 2000 holds units of a slot, uid 1000 cannot share it */
+        /* while uid 2000 holds units of a slot, uid 1000 cannot share it
+         * (and, two uids being active, takes its half of the pool) */
         struct pool_extent mine[3];
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 2; i++) {
                 CHECK(pool_try_acquire(pool, 1000, UNITS, &mine[i]) == 1);
                 CHECK(mine[i].slot != other.slot && mine[i].slot->gen == 0);
         }
         CHECK(pool_try_acquire(pool, 1000, 1, &x) == 0);
+        CHECK(pool_uid_slots(pool, 1000) == 2 && pool_uid_share(pool, 1000) == 2);
+        pool_set_limits(pool, &(struct pool_limits){ .fair_share = false });
+        CHECK(pool_try_acquire(pool, 1000, UNITS, &mine[2]) == 1);
+        CHECK(mine[2].slot != other.slot && mine[2].slot->gen == 0);
+        CHECK(pool_try_acquire(pool, 1000, 1, &x) == 0);
+        pool_set_limits(pool, &(struct pool_limits){ .fair_share = true });
         pool_release(pool, &other);
         for (int i = 0; i < 3; i++)
                 pool_release(pool, &mine[i]);
@@ -208,6 +216,79 @@ int main(void) {
         for (int i = 0; i < 3; i++)
                 pool_release(pool, &rest[i]);
         CHECK(pool_slots_used(pool) == 0 && pool_waiters(pool) == 0);
+
+        /* fair shares: uid 1000 alone takes the whole pool; once uid 2000
+         * waits, 1000's share is half of it, 1000's own waiter (queued
+         * first) is passed over and 2000's is served from what 1000 gives
+         * back, until 1000 is under its share again */
+        struct pool_extent hog[4], mine2[2];
+        for (int i = 0; i < 4; i++)
+                CHECK(pool_try_acquire(pool, 1000, UNITS, &hog[i]) == 1);
+        CHECK(pool_uid_slots(pool, 1000) == 4 && pool_uid_share(pool, 1000) == 4);
+        CHECK(pool_uid_share(pool, 2000) == 2); /* were 2000 to ask */
+        calls = 0;
+        struct pool_waiter wa = { 0 }, wb2 = { 0 };
+        pool_wait(pool, &wa, 1000, UNITS, 5000, on_extent);
+        pool_wait(pool, &wb2, 2000, UNITS, 5000, on_extent);
+        CHECK(pool_active_uids(pool) == 2 && pool_uid_share(pool, 1000) == 2);
+        struct pool_holder h[2];
+        CHECK(pool_holders(pool, h, 2) == 2 && h[0].uid == 1000 && h[0].slots == 4 &&
+              h[0].waiters == 1 && h[1].uid == 2000 && h[1].slots == 0 && h[1].waiters == 1);
+        pool_release(pool, &hog[0]);
+        CHECK(calls == 1 && got_err[0] == 0 && got[0].slot->owner_uid == 2000);
+        mine2[0] = got[0];
+        CHECK(got[0].slot->gen > 0); /* uid 1000's memory was replaced */
+        pool_release(pool, &hog[1]); /* 1000 at its share: its waiter still waits */
+        CHECK(calls == 1 && pool_waiters(pool) == 1);
+        CHECK(pool_try_acquire(pool, 2000, UNITS, &mine2[1]) == 1);
+        CHECK(pool_try_acquire(pool, 2000, 1, &x) == 0); /* 2000 at its share too */
+        pool_release(pool, &hog[2]); /* 1000 under its share: now it is served */
+        CHECK(calls == 2 && got_err[1] == 0 && got[1].slot->owner_uid == 1000);
+        hog[2] = got[1];
+        /* a fixed cap: one slot per uid */
+        pool_set_limits(pool, &(struct pool_limits){ .fair_share = true, .max_slots_per_uid = 1 });
+        CHECK(pool_uid_share(pool, 1000) == 1 && pool_uid_share(pool, 3000) == 1);
+        pool_release(pool, &hog[2]);
+        pool_release(pool, &hog[3]);
+        CHECK(pool_try_acquire(pool, 1000, UNITS, &hog[0]) == 1);
+        CHECK(pool_try_acquire(pool, 1000, UNITS, &x) == 0);
+        /* daemon-internal transfers are not held to a share */
+        CHECK(pool_try_acquire_whole(pool, 1000, UNITS, &hog[1]) == 1);
+        CHECK(pool_uid_slots(pool, 1000) == 2);
+        pool_set_limits(pool, &(struct pool_limits){ .fair_share = true });
+        pool_release(pool, &hog[0]);
+        pool_release(pool, &hog[1]);
+
+        /* revoked memory: nothing more of its slot is lent while the rest
+         * of it is out, and it has new memory before it is lent again */
+        pool_release(pool, &mine2[1]);
+        struct pool_extent ra, rb;
+        pool_release(pool, &mine2[0]);
+        CHECK(pool_slots_used(pool) == 0 && pool_active_uids(pool) == 0);
+        CHECK(pool_try_acquire(pool, 2000, 2, &ra) == 1 && pool_try_acquire(pool, 2000, 2, &rb) == 1);
+        CHECK(ra.slot == rb.slot);
+        struct slot *rs = ra.slot;
+        uint32_t gen = rs->gen;
+        memset(pool_extent_addr(&ra), 0x5a, 2 * POOL_UNIT);
+        pool_revoke(pool, &ra);
+        CHECK(rs->renew);
+        CHECK(pool_try_acquire(pool, 2000, 2, &ra) == 1 && ra.slot != rs);
+        pool_release(pool, &ra);
+        pool_release(pool, &rb);
+        /* lent again (a whole slot), it comes with new, zeroed memory */
+        int seen = 0;
+        for (int i = 0; i < 4; i++) {
+                CHECK(pool_try_acquire(pool, 2000, UNITS, &hog[i]) == 1);
+                if (hog[i].slot != rs)
+                        continue;
+                seen++;
+                CHECK(rs->gen == gen + 1 && !rs->renew);
+                CHECK(((unsigned char *)pool_extent_addr(&hog[i]))[POOL_UNIT] == 0);
+        }
+        CHECK(seen == 1);
+        for (int i = 0; i < 4; i++)
+                pool_release(pool, &hog[i]);
+        CHECK(pool_slots_used(pool) == 0 && pool_waiters(pool) == 0 && pool_active_uids(pool) == 0);
 
         pool_free(pool);
 
