@@ -385,6 +385,10 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
                 .psk = psk,
                 .psk_len = psk_len,
                 .connect_timeout_ms = cfg->cluster_peer_connect_timeout_ms,
+                .handshake_timeout_ms = cfg->cluster_peer_handshake_timeout_ms,
+                .keepalive_ms = cfg->cluster_peer_keepalive_ms,
+                .unauth_max = cfg->cluster_peer_unauthenticated_max,
+                .unauth_per_address = cfg->cluster_peer_unauthenticated_per_address,
                 .keep = cfg->keep,
                 .restore_on_start = true,
                 .store_configured = d->flusher != NULL,
@@ -557,6 +561,8 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
                 .socket_mode = cfg->socket_mode,
                 .socket_group = cfg->socket_group,
                 .state_dir = cfg->state_dir,
+                .conn_max = cfg->client_connections_max,
+                .conn_per_uid = cfg->client_connections_per_uid,
         };
         r = server_new(&d->server, d->loop, d->pool, d->store, d->catalog, d->workers, &sopts);
         if (r < 0)
