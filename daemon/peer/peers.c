@@ -703,12 +703,14 @@ static void link_close(struct plink *l, int error, const char *fmt, ...) {
                 /* a neighbour not up yet: retried with backoff, logged
                  * once it was up and went away */
                 log_debug("peers: node %u (%s) not reachable: %s", l->node, l->addr, why);
-        else if (!l->client && l->state != L_READY)
-                /* anyone can connect: rate-limited, so an attack grows the
-                 * log by a bounded amount */
+        else if (!l->client && l->state != L_READY) {
+                /* anyone can connect: above debug, rate-limited, so that an
+                 * attack grows the log by a bounded amount */
+                log_debug("peers: connection from unauthenticated peer %s closed: %s", l->addr,
+                          why);
                 acceptor_refuse(&ps->acceptor, "unauthenticated connection from %s closed: %s",
                                 l->addr, why);
-        else
+        } else
                 log_warn("peers: link %s node %u (%s) closed: %s", l->client ? "to" : "from",
                          l->node, l->addr, why);
         link_unauth_done(l);
