@@ -2088,20 +2088,6 @@ int config_validate(const struct config *c, FILE *err) {
                 r = -EINVAL;
         }
 
-        if (c->client_connections_per_uid > c->client_connections_max) {
-                fprintf(err, "[daemon] client_connections_per_uid = %u is larger than [daemon] "
-                             "client_connections_max = %u\n",
-                        c->client_connections_per_uid, c->client_connections_max);
-                r = -EINVAL;
-        }
-        if (c->cluster_peer_unauthenticated_per_address > c->cluster_peer_unauthenticated_max) {
-                fprintf(err, "[cluster] peer_unauthenticated_per_address = %u is larger than "
-                             "[cluster] peer_unauthenticated_max = %u\n",
-                        c->cluster_peer_unauthenticated_per_address,
-                        c->cluster_peer_unauthenticated_max);
-                r = -EINVAL;
-        }
-
         if (config_remote_enabled(c) && !(c->remote_bucket && *c->remote_bucket)) {
                 fprintf(err, "[remote] bucket is required when [remote] endpoint is set\n");
                 r = -EINVAL;
