@@ -94,24 +94,31 @@ static void acceptor_pause(struct acceptor *a, int err) {
 }
 
 /* Out of fds: give the reserve back, take the pending connection and
- * close it, take the reserve again.  false: no reserve to give. */
-static bool acceptor_shed(struct acceptor *a, int err) {
+ * close it, take the reserve again.  1: one shed, go on; 0: the backlog
+ * is empty (accept4() reports EMFILE before it looks at the backlog, so
+ * an empty one looks the same as a full one until the reserve is spent);
+ * -1: no reserve to give. */
+static int acceptor_shed(struct acceptor *a, int err) {
         if (a->reserve_fd < 0)
-                return false;
+                return -1;
         close(a->reserve_fd);
         a->reserve_fd = -1;
         int fd = accept4(a->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int accept_errno = errno;
         if (fd >= 0)
                 close(fd);
         int r = reserve_open();
         a->reserve_fd = r < 0 ? -1 : r;
-        if (fd >= 0)
-                acceptor_refuse(a, "accept: %s (file descriptors: raise LimitNOFILE or lower "
-                                   "the connection limits)",
+        if (fd >= 0) {
+                acceptor_refuse(a, "accept: %s (out of file descriptors: raise LimitNOFILE or "
+                                   "lower the connection limits)",
                                 strerror(err));
-        /* EAGAIN: the backlog is empty after all; another error: the caller's
-         * loop sees it again on the next accept */
-        return a->reserve_fd >= 0 || fd >= 0;
+                return 1;
+        }
+        if (accept_errno == EAGAIN)
+                return 0;
+        /* still no fd (another thread took it): pause */
+        return -1;
 }
 
 static void acceptor_on_ready(struct loop_watch *w, uint32_t events) {
@@ -148,11 +155,14 @@ static void acceptor_on_ready(struct loop_watch *w, uint32_t events) {
                 case ETIMEDOUT:
                         continue;
                 case EMFILE:
-                case ENFILE:
-                        if (acceptor_shed(a, err))
+                case ENFILE: {
+                        int shed = acceptor_shed(a, err);
+                        if (shed > 0)
                                 continue;
-                        acceptor_pause(a, err);
+                        if (shed < 0)
+                                acceptor_pause(a, err);
                         return;
+                }
                 default: /* ENOBUFS, ENOMEM, or something unexpected */
                         acceptor_pause(a, err);
                         return;
