@@ -138,6 +138,16 @@ class Daemon:
         """File descriptors the daemon holds now."""
         return len(os.listdir("/proc/%d/fd" % self.proc.pid))
 
+    def sanitizer_report(self):
+        """The first ASan/UBSan/LSan report in the daemon's log (they land
+        there as they happen), with some context, or None."""
+        text = self.read_log()
+        for pat in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer"):
+            at = text.find(pat)
+            if at >= 0:
+                return text[max(0, at - 200):][:3000]
+        return None
+
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
