@@ -74,7 +74,8 @@ void acceptor_stop(struct acceptor *a);
 /* Count a connection refused by the owner (over one of its caps) and log
  * it rate-limited: the first refusal of a quiet period at once, then a
  * count every ACCEPTOR_REPORT_MS.  The caller closes the fd. */
-void acceptor_refuse(struct acceptor *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void acceptor_refuse(struct acceptor *a, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
 
 /* Connections refused since start (for status and tests). */
 static inline uint64_t acceptor_refused_total(const struct acceptor *a) {

@@ -23,13 +23,7 @@
 #include "io/loop.h"
 #include "util/cleanup.h"
 
-#define CHECK(cond)                                                                           \
-        do {                                                                                  \
-                if (!(cond)) {                                                                \
-                        fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-                        exit(1);                                                              \
-                }                                                                             \
-        } while (0)
+#include "check.h"
 
 #define CLIENTS 8
 
@@ -42,7 +36,7 @@ static void on_conn(struct acceptor *a, int fd, const struct sockaddr_storage *s
         (void)a;
         (void)sa;
         (void)len;
-        CHECK(naccepted < 64);
+        CHECK(naccepted < 64, "more connections than the test makes");
         accepted[naccepted++] = fd;
 }
 
@@ -61,12 +55,13 @@ static int fill_fds(int *held, int cap) {
         while (n < cap) {
                 int fd = dup(devnull);
                 if (fd < 0) {
-                        CHECK(errno == EMFILE);
+                        CHECK(errno == EMFILE, "dup: %s", strerror(errno));
                         break;
                 }
                 held[n++] = fd;
         }
-        CHECK(n < cap); /* the limit was reached, not the array's end */
+        /* the limit was reached, not the array's end */
+        CHECK(n < cap, "the table did not fill (%d)", n);
         return n;
 }
 
@@ -84,12 +79,13 @@ static bool client_closed(int fd) {
 
 static int client_new(void) {
         int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        CHECK(fd >= 0);
+        CHECK(fd >= 0, "socket: %s", strerror(errno));
         return fd;
 }
 
 static void client_connect(int fd, const struct sockaddr_un *sa) {
-        CHECK(connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0);
+        CHECK(connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0, "connect: %s",
+              strerror(errno));
 }
 
 /* The test runs as a chain of timer callbacks inside one loop_run(), so
@@ -110,18 +106,22 @@ static void next(uint64_t ms, void (*fn)(struct loop_timer *t)) {
 static void step_done(struct loop_timer *t) {
         (void)t;
         /* resumed by itself after the backoff, reserve back */
-        CHECK(!acc.paused && acc.reserve_fd >= 0);
-        CHECK(naccepted == 4);
+        CHECK(!acc.paused && acc.reserve_fd >= 0, "paused %d reserve %d", acc.paused,
+              acc.reserve_fd);
+        CHECK(naccepted == 4, "accepted %d", naccepted);
         loop_timer_cancel(&guard_timer);
         loop_stop(the_loop);
 }
 
 static void step_paused(struct loop_timer *t) {
         (void)t;
-        CHECK(acc.paused);
-        CHECK(naccepted == 3);
-        CHECK(acceptor_refused_total(&acc) == refused0 + 1);
-        CHECK(!client_closed(clients[CLIENTS + 1])); /* waits in the backlog */
+        CHECK(acc.paused, "the listener did not pause without a reserve fd");
+        CHECK(naccepted == 3, "accepted %d", naccepted);
+        CHECK(acceptor_refused_total(&acc) == refused0 + 1, "refused %llu, want %llu",
+              (unsigned long long)acceptor_refused_total(&acc),
+              (unsigned long long)refused0 + 1);
+        /* it waits in the backlog */
+        CHECK(!client_closed(clients[CLIENTS + 1]), "a paused listener closed a connection");
         release_fds(held, &nheld, nheld);
         next(ACCEPTOR_BACKOFF_MIN_MS + 200, step_done);
 }
@@ -129,7 +129,7 @@ static void step_paused(struct loop_timer *t) {
 static void step_recovered(struct loop_timer *t) {
         (void)t;
         /* descriptors free again: accepted at once, no timer to wait for */
-        CHECK(naccepted == 3);
+        CHECK(naccepted == 3, "accepted %d", naccepted);
         /* now the reserve is taken away and the table filled again */
         close(acc.reserve_fd);
         acc.reserve_fd = -1;
@@ -144,13 +144,15 @@ static void step_shed(struct loop_timer *t) {
         long cpu = cpu_ms() - cpu0;
         fprintf(stderr, "out of fds: %ld ms CPU in 300 ms, %llu refused\n", cpu,
                 (unsigned long long)acceptor_refused_total(&acc));
-        CHECK(naccepted == 2);
-        CHECK(acceptor_refused_total(&acc) == CLIENTS - 2);
+        CHECK(naccepted == 2, "accepted %d", naccepted);
+        CHECK(acceptor_refused_total(&acc) == CLIENTS - 2, "refused %llu, want %d",
+              (unsigned long long)acceptor_refused_total(&acc), CLIENTS - 2);
         for (int i = 2; i < CLIENTS; i++)
-                CHECK(client_closed(clients[i]));
-        CHECK(!client_closed(clients[0]));
-        CHECK(acc.reserve_fd >= 0 && !acc.paused);
-        CHECK(cpu < 100); /* a busy loop uses all 300 */
+                CHECK(client_closed(clients[i]), "client %d was not shed", i);
+        CHECK(!client_closed(clients[0]), "an accepted client was closed");
+        CHECK(acc.reserve_fd >= 0 && !acc.paused, "paused %d reserve %d", acc.paused,
+              acc.reserve_fd);
+        CHECK(cpu < 100, "%ld ms of CPU in 300 ms: the loop spins", cpu);
         release_fds(held, &nheld, 8);
         client_connect(clients[CLIENTS], &addr);
         next(50, step_recovered);
@@ -158,8 +160,9 @@ static void step_shed(struct loop_timer *t) {
 
 static void step_plain(struct loop_timer *t) {
         (void)t;
-        CHECK(naccepted == 2);
-        CHECK(acceptor_refused_total(&acc) == 0);
+        CHECK(naccepted == 2, "accepted %d", naccepted);
+        CHECK(acceptor_refused_total(&acc) == 0, "refused %llu",
+              (unsigned long long)acceptor_refused_total(&acc));
         /* out of descriptors: shed, no spin */
         nheld = fill_fds(held, 4096);
         for (int i = 2; i < CLIENTS; i++)
@@ -170,7 +173,7 @@ static void step_plain(struct loop_timer *t) {
 
 static void guard(struct loop_timer *t) {
         (void)t;
-        fprintf(stderr, "test-acceptor: a step never came\n");
+        fprintf(stderr, "test-acceptor: a step never came (%u checks failed)\n", failures);
         exit(1);
 }
 
@@ -182,16 +185,17 @@ int main(void) {
                 return 1;
         }
         devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        CHECK(devnull >= 0);
-        CHECK(loop_new(&the_loop, 64) == 0);
+        CHECK(devnull >= 0, "/dev/null: %s", strerror(errno));
+        CHECK(loop_new(&the_loop, 64) == 0, "loop_new");
         snprintf(addr.sun_path, sizeof(addr.sun_path), "/tmp/test-acceptor-%d.sock",
                  (int)getpid());
         unlink(addr.sun_path);
         int lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        CHECK(lfd >= 0);
-        CHECK(bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) == 0);
-        CHECK(listen(lfd, 64) == 0);
-        CHECK(acceptor_start(&acc, the_loop, lfd, "test", on_conn) == 0);
+        CHECK(lfd >= 0, "socket: %s", strerror(errno));
+        CHECK(bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) == 0, "bind: %s",
+              strerror(errno));
+        CHECK(listen(lfd, 64) == 0, "listen: %s", strerror(errno));
+        CHECK(acceptor_start(&acc, the_loop, lfd, "test", on_conn) == 0, "acceptor_start");
         /* every client socket exists before the table is filled */
         for (int i = 0; i < CLIENTS + 4; i++)
                 clients[i] = client_new();
@@ -201,7 +205,7 @@ int main(void) {
         client_connect(clients[1], &addr);
         next(50, step_plain);
         loop_timer_start(the_loop, &guard_timer, 10000, guard);
-        CHECK(loop_run(the_loop) == 0);
+        CHECK(loop_run(the_loop) == 0, "loop_run");
 
         acceptor_stop(&acc);
         acceptor_stop(&acc); /* harmless twice */
@@ -213,6 +217,7 @@ int main(void) {
         unlink(addr.sun_path);
         loop_free(the_loop);
         close(devnull);
-        fprintf(stderr, "test-acceptor: ok\n");
-        return 0;
+        if (!failures)
+                fprintf(stderr, "test-acceptor: ok\n");
+        return check_exit_code();
 }
