@@ -25,8 +25,8 @@ static int reserve_open(void) {
 static void acceptor_report(struct acceptor *a) {
         if (!a->refused)
                 return;
-        log_warn("%s: refused %" PRIu64 " more connection(s) in the last %u s (latest: %s)",
-                 a->what, a->refused, ACCEPTOR_REPORT_MS / 1000, a->refused_why);
+        log_warn("%s: refused %" PRIu64 " more connection(s) since the last report (latest: %s)",
+                 a->what, a->refused, a->refused_why);
         a->refused = 0;
 }
 
