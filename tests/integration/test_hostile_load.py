@@ -97,6 +97,17 @@ def finish(*daemons):
             check(rep is None, "%s has a sanitizer report:\n%s" % (d.log_path, rep))
 
 
+def daemon_sockets(port):
+    """The established TCP sockets on the daemon's side of `port`, as
+    `ss -tno` lines (with their timers), or None without ss."""
+    ss = shutil.which("ss")
+    if not ss:
+        return None
+    p = subprocess.run([ss, "-tnoH", "state", "established", "( sport = :%d )" % port],
+                       capture_output=True, text=True)
+    return [ln for ln in p.stdout.splitlines() if ln.strip()]
+
+
 def timed(fn, *args, **kw):
     t0 = time.monotonic()
     r = fn(*args, **kw)
@@ -261,6 +272,15 @@ def case_peer_flood(tmp):
         check(not any(is_closed(s) for s in mine),
               "idle connections from a replication source's address were closed within 1 s "
               "(the handshake deadline is %d s)" % HANDSHAKE_S)
+        # keepalive from accept on, before any byte of a handshake
+        socks = daemon_sockets(ports[1])
+        if socks is None:
+            log("1a: no ss(8): keepalive not checked")
+        else:
+            check(socks and all("timer:(keepalive" in ln for ln in socks),
+                  "accepted peer connections without TCP keepalive:\n%s"
+                  % "\n".join(ln for ln in socks if "keepalive" not in ln)[:2000])
+            log("1a: all %d accepted connections have TCP keepalive" % len(socks))
         wait_until(lambda: all(is_closed(s) for s in mine), timeout=HANDSHAKE_S + 5,
                    what="idle connections from a source address closed at the deadline")
         took = time.monotonic() - t_mine
