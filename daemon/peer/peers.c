@@ -89,6 +89,11 @@ _Static_assert(PREAUTH_BODY_MAX >= 4 + 2 + PEER_ERRMSG_MAX + 1 &&
  * about receivers waiting for pool memory, decides first. */
 #define KEEPALIVE_CNT 3
 #define USER_TIMEOUT_MIN_MS 60000
+/* The listen backlog: a flood of connects that outpaces the accept loop
+ * for a moment overflows a short queue, and then the kernel drops SYNs —
+ * a real neighbour's among them, retried only after a second.  Pending
+ * connections cost the kernel little and the acceptor drains them fast. */
+#define PEER_BACKLOG 1024
 
 enum link_state { L_CONNECTING, L_HELLO, L_AUTH, L_READY, L_DEAD };
 
@@ -2495,7 +2500,8 @@ static int peers_listen(struct peers *ps) {
         int one = 1;
         if (fd >= 0)
                 setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 64) < 0) {
+        if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
+            listen(fd, PEER_BACKLOG) < 0) {
                 r = -errno;
                 log_error("peers: cannot listen on %s:%u: %s",
                           ps->opts.listen_host ? ps->opts.listen_host : "*", ps->opts.listen_port,
