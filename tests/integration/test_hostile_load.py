@@ -239,12 +239,16 @@ def case_peer_flood(tmp):
     peers = ",".join("127.0.0.1:%d" % p for p in ports)
     psk = write_psk(os.path.join(tmp, "psk"))
     common = known(["--cluster-peer-handshake-timeout=%ds" % HANDSHAKE_S])
+    # Each listens on 127.0.0.1 only: the attackers' sockets take ephemeral
+    # ports on 127.0.0.2.., one of which may be node 0's port by the time it
+    # starts, and a wildcard bind would collide with it.
+    listen = ["--cluster-listen=127.0.0.1:%d" % p for p in ports]
     # node 1 is attacked; node 0 (its replication source) comes up later
     n1 = Daemon(tmp, name="n1", pool="64M", slot="4M",
-                extra=cluster_flags(peers, 2, 1, 2, psk) + common + LOG_INFO,
+                extra=cluster_flags(peers, 2, 1, 2, psk) + [listen[1]] + common + LOG_INFO,
                 nofile=NOFILE_FLOOD).start()
     n0 = Daemon(tmp, name="n0", pool="64M", slot="4M",
-                extra=cluster_flags(peers, 2, 0, 2, psk) + common)
+                extra=cluster_flags(peers, 2, 0, 2, psk) + [listen[0]] + common)
     try:
         # 1a: a static flood (no reconnects): over-cap connections go at
         # once, idle ones at the handshake deadline
