@@ -175,6 +175,16 @@ static const struct key keys[] = {
         { .section = "daemon", .name = "workers", .type = TYPE_U32,
           .offset = FIELD(workers, uint32_t), .min = 1, .max = 64, .def = "2",
           .help = "checksum worker threads" },
+        { .section = "daemon", .name = "client_connections_max", .type = TYPE_U32,
+          .offset = FIELD(client_connections_max, uint32_t), .min = 1, .max = 1 << 20,
+          .def = "1024",
+          .help = "client connections open at once; more are closed at once (LimitNOFILE "
+                  "must leave room, ckptd(8))" },
+        { .section = "daemon", .name = "client_connections_per_uid", .type = TYPE_U32,
+          .offset = FIELD(client_connections_per_uid, uint32_t), .min = 1, .max = 1 << 20,
+          .def = "256",
+          .help = "client connections one uid may hold (root is held only to "
+                  "client_connections_max), so that one user cannot take them all" },
 
         { .section = "pool", .name = "size", .type = TYPE_SIZE,
           .offset = FIELD(pool_size, uint64_t), .min = MiB, .max = TiB, .def = "1G",
@@ -326,6 +336,24 @@ static const struct key keys[] = {
           .offset = FIELD(cluster_peer_connect_timeout_ms, uint64_t),
           .min = PEER_CONNECT_TIMEOUT_MIN, .max = PEER_CONNECT_TIMEOUT_MAX, .def = "5s",
           .help = "how long a connection to a peer may take to be set up" },
+        { .section = "cluster", .name = "peer_handshake_timeout", .type = TYPE_DURATION,
+          .offset = FIELD(cluster_peer_handshake_timeout_ms, uint64_t),
+          .min = PEER_CONNECT_TIMEOUT_MIN, .max = PEER_CONNECT_TIMEOUT_MAX, .def = "5s",
+          .help = "how long a peer connection may take to authenticate before it is closed" },
+        { .section = "cluster", .name = "peer_keepalive", .type = TYPE_DURATION,
+          .offset = FIELD(cluster_peer_keepalive_ms, uint64_t), .max = 2 * MS_PER_H,
+          .def = "15s",
+          .help = "TCP keepalive idle time on peer links (probes every third of it, 3 "
+                  "unanswered close the link); 0: off" },
+        { .section = "cluster", .name = "peer_unauthenticated_max", .type = TYPE_U32,
+          .offset = FIELD(cluster_peer_unauthenticated_max, uint32_t), .min = 1,
+          .max = 65536, .def = "64",
+          .help = "accepted peer connections not authenticated yet; more are closed at "
+                  "once (replication sources' addresses are held only to the per-address cap)" },
+        { .section = "cluster", .name = "peer_unauthenticated_per_address", .type = TYPE_U32,
+          .offset = FIELD(cluster_peer_unauthenticated_per_address, uint32_t), .min = 1,
+          .max = 65536, .def = "4",
+          .help = "of them from one source address" },
 };
 
 /* Sections accepted in the file, in the order help lists them. */

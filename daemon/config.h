@@ -59,6 +59,8 @@ struct config {
         char *socket_group;    /* NULL: the daemon's group */
         int log_level;         /* LOG_ERR..LOG_DEBUG; "info" */
         uint32_t workers;      /* checksum threads, default 2 */
+        uint32_t client_connections_max;     /* client connections at once: 1024 */
+        uint32_t client_connections_per_uid; /* of them one uid (not root) holds: 256 */
         /* [pool] */
         uint64_t pool_size;    /* default 1G */
         uint64_t slot_size;    /* default 64M, multiple of 1M */
@@ -106,6 +108,10 @@ struct config {
         int cluster_placement;               /* enum placement: 0 clique, 1 ring */
         char *cluster_psk_file;              /* NULL: none; required when F > 1 */
         uint64_t cluster_peer_connect_timeout_ms; /* 5s */
+        uint64_t cluster_peer_handshake_timeout_ms; /* accept to authenticated: 5s */
+        uint64_t cluster_peer_keepalive_ms;         /* TCP keepalive idle: 15s, 0 off */
+        uint32_t cluster_peer_unauthenticated_max;  /* accepted, not authenticated: 64 */
+        uint32_t cluster_peer_unauthenticated_per_address; /* of them from one address: 4 */
 };
 
 /* Fill embedded defaults (allocates the path strings).  [cluster]

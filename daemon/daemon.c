@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -385,6 +386,10 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
                 .psk = psk,
                 .psk_len = psk_len,
                 .connect_timeout_ms = cfg->cluster_peer_connect_timeout_ms,
+                .handshake_timeout_ms = cfg->cluster_peer_handshake_timeout_ms,
+                .keepalive_ms = cfg->cluster_peer_keepalive_ms,
+                .unauth_max = cfg->cluster_peer_unauthenticated_max,
+                .unauth_per_address = cfg->cluster_peer_unauthenticated_per_address,
                 .keep = cfg->keep,
                 .restore_on_start = true,
                 .store_configured = d->flusher != NULL,
@@ -509,6 +514,47 @@ static void daemon_on_signal(struct loop_watch *w, uint32_t events) {
 
 /* ---- lifecycle -------------------------------------------------------------------------- */
 
+/* File descriptors the daemon needs besides shard files: the ring, epoll,
+ * signalfd, worker eventfds, the catalogs (db, -wal, -shm each, the replica
+ * areas' too), the pool's memfd, both listeners and their reserve fds,
+ * object-store connections, stdio.  Generous on purpose. */
+#define FD_BASE 256
+/* Peer links besides the unauthenticated ones: one to each target, one
+ * from each source (both at most 16). */
+#define FD_PEER_LINKS 32
+
+/* Raise the soft RLIMIT_NOFILE to the hard limit (the common practice of
+ * daemons: the hard limit is the administrator's choice, the soft one a
+ * default for interactive shells), then warn when the configured
+ * connection limits cannot fit: past that point, shard files and sockets
+ * compete for the last descriptors and saves fail with EMFILE
+ * (docs/design-decisions.md "File descriptors"). */
+static void daemon_fd_budget(const struct config *cfg) {
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return;
+        if (rl.rlim_cur < rl.rlim_max) {
+                struct rlimit want = { .rlim_cur = rl.rlim_max, .rlim_max = rl.rlim_max };
+                if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+                        rl = want;
+        }
+        uint64_t need = FD_BASE + (uint64_t)cfg->client_connections_max;
+        if (cfg->cluster_replication_factor > 1 && cfg->cluster_npeers)
+                need += FD_PEER_LINKS + cfg->cluster_peer_unauthenticated_max +
+                        (uint64_t)16 * cfg->cluster_peer_unauthenticated_per_address;
+        if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+                log_warn("file descriptors: RLIMIT_NOFILE is %llu, but the connection limits "
+                         "([daemon] client_connections_max = %u%s) need %" PRIu64
+                         " before any shard file is open: raise LimitNOFILE= (ckptd.service) "
+                         "or lower the limits; connections past the descriptors left are "
+                         "refused",
+                         (unsigned long long)rl.rlim_cur, cfg->client_connections_max,
+                         cfg->cluster_replication_factor > 1 ? " and the [cluster] peer caps"
+                                                            : "",
+                         need);
+}
+
 int daemon_new(struct daemon **out, struct config *cfg, const char *config_path, int argc,
                char **argv) {
         struct daemon *d = calloc(1, sizeof(*d));
@@ -522,6 +568,7 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
         d->argc = argc;
         d->argv = argv;
         d->signal_fd = -1;
+        daemon_fd_budget(cfg);
 
         /* Block the signals we handle before any thread exists, so every
          * thread inherits the mask and they arrive only via the signalfd. */
@@ -572,6 +619,8 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
                 .socket_mode = cfg->socket_mode,
                 .socket_group = cfg->socket_group,
                 .state_dir = cfg->state_dir,
+                .conn_max = cfg->client_connections_max,
+                .conn_per_uid = cfg->client_connections_per_uid,
         };
         r = server_new(&d->server, d->loop, d->pool, d->store, d->catalog, d->workers, &sopts);
         if (r < 0)

@@ -47,6 +47,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "io/acceptor.h"
 #include "crc32c.h"
 #include "peer-proto.h"
 #include "peer/auth.h"
@@ -70,6 +71,29 @@
  * gives up.  Generous: a receiver waiting for pool memory stops reading. */
 #define PING_EVERY_MS 5000
 #define PING_TIMEOUT_MS 20000
+/* Before authentication only the handshake messages may arrive, and the
+ * largest of them is an ERROR (a 512-byte message): a link starts with a
+ * buffer this big and grows it to PEER_MSG_MAX (or a RANK_BEGIN) only once
+ * authenticated, so an unauthenticated connection costs one small
+ * allocation whatever length its header claims. */
+#define PREAUTH_BODY_MAX 1024
+_Static_assert(PREAUTH_BODY_MAX >= 4 + 2 + PEER_ERRMSG_MAX + 1 &&
+                       PREAUTH_BODY_MAX >= 16 + 2 * PEER_NONCE_SIZE + PEER_MAC_SIZE +
+                                                   PEER_CLUSTER_ID_MAX + 2,
+               "every handshake message must fit the pre-authentication buffer");
+/* TCP keepalive probes: every KEEPALIVE_CNT-th unanswered probe after
+ * idle + cnt * interval kills a link whose other end vanished without a
+ * FIN (power loss, a cut cable), before or after authentication.
+ * TCP_USER_TIMEOUT bounds data left unacknowledged; it stays above
+ * PING_TIMEOUT_MS so that the application's own keepalive, which knows
+ * about receivers waiting for pool memory, decides first. */
+#define KEEPALIVE_CNT 3
+#define USER_TIMEOUT_MIN_MS 60000
+/* The listen backlog: a flood of connects that outpaces the accept loop
+ * for a moment overflows a short queue, and then the kernel drops SYNs —
+ * a real neighbour's among them, retried only after a second.  Pending
+ * connections cost the kernel little and the acceptor drains them fast. */
+#define PEER_BACKLOG 1024
 
 enum link_state { L_CONNECTING, L_HELLO, L_AUTH, L_READY, L_DEAD };
 
@@ -166,7 +190,10 @@ struct plink {
         bool client;
         uint32_t node;             /* the other side */
         char addr[80];
+        char host[64];             /* the other side's address, numeric */
         enum link_state state;
+        bool unauth_counted;       /* accepted, counted in peers.nunauth */
+        struct loop_timer handshake; /* the handshake deadline, until L_READY */
         uint8_t nonce_own[PEER_NONCE_SIZE], nonce_peer[PEER_NONCE_SIZE];
         /* input */
         uint8_t *in;
@@ -288,7 +315,14 @@ struct peers {
         uint8_t psk[PEER_PSK_MAX];
         size_t psk_len;
         int listen_fd;
-        struct loop_watch listen_watch;
+        struct acceptor acceptor;
+        /* accepted links not authenticated yet, from addresses other than
+         * the replication sources' (those count only per address) */
+        uint32_t nunauth;
+        /* the replication sources' addresses, numeric: their connections
+         * are never crowded out by strangers' */
+        char source_hosts[TARGETS_MAX][64];
+        size_t nsource_hosts;
         struct list links;
         struct ptarget targets[TARGETS_MAX];
         size_t ntargets;
@@ -635,6 +669,16 @@ static void link_update_events(struct plink *l) {
 
 /* ---- links: lifecycle ------------------------------------------------------------------------- */
 
+/* The handshake is over (authenticated or closed): the deadline goes, and
+ * an accepted link no longer counts against the unauthenticated caps. */
+static void link_unauth_done(struct plink *l) {
+        loop_timer_cancel(&l->handshake);
+        if (l->unauth_counted) {
+                l->unauth_counted = false;
+                l->ps->nunauth--;
+        }
+}
+
 static void link_free(struct plink *l) {
         list_unlink(&l->link);
         free(l->in);
@@ -664,12 +708,17 @@ static void link_close(struct plink *l, int error, const char *fmt, ...) {
                 /* a neighbour not up yet: retried with backoff, logged
                  * once it was up and went away */
                 log_debug("peers: node %u (%s) not reachable: %s", l->node, l->addr, why);
-        else if (l->node == UINT32_MAX)
-                log_warn("peers: connection from unauthenticated peer %s closed: %s", l->addr,
-                         why);
-        else
+        else if (!l->client && l->state != L_READY) {
+                /* anyone can connect: above debug, rate-limited, so that an
+                 * attack grows the log by a bounded amount */
+                log_debug("peers: connection from unauthenticated peer %s closed: %s", l->addr,
+                          why);
+                acceptor_refuse(&ps->acceptor, "unauthenticated connection from %s closed: %s",
+                                l->addr, why);
+        } else
                 log_warn("peers: link %s node %u (%s) closed: %s", l->client ? "to" : "from",
                          l->node, l->addr, why);
+        link_unauth_done(l);
         l->state = L_DEAD;
         (void)error;
         if (l->watching)
@@ -1914,6 +1963,7 @@ static void target_ping(struct loop_timer *timer) {
 static void link_ready(struct plink *l) {
         struct ptarget *t = l->target;
 
+        link_unauth_done(l);
         l->state = L_READY;
         log_info("peers: link %s node %u (%s) authenticated", l->client ? "to" : "from", l->node,
                  l->addr);
@@ -2139,7 +2189,7 @@ static void link_read(struct plink *l) {
                                                                    : l->hdr.length;
                         /* a handshake message is small: nobody unauthenticated
                          * makes this daemon allocate 16 MiB */
-                        if (l->state != L_READY && body > PEER_MSG_MAX) {
+                        if (l->state != L_READY && body > PREAUTH_BODY_MAX) {
                                 link_close(l, -EBADMSG, "oversized message before authentication");
                                 return;
                         }
@@ -2225,8 +2275,37 @@ static void link_on_event(struct loop_watch *w, uint32_t events) {
                 link_flush(l);
 }
 
+static void link_handshake_timeout(struct loop_timer *t) {
+        struct plink *l = container_of(t, struct plink, handshake);
+        link_close(l, -ETIMEDOUT, "no handshake within %" PRIu64 " ms",
+                   l->ps->opts.handshake_timeout_ms);
+}
+
+/* Keepalive from the first byte on: a peer that vanishes without a FIN
+ * (or an attacker's half-open connection) is found by the kernel, not
+ * only by the handshake deadline or the application's PINGs. */
+static void link_keepalive(struct peers *ps, int fd) {
+        int one = 1;
+        int idle = (int)((ps->opts.keepalive_ms + 999) / 1000);
+        int intvl = idle / KEEPALIVE_CNT > 0 ? idle / KEEPALIVE_CNT : 1;
+        int cnt = KEEPALIVE_CNT;
+        unsigned user_timeout = (unsigned)(idle + intvl * cnt) * 1000u;
+        if (user_timeout < USER_TIMEOUT_MIN_MS)
+                user_timeout = USER_TIMEOUT_MIN_MS;
+
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (!idle)
+                return;
+        setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+        setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+        setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+}
+
+/* Takes ownership of fd only on success. */
 static struct plink *link_new(struct peers *ps, int fd, bool client, uint32_t node,
-                              const char *addr) {
+                              const char *host, uint16_t port) {
         struct plink *l = calloc(1, sizeof(*l));
         if (!l)
                 return NULL;
@@ -2234,20 +2313,22 @@ static struct plink *link_new(struct peers *ps, int fd, bool client, uint32_t no
         l->fd = fd;
         l->client = client;
         l->node = node;
-        snprintf(l->addr, sizeof(l->addr), "%s", addr);
+        snprintf(l->host, sizeof(l->host), "%s", host);
+        snprintf(l->addr, sizeof(l->addr), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
         list_init(&l->ctlq);
         list_init(&l->rxs);
         list_init(&l->txs);
-        l->in = malloc(PEER_HDR_SIZE + PEER_MSG_MAX);
-        l->in_cap = PEER_HDR_SIZE + PEER_MSG_MAX;
+        list_init(&l->handshake.link);
+        /* small until authenticated: link_read() grows it */
+        l->in = malloc(PEER_HDR_SIZE + PREAUTH_BODY_MAX);
+        l->in_cap = PEER_HDR_SIZE + PREAUTH_BODY_MAX;
         l->in_want = PEER_HDR_SIZE;
         if (!l->in || peer_nonce(l->nonce_own) < 0) {
                 free(l->in);
                 free(l);
                 return NULL;
         }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        link_keepalive(ps, fd);
         list_init(&l->link);
         list_add_tail(&ps->links, &l->link);
         l->state = client ? L_CONNECTING : L_HELLO;
@@ -2259,6 +2340,12 @@ static struct plink *link_new(struct peers *ps, int fd, bool client, uint32_t no
                 return NULL;
         }
         l->watching = true;
+        /* the connecting side's deadline also covers the TCP connect */
+        uint64_t deadline = ps->opts.handshake_timeout_ms;
+        if (client)
+                deadline += ps->opts.connect_timeout_ms;
+        if (deadline)
+                loop_timer_start(ps->loop, &l->handshake, deadline, link_handshake_timeout);
         return l;
 }
 
@@ -2293,7 +2380,7 @@ static void target_connect(struct ptarget *t) {
                 goto retry;
         }
         freeaddrinfo(res);
-        t->l = link_new(ps, fd, true, t->node, addr);
+        t->l = link_new(ps, fd, true, t->node, a->host, a->port);
         if (!t->l) {
                 close(fd);
                 goto retry;
@@ -2309,31 +2396,92 @@ static void target_timer(struct loop_timer *timer) {
         target_connect(container_of(timer, struct ptarget, timer));
 }
 
-static void on_accept(struct loop_watch *w, uint32_t events) {
-        struct peers *ps = container_of(w, struct peers, listen_watch);
-        (void)events;
+/* How many accepted links from host have not authenticated yet. */
+static uint32_t peers_unauth_from(struct peers *ps, const char *host) {
+        uint32_t n = 0;
+        struct list *pos;
+        list_for_each(pos, &ps->links) {
+                struct plink *l = list_entry(pos, struct plink, link);
+                n += !l->client && l->state != L_READY && l->state != L_DEAD &&
+                     strcmp(l->host, host) == 0;
+        }
+        return n;
+}
 
-        for (;;) {
-                struct sockaddr_storage sa;
-                socklen_t len = sizeof(sa);
-                int fd = accept4(ps->listen_fd, (struct sockaddr *)&sa, &len,
-                                 SOCK_NONBLOCK | SOCK_CLOEXEC);
-                if (fd < 0)
-                        return;
-                char host[64] = "?", addr[80];
-                uint16_t port = 0;
-                if (sa.ss_family == AF_INET) {
-                        struct sockaddr_in *in = (struct sockaddr_in *)&sa;
-                        inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
-                        port = ntohs(in->sin_port);
-                } else if (sa.ss_family == AF_INET6) {
-                        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&sa;
-                        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
-                        port = ntohs(in6->sin6_port);
+static bool peers_is_source_host(struct peers *ps, const char *host) {
+        for (size_t i = 0; i < ps->nsource_hosts; i++)
+                if (strcmp(ps->source_hosts[i], host) == 0)
+                        return true;
+        return false;
+}
+
+/* Takes ownership of fd.  The caps on connections that have not
+ * authenticated keep strangers from taking the file descriptors, the
+ * memory and the loop that authenticated links need; a connection over a
+ * cap is closed at once (the other side sees a reset or EOF). */
+static void on_accept(struct acceptor *a, int fd, const struct sockaddr_storage *sa,
+                      socklen_t len) {
+        struct peers *ps = container_of(a, struct peers, acceptor);
+        char host[64] = "?";
+        uint16_t port = 0;
+        (void)len;
+
+        if (sa->ss_family == AF_INET) {
+                const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+                inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+                port = ntohs(in->sin_port);
+        } else if (sa->ss_family == AF_INET6) {
+                const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+                inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+                port = ntohs(in6->sin6_port);
+        }
+        uint32_t from_host = peers_unauth_from(ps, host);
+        if (ps->opts.unauth_per_address && from_host >= ps->opts.unauth_per_address) {
+                acceptor_refuse(a, "%s:%u: %u connections from that address not authenticated "
+                                   "yet, the limit ([cluster] peer_unauthenticated_per_address)",
+                                host, port, from_host);
+                close(fd);
+                return;
+        }
+        /* a replication source's address is held to the per-address cap
+         * only, so that strangers filling the total cannot keep the real
+         * neighbours out */
+        bool source = peers_is_source_host(ps, host);
+        if (!source && ps->opts.unauth_max && ps->nunauth >= ps->opts.unauth_max) {
+                acceptor_refuse(a, "%s:%u: %u connections not authenticated yet, the limit "
+                                   "([cluster] peer_unauthenticated_max)",
+                                host, port, ps->nunauth);
+                close(fd);
+                return;
+        }
+        struct plink *l = link_new(ps, fd, false, UINT32_MAX, host, port);
+        if (!l) {
+                close(fd);
+                return;
+        }
+        if (!source) {
+                l->unauth_counted = true;
+                ps->nunauth++;
+        }
+}
+
+/* The numeric addresses of the nodes that replicate here (they are the
+ * ones that connect to this node's listener). */
+static void peers_resolve_sources(struct peers *ps) {
+        for (size_t i = 0; i < ps->nareas; i++) {
+                const struct config_peer *p = &ps->addrs[ps->areas[i].src];
+                struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL, *ai;
+                if (!p->host || getaddrinfo(p->host, NULL, &hints, &res) != 0)
+                        continue;
+                for (ai = res; ai && ps->nsource_hosts < TARGETS_MAX; ai = ai->ai_next) {
+                        char *h = ps->source_hosts[ps->nsource_hosts];
+                        const void *addr = ai->ai_family == AF_INET
+                                ? (const void *)&((struct sockaddr_in *)ai->ai_addr)->sin_addr
+                                : (const void *)&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr;
+                        if (inet_ntop(ai->ai_family, addr, h, 64) && !peers_is_source_host(ps, h))
+                                ps->nsource_hosts++;
                 }
-                snprintf(addr, sizeof(addr), "%s:%u", host, port);
-                if (!link_new(ps, fd, false, UINT32_MAX, addr))
-                        close(fd);
+                freeaddrinfo(res);
         }
 }
 
@@ -2352,7 +2500,8 @@ static int peers_listen(struct peers *ps) {
         int one = 1;
         if (fd >= 0)
                 setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 64) < 0) {
+        if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
+            listen(fd, PEER_BACKLOG) < 0) {
                 r = -errno;
                 log_error("peers: cannot listen on %s:%u: %s",
                           ps->opts.listen_host ? ps->opts.listen_host : "*", ps->opts.listen_port,
@@ -2364,9 +2513,11 @@ static int peers_listen(struct peers *ps) {
         }
         freeaddrinfo(res);
         ps->listen_fd = fd;
-        r = loop_watch_add(ps->loop, &ps->listen_watch, fd, EPOLLIN, on_accept);
-        if (r < 0)
+        r = acceptor_start(&ps->acceptor, ps->loop, fd, "peers", on_accept);
+        if (r < 0) {
+                log_error("peers: cannot watch the listening socket: %s", strerror(-r));
                 return r;
+        }
         log_info("peers: node %u of %u listening on %s:%u", ps->opts.topo.index,
                  ps->opts.topo.count, ps->opts.listen_host ? ps->opts.listen_host : "*",
                  ps->opts.listen_port);
@@ -2449,6 +2600,7 @@ int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers
         list_init(&ps->links);
         list_init(&ps->restores);
         list_init(&ps->commits);
+        peers_resolve_sources(ps);
         r = peers_listen(ps);
         if (r < 0) {
                 free(ps);
@@ -2475,7 +2627,7 @@ struct peers *peers_free(struct peers *ps) {
                 return NULL;
         ps->freeing = true;
         if (ps->listen_fd >= 0) {
-                loop_watch_del(ps->loop, &ps->listen_watch);
+                acceptor_stop(&ps->acceptor);
                 close(ps->listen_fd);
         }
         for (size_t i = 0; i < ps->ntargets; i++) {

@@ -53,6 +53,10 @@ struct peers_options {
         const uint8_t *psk;
         size_t psk_len;
         uint64_t connect_timeout_ms;
+        uint64_t handshake_timeout_ms;   /* accept (or connect) to authenticated; 0: none */
+        uint64_t keepalive_ms;           /* TCP keepalive idle time; 0: off */
+        uint32_t unauth_max;             /* accepted, unauthenticated links; 0: no cap */
+        uint32_t unauth_per_address;     /* of them from one address; 0: no cap */
         uint32_t keep;                   /* committed steps kept per job in each area */
         bool restore_on_start;           /* pull missing ranks from the targets */
         bool store_configured;           /* an object store flushes committed steps */

@@ -639,58 +639,85 @@ static void conn_close(struct conn *c) {
                 srv->on_drained(srv);
 }
 
-static void server_on_accept(struct loop_watch *w, uint32_t events) {
-        struct server *srv = container_of(w, struct server, listen_watch);
-        (void)events;
+/* How many connections uid holds now: a linear walk, as accepts are rare
+ * next to requests and conns is bounded by client_connections_max. */
+static uint32_t server_conns_of(const struct server *srv, uid_t uid) {
+        uint32_t n = 0;
+        struct list *pos;
+        list_for_each(pos, &srv->conns) {
+                const struct conn *c = list_entry(pos, struct conn, link);
+                n += c->uid == uid;
+        }
+        return n;
+}
 
-        for (;;) {
-                int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-                if (fd < 0) {
-                        if (errno != EAGAIN && errno != EINTR)
-                                log_warn("server: accept: %m");
+/* Takes ownership of fd.  Over a cap the connection is closed at once: the
+ * protocol has no message the daemon sends before a request (replies
+ * carry the request's seq), so the client sees its first request fail
+ * with a reset connection (docs/protocol.md "Connection limits"). */
+static void server_on_accept(struct acceptor *a, int fd, const struct sockaddr_storage *sa,
+                             socklen_t salen) {
+        struct server *srv = container_of(a, struct server, acceptor);
+        (void)sa;
+        (void)salen;
+
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+                log_warn("server: SO_PEERCRED: %m");
+                close(fd);
+                return;
+        }
+        if (srv->opts.conn_max && srv->nconns >= srv->opts.conn_max) {
+                acceptor_refuse(a, "uid %u pid %d: %u client connections open, the limit "
+                                   "([daemon] client_connections_max)",
+                                (unsigned)cred.uid, (int)cred.pid, srv->nconns);
+                close(fd);
+                return;
+        }
+        if (srv->opts.conn_per_uid && cred.uid != 0) {
+                uint32_t mine = server_conns_of(srv, cred.uid);
+                if (mine >= srv->opts.conn_per_uid) {
+                        acceptor_refuse(a, "uid %u pid %d: it holds %u client connections, the "
+                                           "limit ([daemon] client_connections_per_uid)",
+                                        (unsigned)cred.uid, (int)cred.pid, mine);
+                        close(fd);
                         return;
                 }
-                struct ucred cred;
-                socklen_t len = sizeof(cred);
-                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-                        log_warn("server: SO_PEERCRED: %m");
-                        close(fd);
-                        continue;
-                }
-                struct conn *c = calloc(1, sizeof(*c));
-                uint32_t *gens = calloc(pool_slot_count(srv->pool), sizeof(*gens));
-                if (!c || !gens) {
-                        free(c);
-                        free(gens);
-                        close(fd);
-                        continue;
-                }
-                c->srv = srv;
-                c->fd = fd;
-                c->uid = cred.uid;
-                c->gid = cred.gid;
-                c->pid = cred.pid;
-                c->id = ++srv->next_id;
-                c->slot_gen_sent = gens;
-                list_init(&c->outq);
-                list_init(&c->saves);
-                list_init(&c->step_link);
-                list_init(&c->waiter.link);
-                int sndbuf = 4 * CKPT_MSG_MAX, one = 1;
-                setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-                /* how conn_read tells an empty packet from the hang-up */
-                setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
-                if (loop_watch_add(srv->loop, &c->watch, fd, EPOLLIN, conn_on_event) < 0) {
-                        close(fd);
-                        free(gens);
-                        free(c);
-                        continue;
-                }
-                list_add_tail(&srv->conns, &c->link);
-                srv->nconns++;
-                log_debug("server: client %u connected (pid %d uid %u)", c->id, (int)c->pid,
-                          (unsigned)c->uid);
         }
+        struct conn *c = calloc(1, sizeof(*c));
+        uint32_t *gens = calloc(pool_slot_count(srv->pool), sizeof(*gens));
+        if (!c || !gens) {
+                free(c);
+                free(gens);
+                close(fd);
+                return;
+        }
+        c->srv = srv;
+        c->fd = fd;
+        c->uid = cred.uid;
+        c->gid = cred.gid;
+        c->pid = cred.pid;
+        c->id = ++srv->next_id;
+        c->slot_gen_sent = gens;
+        list_init(&c->outq);
+        list_init(&c->saves);
+        list_init(&c->step_link);
+        list_init(&c->waiter.link);
+        int sndbuf = 4 * CKPT_MSG_MAX, one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+        /* how conn_read tells an empty packet from the hang-up */
+        setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+        if (loop_watch_add(srv->loop, &c->watch, fd, EPOLLIN, conn_on_event) < 0) {
+                close(fd);
+                free(gens);
+                free(c);
+                return;
+        }
+        list_add_tail(&srv->conns, &c->link);
+        srv->nconns++;
+        log_debug("server: client %u connected (pid %d uid %u)", c->id, (int)c->pid,
+                  (unsigned)c->uid);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------- */
@@ -720,7 +747,6 @@ int server_new(struct server **out, struct loop *loop, struct pool *pool, struct
         srv->workers = workers;
         srv->opts = *opts;
         srv->listen_fd = -1;
-        srv->listen_watch.fd = -1;
         srv->start_ms = loop_now_ms();
         list_init(&srv->conns);
         list_init(&srv->zombies);
@@ -733,7 +759,7 @@ int server_new(struct server **out, struct loop *loop, struct pool *pool, struct
 }
 
 static int server_watch_listen(struct server *srv) {
-        int r = loop_watch_add(srv->loop, &srv->listen_watch, srv->listen_fd, EPOLLIN,
+        int r = acceptor_start(&srv->acceptor, srv->loop, srv->listen_fd, "server",
                                server_on_accept);
         if (r < 0)
                 log_error("server: cannot watch the listening socket: %s", strerror(-r));
@@ -833,7 +859,7 @@ void server_drain(struct server *srv) {
                 return;
         srv->draining = true;
         if (srv->listen_fd >= 0) {
-                loop_watch_del(srv->loop, &srv->listen_watch);
+                acceptor_stop(&srv->acceptor);
                 if (srv->listen_fd_owned) {
                         close(srv->listen_fd);
                         if (srv->socket_path)
@@ -866,7 +892,7 @@ struct server *server_free(struct server *srv) {
                 free(e);
         }
         if (srv->listen_fd >= 0) {
-                loop_watch_del(srv->loop, &srv->listen_watch);
+                acceptor_stop(&srv->acceptor);
                 if (srv->listen_fd_owned) {
                         close(srv->listen_fd);
                         if (srv->socket_path)

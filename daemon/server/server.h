@@ -19,6 +19,7 @@
 
 #include "catalog/catalog.h"
 #include "ckpt-proto.h"
+#include "io/acceptor.h"
 #include "io/loop.h"
 #include "io/worker.h"
 #include "local/manifest.h"
@@ -45,6 +46,8 @@ struct server_options {
         const char *state_dir;    /* for status */
         uint32_t node_index, node_count;
         const char *remote_target; /* "endpoint bucket/prefix", NULL: no store */
+        uint32_t conn_max;         /* client connections at once; 0: no limit */
+        uint32_t conn_per_uid;     /* of them held by one uid (root exempt); 0: no limit */
 };
 
 struct server {
@@ -62,7 +65,7 @@ struct server {
         int listen_fd;
         bool listen_fd_owned; /* false when systemd passed it */
         char *socket_path;    /* unlinked at exit if we created it */
-        struct loop_watch listen_watch;
+        struct acceptor acceptor;
 
         struct list conns;
         struct list zombies;  /* closed conns, freed before the loop sleeps */

@@ -9,6 +9,8 @@ ckpt-testrank ($CKPT_TESTRANK, the public libckpt API), ckpt-rawclient
 Exit codes follow meson: 0 pass, 1 fail, 77 skip.
 """
 import os
+import resource
+import secrets
 import shutil
 import signal
 import socket
@@ -43,7 +45,7 @@ class Daemon:
     """A ckptd process on its own state dir and socket."""
 
     def __init__(self, tmp, name="ckptd", state_dir=None, pool="256M", slot="16M",
-                 extra=None, env=None):
+                 extra=None, env=None, nofile=None):
         self.tmp = tmp
         self.state_dir = state_dir or os.path.join(tmp, name + "-state")
         self.socket = os.path.join(tmp, name + ".sock")
@@ -57,6 +59,7 @@ class Daemon:
         self.env.pop("LISTEN_PID", None)
         if env:
             self.env.update(env)
+        self.nofile = nofile  # RLIMIT_NOFILE (soft and hard) for the daemon, None: inherited
         self.proc = None
 
     def args(self):
@@ -66,8 +69,12 @@ class Daemon:
 
     def start(self, wait=True, timeout=30):
         self.logf = open(self.log_path, "a")
+        preexec = None
+        if self.nofile is not None:
+            def preexec(n=self.nofile):
+                resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
         self.proc = subprocess.Popen(self.args(), stdout=self.logf, stderr=subprocess.STDOUT,
-                                     env=self.env)
+                                     env=self.env, preexec_fn=preexec)
         if wait:
             self.wait_ready(timeout)
         return self
@@ -114,6 +121,32 @@ class Daemon:
                 raise TestFailure("ckptd did not exit within %ss of SIGTERM" % timeout)
             self.logf.close()
         return self.proc.returncode
+
+    def cpu_seconds(self):
+        """utime + stime of the daemon so far (/proc/PID/stat), in seconds."""
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def log_size(self):
+        try:
+            return os.path.getsize(self.log_path)
+        except OSError:
+            return 0
+
+    def open_fds(self):
+        """File descriptors the daemon holds now."""
+        return len(os.listdir("/proc/%d/fd" % self.proc.pid))
+
+    def sanitizer_report(self):
+        """The first ASan/UBSan/LSan report in the daemon's log (they land
+        there as they happen), with some context, or None."""
+        text = self.read_log()
+        for pat in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer"):
+            at = text.find(pat)
+            if at >= 0:
+                return text[max(0, at - 200):][:3000]
+        return None
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -184,6 +217,36 @@ def as_user(uid):
     if uid is None:
         return []
     return ["setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups"]
+def free_ports(n):
+    """n TCP ports free on the loopback right now (held together while
+    chosen, so they are distinct)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def write_psk(path, key=None):
+    with open(path, "w") as f:
+        f.write((key or secrets.token_hex(32)) + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def cluster_flags(peers, count, index, factor, psk, jump=1):
+    """The [cluster] flags of node index of a cluster on the loopback;
+    peers is the "host:port,..." list."""
+    return ["--cluster-node-count=%d" % count, "--cluster-node-index=%d" % index,
+            "--cluster-peers=" + peers,
+            "--cluster-replication-factor=%d" % factor,
+            "--cluster-replication-jump=%d" % jump,
+            "--cluster-psk-file=" + psk]
 
 
 def shards_arg(spec):

@@ -25,7 +25,6 @@ import json
 import os
 import random
 import re
-import secrets
 import shutil
 import signal
 import socket
@@ -39,7 +38,8 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from harness import (CKPTD, SKIP, TESTRANK, Daemon, SkipTest, TestFailure, ctl_json,  # noqa: E402
-                     check, log, shards_arg, step_path, wait_until)
+                     check, cluster_flags, free_ports, log, shards_arg, step_path, wait_until,
+                     write_psk)
 
 MiB = 1024 * 1024
 REPL_TIMEOUT_S = 120
@@ -70,28 +70,6 @@ def targets_of(n, count, jump, factor, placement):
 
 # --------------------------------------------------------------------------
 # helpers
-
-
-def free_ports(n):
-    """n TCP ports free on the loopback right now (held together while
-    chosen, so they are distinct)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def write_psk(path, key=None):
-    with open(path, "w") as f:
-        f.write((key or secrets.token_hex(32)) + "\n")
-    os.chmod(path, 0o600)
-    return path
 
 
 class NsDaemon(Daemon):
@@ -135,11 +113,8 @@ class Cluster:
             self.nodes.append(d)
 
     def flags(self, i, psk=None):
-        f = ["--cluster-node-count=%d" % self.count, "--cluster-node-index=%d" % i,
-             "--cluster-peers=" + self.peers,
-             "--cluster-replication-factor=%d" % self.factor,
-             "--cluster-replication-jump=%d" % self.jump,
-             "--cluster-psk-file=" + (psk or self.psk)]
+        f = cluster_flags(self.peers, self.count, i, self.factor, psk or self.psk,
+                          jump=self.jump)
         if self.placement != "clique":
             f.append("--cluster-placement=" + self.placement)
         return f

@@ -481,6 +481,19 @@ static void check_numeric_defaults(const struct config *c) {
         CHECK(c->cluster_psk_file == NULL, "psk_file %s", c->cluster_psk_file);
         CHECK(c->cluster_peer_connect_timeout_ms == 5000, "peer_connect_timeout %llu",
               (unsigned long long)c->cluster_peer_connect_timeout_ms);
+        CHECK(c->client_connections_max == 1024, "client_connections_max %u",
+              c->client_connections_max);
+        CHECK(c->client_connections_per_uid == 256, "client_connections_per_uid %u",
+              c->client_connections_per_uid);
+        CHECK(c->cluster_peer_handshake_timeout_ms == 5000, "peer_handshake_timeout %llu",
+              (unsigned long long)c->cluster_peer_handshake_timeout_ms);
+        CHECK(c->cluster_peer_keepalive_ms == 15000, "peer_keepalive %llu",
+              (unsigned long long)c->cluster_peer_keepalive_ms);
+        CHECK(c->cluster_peer_unauthenticated_max == 64, "peer_unauthenticated_max %u",
+              c->cluster_peer_unauthenticated_max);
+        CHECK(c->cluster_peer_unauthenticated_per_address == 4,
+              "peer_unauthenticated_per_address %u",
+              c->cluster_peer_unauthenticated_per_address);
         CHECK(!config_remote_enabled(c), "remote tier off by default");
 }
 
@@ -2124,6 +2137,72 @@ static void test_cluster_file_errors(void) {
                          "2)\n");
 }
 
+/* The connection limits (issue 9): set from a file and from flags, and
+ * their ranges. */
+static void test_connection_limits(void) {
+        struct config c = config_default();
+        struct capture cap;
+        char *path = tmp_path("limits.conf");
+
+        write_file(path, "[daemon]\nclient_connections_max = 100\n"
+                         "client_connections_per_uid = 100\n"
+                         "[cluster]\npeer_handshake_timeout = 1500ms\n"
+                         "peer_keepalive = 0\npeer_unauthenticated_max = 8\n"
+                         "peer_unauthenticated_per_address = 1\n");
+
+        capture_open(&cap);
+        CHECK(config_load_file(&c, path, cap.f) == 0, "limits file: %s", capture_text(&cap));
+        CHECK(config_validate(&c, cap.f) == 0, "limits validate: %s", capture_text(&cap));
+        capture_close(&cap);
+        CHECK(c.client_connections_max == 100 && c.client_connections_per_uid == 100,
+              "client limits %u %u", c.client_connections_max, c.client_connections_per_uid);
+        CHECK(c.cluster_peer_handshake_timeout_ms == 1500 && c.cluster_peer_keepalive_ms == 0,
+              "peer timeouts %llu %llu", (unsigned long long)c.cluster_peer_handshake_timeout_ms,
+              (unsigned long long)c.cluster_peer_keepalive_ms);
+        CHECK(c.cluster_peer_unauthenticated_max == 8 &&
+                      c.cluster_peer_unauthenticated_per_address == 1,
+              "peer caps %u %u", c.cluster_peer_unauthenticated_max,
+              c.cluster_peer_unauthenticated_per_address);
+        unlink(path);
+        free(path);
+
+        capture_open(&cap);
+        CHECK(PARSE(&c, &cap, "--client-connections-max=2000",
+                    "--cluster-peer-unauthenticated-max", "16") == 0,
+              "limit flags: %s", capture_text(&cap));
+        capture_close(&cap);
+        CHECK(c.client_connections_max == 2000 && c.cluster_peer_unauthenticated_max == 16,
+              "flags %u %u", c.client_connections_max, c.cluster_peer_unauthenticated_max);
+        config_clear(&c);
+
+        check_file_error("[daemon]\nclient_connections_max = 0\n",
+                         "PATH:2: [daemon] client_connections_max = 0 is out of range "
+                         "(1..1048576)\n");
+        check_file_error("[daemon]\nclient_connections_per_uid = 0\n",
+                         "PATH:2: [daemon] client_connections_per_uid = 0 is out of range "
+                         "(1..1048576)\n");
+        check_cluster_error("peer_handshake_timeout", "50ms",
+                            "[cluster] peer_handshake_timeout = 50ms is out of range "
+                            "(100ms..10m)");
+        check_cluster_error("peer_keepalive", "3h",
+                            "[cluster] peer_keepalive = 3h is out of range (0ms..2h)");
+        check_cluster_error("peer_unauthenticated_max", "0",
+                            "[cluster] peer_unauthenticated_max = 0 is out of range (1..65536)");
+        check_cluster_error("peer_unauthenticated_per_address", "65537",
+                            "[cluster] peer_unauthenticated_per_address = 65537 is out of range "
+                            "(1..65536)");
+
+        /* a share larger than the total is the total: lowering only the
+         * total must not need a second key */
+        struct config v = config_default();
+        v.client_connections_max = 10;
+        v.cluster_peer_unauthenticated_max = 2;
+        capture_open(&cap);
+        CHECK(config_validate(&v, cap.f) == 0, "shares above the totals: %s", capture_text(&cap));
+        capture_close(&cap);
+        config_clear(&v);
+}
+
 static void test_cluster_flags(void) {
         struct config c = config_default();
         struct capture cap;
@@ -2497,6 +2576,7 @@ int main(void) {
         test_cluster_file();
         test_cluster_file_errors();
         test_cluster_flags();
+        test_connection_limits();
         test_cluster_many_peers();
         test_cluster_validate();
         test_cluster_reload();
