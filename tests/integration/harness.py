@@ -9,6 +9,7 @@ ckpt-testrank ($CKPT_TESTRANK, the public libckpt API), ckpt-rawclient
 Exit codes follow meson: 0 pass, 1 fail, 77 skip.
 """
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -228,3 +229,48 @@ def ctl_json(d, *args):
     except ValueError as e:
         raise TestFailure("ckptctl --json %s printed invalid JSON (%s): %r"
                           % (" ".join(map(str, args)), e, p.stdout))
+
+
+# ---- peers: ports and keys for clusters of daemons on this machine ----
+
+def free_ports(n):
+    """n TCP ports free on the loopback right now (held together while
+    chosen, so they are distinct)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def write_psk(path, key=None):
+    with open(path, "w") as f:
+        f.write((key or secrets.token_hex(32)) + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def _crc32c_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def crc32c(data):
+    """CRC32C (Castagnoli) of bytes, as the daemon's manifests carry it."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = _CRC32C_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF

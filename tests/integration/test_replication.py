@@ -25,7 +25,6 @@ import json
 import os
 import random
 import re
-import secrets
 import shutil
 import signal
 import socket
@@ -39,7 +38,7 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from harness import (CKPTD, SKIP, TESTRANK, Daemon, SkipTest, TestFailure, ctl_json,  # noqa: E402
-                     check, log, shards_arg, step_path, wait_until)
+                     check, free_ports, log, shards_arg, step_path, wait_until, write_psk)
 
 MiB = 1024 * 1024
 REPL_TIMEOUT_S = 120
@@ -47,6 +46,7 @@ JOB = "repl.job-1"
 
 PEER_MAGIC = 0x45504B43  # "CKPE"
 PEER_HDR = struct.Struct("<IHHIIQ")  # magic, version, type, length, stream, seq
+PEER_VERSION = 2
 
 
 # --------------------------------------------------------------------------
@@ -70,28 +70,6 @@ def targets_of(n, count, jump, factor, placement):
 
 # --------------------------------------------------------------------------
 # helpers
-
-
-def free_ports(n):
-    """n TCP ports free on the loopback right now (held together while
-    chosen, so they are distinct)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def write_psk(path, key=None):
-    with open(path, "w") as f:
-        f.write((key or secrets.token_hex(32)) + "\n")
-    os.chmod(path, 0o600)
-    return path
 
 
 class NsDaemon(Daemon):
@@ -642,7 +620,7 @@ def case_garbage(ctx):
     victim, port = cl.nodes[1], cl.ports[1]
     rnd = random.Random(4)
 
-    def hdr(typ, length, version=1, stream=0, magic=PEER_MAGIC):
+    def hdr(typ, length, version=PEER_VERSION, stream=0, magic=PEER_MAGIC):
         return PEER_HDR.pack(magic, version, typ, length, stream, 0)
 
     attacks = [
@@ -650,7 +628,8 @@ def case_garbage(ctx):
         ("HELLO header with a huge length", hdr(1, 0xFFFFFFF0), r"bad frame header"),
         ("RANK_BEGIN of 16 MiB before authentication", hdr(6, 16 << 20, stream=1),
          r"oversized|bad frame header"),
-        ("a header of protocol version 9", hdr(1, 64, version=9), r"bad frame header"),
+        ("a header of protocol version 9", hdr(1, 64, version=9),
+         r"speaks peer protocol version 9"),
         ("DATA before authentication", hdr(7, 24, stream=1) + bytes(24),
          r"before authentication|bad frame header|malformed|unexpected|handshake"),
         ("a HELLO body of zeros", hdr(1, 76) + bytes(76),
