@@ -2564,6 +2564,14 @@ static void on_accept(struct loop_watch *w, uint32_t events) {
         }
 }
 
+int peers_adopt(struct peers *ps, int fd, const char *addr) {
+        if (!link_new(ps, fd, false, UINT32_MAX, addr)) {
+                close(fd);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 static int peers_listen(struct peers *ps) {
         char port[8];
         struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *res = NULL;
