@@ -44,6 +44,7 @@
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -112,9 +113,11 @@ struct tx {
         size_t len, sent;
         uint8_t small[PEER_HDR_SIZE + PEER_DATA_HDR_SIZE];
         uint64_t foff, flen, fsent;
-        /* a DATA frame's tag, sent after its payload */
+        /* a DATA frame's tag, sent after its payload; map: a read-only
+         * mapping of the payload's file range, MACed as sendfile moves it */
         uint8_t trailer[PEER_TAG_SIZE];
         size_t trailer_len, trailer_sent;
+        void *map;
         /* replication: the step this rank belongs to, its index there */
         struct rstep *rs;
         size_t rank_idx;
@@ -414,6 +417,8 @@ static void tx_free(struct tx *tx) {
         if (!tx)
                 return;
         list_unlink(&tx->link);
+        if (tx->map)
+                munmap(tx->map, tx->flen);
         if (tx->fd >= 0)
                 close(tx->fd);
         if (tx->buf != tx->small)
@@ -438,9 +443,14 @@ static int tx_seal(struct tx *tx) {
 /*
  * A DATA frame: header and data header in tx->small, payload bytes
  * [foff, foff + flen) of tx->fd.  The payload goes out with sendfile; its
- * tag is computed here over a read-only mapping of the same file range, so
- * the bytes are MACed where they lie, never copied.  foff is a multiple of
- * FRAME_PAYLOAD, so page-aligned.  1, or -errno.
+ * MAC is begun here over the headers and continued over a read-only
+ * mapping of the same file range as sendfile moves each piece
+ * (tx_mac_payload), so the bytes are MACed where they lie, never copied,
+ * and read while sendfile just brought them into the page cache (nothing
+ * more is read from disk on the loop thread than before).  foff is a
+ * multiple of FRAME_PAYLOAD, so page-aligned.  From here until the frame
+ * is out the link's MAC belongs to this frame: link_flush lets no control
+ * message in between.  1, or -errno.
  */
 static int tx_seal_data(struct tx *tx) {
         struct frame_mac *fm = tx->l->mac_tx;
@@ -448,20 +458,40 @@ static int tx_seal_data(struct tx *tx) {
         tx->trailer_len = tx->trailer_sent = 0;
         if (!fm)
                 return 1;
-        void *map = mmap(NULL, tx->flen, PROT_READ, MAP_SHARED | MAP_POPULATE, tx->fd,
-                         (off_t)tx->foff);
+        /* a mapping past the end of the file would fault (SIGBUS) where
+         * sendfile just stops short: check the file still holds the range */
+        struct stat st;
+        if (fstat(tx->fd, &st) < 0)
+                return -errno;
+        if ((uint64_t)st.st_size < tx->foff + tx->flen)
+                return -EIO;
+        void *map = mmap(NULL, tx->flen, PROT_READ, MAP_SHARED, tx->fd, (off_t)tx->foff);
         if (map == MAP_FAILED)
                 return -errno;
-        (void)madvise(map, tx->flen, MADV_SEQUENTIAL);
         int r = frame_mac_begin(fm);
-        if (r == 0) {
-                frame_mac_update(fm, tx->small, tx->len);
-                frame_mac_update(fm, map, tx->flen);
-                frame_mac_end(fm, tx->trailer);
-                tx->trailer_len = PEER_TAG_SIZE;
+        if (r < 0) {
+                munmap(map, tx->flen);
+                return r;
         }
-        munmap(map, tx->flen);
-        return r < 0 ? r : 1;
+        frame_mac_update(fm, tx->small, tx->len);
+        tx->map = map;
+        return 1;
+}
+
+/* sendfile moved n more payload bytes (from tx->fsent on): MAC them; at
+ * the payload's end the tag is the frame's trailer. */
+static void tx_mac_payload(struct tx *tx, size_t n) {
+        struct frame_mac *fm = tx->l->mac_tx;
+
+        if (!tx->map)
+                return;
+        frame_mac_update(fm, (const uint8_t *)tx->map + tx->fsent, n);
+        if (tx->fsent + n < tx->flen)
+                return;
+        frame_mac_end(fm, tx->trailer);
+        tx->trailer_len = PEER_TAG_SIZE;
+        munmap(tx->map, tx->flen);
+        tx->map = NULL;
 }
 
 /* Produce the next frame of tx into its buffer: 1 produced, 0 nothing left. */
@@ -618,7 +648,12 @@ static void link_flush(struct plink *l) {
                         continue;
                 }
                 struct tx *tx = l->tx_cur;
-                bool started = tx && (tx->sent > 0 || tx->fsent > 0);
+                /* A frame once produced goes out before any control
+                 * message: its tag was (or is being) computed with the
+                 * direction's next frame counter, so nothing may pass it.
+                 * (A frame is produced only when no control message
+                 * waits, so they wait at most one frame.) */
+                bool started = tx != NULL;
                 if (!started && !list_empty(&l->ctlq)) {
                         l->cur = list_first_entry(&l->ctlq, struct ctl, link);
                         list_unlink(&l->cur->link);
@@ -677,6 +712,7 @@ static void link_flush(struct plink *l) {
                                 link_close(l, -EIO, "shard file ended early");
                                 return;
                         }
+                        tx_mac_payload(tx, (size_t)n);
                         tx->fsent += (uint64_t)n;
                         continue;
                 }
