@@ -274,3 +274,12 @@ def crc32c(data):
     for b in data:
         crc = _CRC32C_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
     return crc ^ 0xFFFFFFFF
+
+
+def check_sanitizer_clean(d):
+    """A daemon killed by the test cannot report leaks, but ASan/UBSan
+    errors land in its log as they happen."""
+    text = d.read_log()
+    for pat in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer"):
+        check(pat not in text, "node %s log (%s) has a sanitizer report:\n%s"
+              % (getattr(d, "node", "?"), d.log_path, text[text.find(pat) - 200:][:3000]))

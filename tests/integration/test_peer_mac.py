@@ -36,8 +36,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import (Daemon, check, free_ports, log, run_test, shards_arg,  # noqa: E402
-                     step_path, wait_until, write_psk)
+from harness import (Daemon, check, check_sanitizer_clean, free_ports, log,  # noqa: E402
+                     run_test, shards_arg, step_path, wait_until, write_psk)
 import peerproxy  # noqa: E402
 
 JOB = "mac.job"
@@ -111,6 +111,7 @@ def main(tmp):
                 extra=common + ["--cluster-node-index=0"])
     n1 = Daemon(tmp, name="n1", pool="64M", slot="4M",
                 extra=common + ["--cluster-node-index=1", "--cluster-listen=127.0.0.1:%d" % p1])
+    n0.node, n1.node = 0, 1
     try:
         body(tmp, proxy, n0, n1, p1)
     finally:
@@ -208,6 +209,10 @@ def body(tmp, proxy, n0, n1, p1):
     wait_until(lambda: "speaks peer protocol version 1" in n1.read_log(), 5,
                what="node 1 logging the version 1 peer")
     check(n0.alive() and n1.alive(), "a daemon died")
+    for d in (n0, n1):
+        check_sanitizer_clean(d)
+        rc = d.stop()
+        check(rc == 0, "node %d exited %s on SIGTERM:\n%s" % (d.node, rc, d.read_log()[-3000:]))
 
 
 if __name__ == "__main__":

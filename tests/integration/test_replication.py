@@ -38,7 +38,8 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from harness import (CKPTD, SKIP, TESTRANK, Daemon, SkipTest, TestFailure, ctl_json,  # noqa: E402
-                     check, free_ports, log, shards_arg, step_path, wait_until, write_psk)
+                     check, check_sanitizer_clean, free_ports, log, shards_arg, step_path,
+                     wait_until, write_psk)
 
 MiB = 1024 * 1024
 REPL_TIMEOUT_S = 120
@@ -360,15 +361,6 @@ class Ctx:
             except Exception as e:  # noqa: BLE001 - cleanup goes on
                 log("   cleanup: %s" % e)
         self.daemons, self.cleanups = [], []
-
-
-def check_sanitizer_clean(d):
-    """A daemon killed by the test cannot report leaks, but ASan/UBSan
-    errors land in its log as they happen."""
-    text = d.read_log()
-    for pat in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer"):
-        check(pat not in text, "node %d log (%s) has a sanitizer report:\n%s"
-              % (d.node, d.log_path, text[text.find(pat) - 200:][:3000]))
 
 
 # --------------------------------------------------------------------------
