@@ -3,7 +3,9 @@
  * peers — the neighbour tier (see peers.h).  Sections:
  *
  *   links    TCP connections: non-blocking, framed (proto/peer.c), the PSK
- *            handshake, an output queue (control messages between frames,
+ *            handshake, then a GMAC tag after every frame (peer/framemac.h:
+ *            sealed as a frame goes on the wire, checked before a frame is
+ *            acted on), an output queue (control messages between frames,
  *            rank frames produced on demand so memory stays bounded),
  *            reconnect with backoff on the connecting side;
  *   tx       sending one rank: RANK_BEGIN with the MANIFEST text, DATA
