@@ -47,7 +47,7 @@
 #include "ckpt-proto.h"
 
 #define PEER_PROTO_MAGIC 0x45504b43u /* "CKPE" on the wire */
-#define PEER_PROTO_VERSION 1
+#define PEER_PROTO_VERSION 2
 #define PEER_HDR_SIZE 24
 /* Body bytes of every message but RANK_BEGIN and DATA. */
 #define PEER_MSG_MAX 65536
@@ -71,6 +71,12 @@
 #define PEER_ERRMSG_MAX 512
 #define PEER_NONCE_SIZE 32
 #define PEER_MAC_SIZE 32
+/* After the handshake every frame (header, body, and a DATA's payload) is
+ * followed by a PEER_TAG_SIZE-byte GMAC tag under a per-direction key of
+ * PEER_FRAME_KEY_SIZE bytes (daemon/peer/framemac.h).  The tag is not
+ * counted in the header's length: the codec does not see it. */
+#define PEER_TAG_SIZE 16
+#define PEER_FRAME_KEY_SIZE 16
 /* Node indexes are below this; the bound of [cluster] node_count. */
 #define PEER_NODES_MAX 65536u
 /* DATA.shard indexes the rank's manifest: below its shard bound
@@ -237,6 +243,15 @@ struct peer_msg {
  * PEER_RANK_BEGIN_MAX).
  */
 int peer_msg_encode(const struct peer_msg *m, void *buf, size_t cap);
+
+/*
+ * Encode an ERROR (m->hdr.type must be PEER_MSG_ERROR, else -EINVAL) with
+ * `version` in its header instead of PEER_PROTO_VERSION.  The magic, the
+ * header and the ERROR body are the same in every version, so this is how
+ * a daemon tells one of another version, in words that one can decode, why
+ * it is refused.  Otherwise as peer_msg_encode().
+ */
+int peer_error_encode_as(const struct peer_msg *m, uint16_t version, void *buf, size_t cap);
 
 /*
  * Decode the header from the first PEER_HDR_SIZE bytes of buf (len >=

@@ -384,6 +384,18 @@ int peer_msg_encode(const struct peer_msg *m, void *buf, size_t cap) {
         return (int)w.len;
 }
 
+int peer_error_encode_as(const struct peer_msg *m, uint16_t version, void *buf, size_t cap) {
+        if (m->hdr.type != PEER_MSG_ERROR)
+                return -EINVAL;
+        int n = peer_msg_encode(m, buf, cap);
+        if (n < 0)
+                return n;
+        /* the header and the ERROR body are the same in every version */
+        ((uint8_t *)buf)[4] = (uint8_t)version;
+        ((uint8_t *)buf)[5] = (uint8_t)(version >> 8);
+        return n;
+}
+
 int peer_msg_decode(struct peer_msg *m, const void *buf, size_t len) {
         size_t want;
         int r;

@@ -263,5 +263,8 @@ int loop_run(struct loop *l) {
                         }
                 }
         }
+        /* stopped: a later loop_run() runs again (the fuzz target of the
+         * peer link runs the loop in pieces, one input at a time) */
+        l->stop = false;
         return 0;
 }

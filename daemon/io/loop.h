@@ -68,7 +68,8 @@ struct io_uring *loop_ring(struct loop *l);
  * returns NULL (it submits until there is space). */
 struct io_uring_sqe *loop_sqe(struct loop *l, struct loop_req *req);
 
-/* Run until loop_stop().  Returns 0 or a fatal -errno from the ring. */
+/* Run until loop_stop(), which it then forgets: a later call runs again.
+ * Returns 0 or a fatal -errno from the ring. */
 int loop_run(struct loop *l);
 void loop_stop(struct loop *l);
 

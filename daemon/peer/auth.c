@@ -16,7 +16,10 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <openssl/params.h>
 
 #include "peer/auth.h"
 #include "util/cleanup.h"
@@ -177,6 +180,59 @@ void peer_mac(const uint8_t *psk, size_t psk_len, bool server,
          * be matched by a forger's MAC; random bytes match nothing. */
         if (peer_nonce(out) < 0)
                 abort();
+}
+
+#define LABEL_FRAME_C2S "ckptd-peer-frame-c2s"
+#define LABEL_FRAME_S2C "ckptd-peer-frame-s2c"
+#define LABEL_FRAME_LEN 20
+
+/* One HKDF-SHA256 output of PEER_FRAME_KEY_SIZE bytes. */
+static int frame_key(EVP_KDF *kdf, const uint8_t *psk, size_t psk_len, const uint8_t *salt,
+                     size_t salt_len, const char *label, uint32_t client_node,
+                     uint32_t server_node, uint8_t out[PEER_FRAME_KEY_SIZE]) {
+        uint8_t info[LABEL_FRAME_LEN + 8];
+        char digest[] = "SHA256";
+        EVP_KDF_CTX *ctx = EVP_KDF_CTX_new(kdf);
+        int ok;
+
+        memcpy(info, label, LABEL_FRAME_LEN);
+        put_le32(info + LABEL_FRAME_LEN, client_node);
+        put_le32(info + LABEL_FRAME_LEN + 4, server_node);
+        OSSL_PARAM params[] = {
+                OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
+                OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, (void *)psk, psk_len),
+                OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, (void *)salt, salt_len),
+                OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, info, sizeof(info)),
+                OSSL_PARAM_construct_end(),
+        };
+        ok = ctx && EVP_KDF_derive(ctx, out, PEER_FRAME_KEY_SIZE, params) == 1;
+        EVP_KDF_CTX_free(ctx);
+        return ok ? 0 : -EIO;
+}
+
+int peer_frame_keys(const uint8_t *psk, size_t psk_len,
+                    const uint8_t nonce_client[PEER_NONCE_SIZE],
+                    const uint8_t nonce_server[PEER_NONCE_SIZE], uint32_t client_node,
+                    uint32_t server_node, uint8_t key_c2s[PEER_FRAME_KEY_SIZE],
+                    uint8_t key_s2c[PEER_FRAME_KEY_SIZE]) {
+        uint8_t salt[2 * PEER_NONCE_SIZE];
+        EVP_KDF *kdf = EVP_KDF_fetch(NULL, "HKDF", NULL);
+        int r = kdf ? 0 : -EIO;
+
+        memcpy(salt, nonce_client, PEER_NONCE_SIZE);
+        memcpy(salt + PEER_NONCE_SIZE, nonce_server, PEER_NONCE_SIZE);
+        if (r == 0)
+                r = frame_key(kdf, psk, psk_len, salt, sizeof(salt), LABEL_FRAME_C2S,
+                              client_node, server_node, key_c2s);
+        if (r == 0)
+                r = frame_key(kdf, psk, psk_len, salt, sizeof(salt), LABEL_FRAME_S2C,
+                              client_node, server_node, key_s2c);
+        EVP_KDF_free(kdf);
+        if (r < 0) {
+                explicit_bzero(key_c2s, PEER_FRAME_KEY_SIZE);
+                explicit_bzero(key_s2c, PEER_FRAME_KEY_SIZE);
+        }
+        return r;
 }
 
 bool peer_mac_equal(const uint8_t a[PEER_MAC_SIZE], const uint8_t b[PEER_MAC_SIZE]) {

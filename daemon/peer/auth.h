@@ -77,6 +77,25 @@ void peer_mac(const uint8_t *psk, size_t psk_len, bool server,
               const uint8_t nonce_server[PEER_NONCE_SIZE], uint32_t client_node,
               uint32_t server_node, uint8_t out[PEER_MAC_SIZE]);
 
+/*
+ * The per-direction keys of the frame MACs (peer/framemac.h) of one link,
+ * derived once the handshake succeeded:
+ *   key_c2s = HKDF-SHA256(ikm = psk, salt = nonce_client || nonce_server,
+ *                         info = "ckptd-peer-frame-c2s" || le32(client_node)
+ *                                || le32(server_node), 16 bytes)
+ *   key_s2c = the same with info "ckptd-peer-frame-s2c"
+ * (labels are the 20 ASCII bytes without a NUL).  Fresh nonces make the
+ * keys of every connection new, so frame counters restart at 0 without
+ * ever reusing a GMAC nonce under one key; the two directions have
+ * different keys, so a frame reflected back to its sender fails.
+ * Returns 0, or -EIO if OpenSSL fails (the link must not go on).
+ */
+int peer_frame_keys(const uint8_t *psk, size_t psk_len,
+                    const uint8_t nonce_client[PEER_NONCE_SIZE],
+                    const uint8_t nonce_server[PEER_NONCE_SIZE], uint32_t client_node,
+                    uint32_t server_node, uint8_t key_c2s[PEER_FRAME_KEY_SIZE],
+                    uint8_t key_s2c[PEER_FRAME_KEY_SIZE]);
+
 /* Compare two MACs in constant time (CRYPTO_memcmp), so a forger learns
  * nothing from how long a rejection takes. */
 bool peer_mac_equal(const uint8_t a[PEER_MAC_SIZE], const uint8_t b[PEER_MAC_SIZE]);

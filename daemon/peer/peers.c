@@ -3,7 +3,9 @@
  * peers — the neighbour tier (see peers.h).  Sections:
  *
  *   links    TCP connections: non-blocking, framed (proto/peer.c), the PSK
- *            handshake, an output queue (control messages between frames,
+ *            handshake, then a GMAC tag after every frame (peer/framemac.h:
+ *            sealed as a frame goes on the wire, checked before a frame is
+ *            acted on), an output queue (control messages between frames,
  *            rank frames produced on demand so memory stays bounded),
  *            reconnect with backoff on the connecting side;
  *   tx       sending one rank: RANK_BEGIN with the MANIFEST text, DATA
@@ -41,8 +43,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -51,6 +55,7 @@
 #include "crc32c.h"
 #include "peer-proto.h"
 #include "peer/auth.h"
+#include "peer/framemac.h"
 #include "peer/peers.h"
 #include "util/cleanup.h"
 #include "util/list.h"
@@ -104,11 +109,17 @@ struct plink;
 
 struct ctl {
         struct list link;
-        uint8_t *buf;
+        uint8_t *buf;              /* room for a tag after len when mac */
         size_t len;
+        bool mac;                  /* queued after the handshake: gets its tag
+                                    * when it goes on the wire */
 };
 
 /* ---- a rank being sent ------------------------------------------------------------------ */
+
+/* tx->small holds a RANK_END and its tag, or a DATA's two headers. */
+_Static_assert(PEER_HDR_SIZE + PEER_TAG_SIZE <= PEER_HDR_SIZE + PEER_DATA_HDR_SIZE,
+               "a RANK_END and its tag fit tx->small");
 
 struct tx {
         struct list link;          /* plink.txs */
@@ -128,6 +139,11 @@ struct tx {
         size_t len, sent;
         uint8_t small[PEER_HDR_SIZE + PEER_DATA_HDR_SIZE];
         uint64_t foff, flen, fsent;
+        /* a DATA frame's tag, sent after its payload; map: a read-only
+         * mapping of the payload's file range, MACed as sendfile moves it */
+        uint8_t trailer[PEER_TAG_SIZE];
+        size_t trailer_len, trailer_sent;
+        void *map;
         /* replication: the step this rank belongs to, its index there */
         struct rstep *rs;
         size_t rank_idx;
@@ -195,6 +211,8 @@ struct plink {
         bool unauth_counted;       /* accepted, counted in peers.nunauth */
         struct loop_timer handshake; /* the handshake deadline, until L_READY */
         uint8_t nonce_own[PEER_NONCE_SIZE], nonce_peer[PEER_NONCE_SIZE];
+        /* frame MACs, from the handshake's end on (NULL before) */
+        struct frame_mac *mac_tx, *mac_rx;
         /* input */
         uint8_t *in;
         size_t in_cap, in_got, in_want;
@@ -203,6 +221,9 @@ struct plink {
         /* DATA payload being read */
         struct rchunk *pay;
         uint64_t pay_got;
+        uint64_t pay_frame;        /* its frame counter, for the log */
+        uint8_t pay_tag[PEER_TAG_SIZE];
+        size_t pay_tag_got;
         bool rx_blocked;           /* waiting for pool memory */
         struct pool_waiter waiter;
         struct list rxs;           /* struct rx arriving (or finishing) on this link */
@@ -243,6 +264,7 @@ struct ptarget {
         uint64_t last_heard_ms;    /* loop_now_ms() of the last message received */
         uint64_t backoff_ms;
         int64_t down_since;        /* unix seconds; 0: never up yet */
+        char last_error[256];      /* why the link last went down, for status */
         struct list steps;         /* struct rstep owed to this node, oldest first */
         uint32_t steps_pending;
         /* restore */
@@ -337,6 +359,8 @@ struct peers {
 
 static void link_close(struct plink *l, int error, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+static void link_refuse_frame(struct plink *l, uint16_t type, uint64_t frame);
+static void link_refuse_version(struct plink *l);
 static void link_update_events(struct plink *l);
 static void link_flush(struct plink *l);
 static void target_pump(struct ptarget *t);
@@ -374,12 +398,13 @@ static int link_send(struct plink *l, struct peer_msg *m) {
                 return n;
         }
         struct ctl *c = calloc(1, sizeof(*c));
-        if (!c || !(c->buf = malloc((size_t)n))) {
+        if (!c || !(c->buf = malloc((size_t)n + PEER_TAG_SIZE))) {
                 free(c);
                 return -ENOMEM;
         }
         memcpy(c->buf, tmp, (size_t)n);
         c->len = (size_t)n;
+        c->mac = l->mac_tx != NULL;
         list_init(&c->link);
         list_add_tail(&l->ctlq, &c->link);
         link_flush(l);
@@ -428,12 +453,81 @@ static void tx_free(struct tx *tx) {
         if (!tx)
                 return;
         list_unlink(&tx->link);
+        if (tx->map)
+                munmap(tx->map, tx->flen);
         if (tx->fd >= 0)
                 close(tx->fd);
         if (tx->buf != tx->small)
                 free(tx->buf);
         manifest_free(tx->m);
         free(tx);
+}
+
+/* A RANK_BEGIN or RANK_END in tx->buf is complete: append its tag (room
+ * for it was left).  1, or -errno. */
+static int tx_seal(struct tx *tx) {
+        tx->trailer_len = tx->trailer_sent = 0;
+        if (!tx->l->mac_tx)
+                return 1;
+        int r = frame_mac_seal(tx->l->mac_tx, tx->buf, tx->len, tx->buf + tx->len);
+        if (r < 0)
+                return r;
+        tx->len += PEER_TAG_SIZE;
+        return 1;
+}
+
+/*
+ * A DATA frame: header and data header in tx->small, payload bytes
+ * [foff, foff + flen) of tx->fd.  The payload goes out with sendfile; its
+ * MAC is begun here over the headers and continued over a read-only
+ * mapping of the same file range as sendfile moves each piece
+ * (tx_mac_payload), so the bytes are MACed where they lie, never copied,
+ * and read while sendfile just brought them into the page cache (nothing
+ * more is read from disk on the loop thread than before).  foff is a
+ * multiple of FRAME_PAYLOAD, so page-aligned.  From here until the frame
+ * is out the link's MAC belongs to this frame: link_flush lets no control
+ * message in between.  1, or -errno.
+ */
+static int tx_seal_data(struct tx *tx) {
+        struct frame_mac *fm = tx->l->mac_tx;
+
+        tx->trailer_len = tx->trailer_sent = 0;
+        if (!fm)
+                return 1;
+        /* a mapping past the end of the file would fault (SIGBUS) where
+         * sendfile just stops short: check the file still holds the range */
+        struct stat st;
+        if (fstat(tx->fd, &st) < 0)
+                return -errno;
+        if ((uint64_t)st.st_size < tx->foff + tx->flen)
+                return -EIO;
+        void *map = mmap(NULL, tx->flen, PROT_READ, MAP_SHARED, tx->fd, (off_t)tx->foff);
+        if (map == MAP_FAILED)
+                return -errno;
+        int r = frame_mac_begin(fm);
+        if (r < 0) {
+                munmap(map, tx->flen);
+                return r;
+        }
+        frame_mac_update(fm, tx->small, tx->len);
+        tx->map = map;
+        return 1;
+}
+
+/* sendfile moved n more payload bytes (from tx->fsent on): MAC them; at
+ * the payload's end the tag is the frame's trailer. */
+static void tx_mac_payload(struct tx *tx, size_t n) {
+        struct frame_mac *fm = tx->l->mac_tx;
+
+        if (!tx->map)
+                return;
+        frame_mac_update(fm, (const uint8_t *)tx->map + tx->fsent, n);
+        if (tx->fsent + n < tx->flen)
+                return;
+        frame_mac_end(fm, tx->trailer);
+        tx->trailer_len = PEER_TAG_SIZE;
+        munmap(tx->map, tx->flen);
+        tx->map = NULL;
 }
 
 /* Produce the next frame of tx into its buffer: 1 produced, 0 nothing left. */
@@ -457,15 +551,15 @@ static int tx_next_frame(struct tx *tx) {
                 m.rank_begin.purpose = tx->purpose;
                 m.rank_begin.manifest_len = (uint32_t)len;
                 m.rank_begin.manifest = text;
-                size_t cap = PEER_HDR_SIZE + PEER_RANK_BEGIN_FIXED_MAX + len;
+                size_t cap = PEER_HDR_SIZE + PEER_RANK_BEGIN_FIXED_MAX + len + PEER_TAG_SIZE;
                 tx->buf = malloc(cap);
-                n = tx->buf ? peer_msg_encode(&m, tx->buf, cap) : -ENOMEM;
+                n = tx->buf ? peer_msg_encode(&m, tx->buf, cap - PEER_TAG_SIZE) : -ENOMEM;
                 free(text);
                 if (n < 0)
                         return n;
                 tx->len = (size_t)n;
                 tx->begun = true;
-                return 1;
+                return tx_seal(tx);
         }
         if (tx->buf != tx->small) {
                 free(tx->buf);
@@ -483,12 +577,12 @@ static int tx_next_frame(struct tx *tx) {
                 if (tx->ended)
                         return 0;
                 m.hdr.type = PEER_MSG_RANK_END;
-                n = peer_msg_encode(&m, tx->small, sizeof(tx->small));
+                n = peer_msg_encode(&m, tx->small, sizeof(tx->small) - PEER_TAG_SIZE);
                 if (n < 0)
                         return n;
                 tx->len = (size_t)n;
                 tx->ended = true;
-                return 1;
+                return tx_seal(tx);
         }
         const struct manifest_shard *sh = &tx->m->shards[tx->shard];
         if (tx->fd < 0) {
@@ -509,7 +603,7 @@ static int tx_next_frame(struct tx *tx) {
         tx->foff = tx->offset;
         tx->flen = len;
         tx->offset += len;
-        return 1;
+        return tx_seal_data(tx);
 }
 
 /* ---- links: output ---------------------------------------------------------------------------- */
@@ -558,6 +652,20 @@ static struct tx *link_next_turn(struct plink *l) {
         return tx;
 }
 
+/* Send more of buf[*sent .. len).  1: some went out (*sent advanced), 0:
+ * the socket is full, -1: the link failed and is closed. */
+static int link_write(struct plink *l, const uint8_t *buf, size_t len, size_t *sent, int flags) {
+        ssize_t n = send(l->fd, buf + *sent, len - *sent, MSG_NOSIGNAL | flags);
+        if (n < 0) {
+                if (errno == EAGAIN || errno == EINTR)
+                        return 0;
+                link_close(l, -errno, "send: %m");
+                return -1;
+        }
+        *sent += (size_t)n;
+        return 1;
+}
+
 /* Write what can be written now: control messages between frames, then
  * the transfers' frames in turn.  A failed link is closed here. */
 static void link_flush(struct plink *l) {
@@ -565,15 +673,9 @@ static void link_flush(struct plink *l) {
                 return;
         for (;;) {
                 if (l->cur) {
-                        ssize_t n = send(l->fd, l->cur->buf + l->cur_sent, l->cur->len - l->cur_sent,
-                                         MSG_NOSIGNAL);
-                        if (n < 0) {
-                                if (errno == EAGAIN || errno == EINTR)
-                                        break;
-                                link_close(l, -errno, "send: %m");
+                        int w = link_write(l, l->cur->buf, l->cur->len, &l->cur_sent, 0);
+                        if (w < 0)
                                 return;
-                        }
-                        l->cur_sent += (size_t)n;
                         if (l->cur_sent < l->cur->len)
                                 break;
                         free(l->cur->buf);
@@ -582,11 +684,27 @@ static void link_flush(struct plink *l) {
                         continue;
                 }
                 struct tx *tx = l->tx_cur;
-                bool started = tx && (tx->sent > 0 || tx->fsent > 0);
+                /* A frame once produced goes out before any control
+                 * message: its tag was (or is being) computed with the
+                 * direction's next frame counter, so nothing may pass it.
+                 * (A frame is produced only when no control message
+                 * waits, so they wait at most one frame.) */
+                bool started = tx != NULL;
                 if (!started && !list_empty(&l->ctlq)) {
                         l->cur = list_first_entry(&l->ctlq, struct ctl, link);
                         list_unlink(&l->cur->link);
                         l->cur_sent = 0;
+                        /* sealed now, not when queued: frame counters must
+                         * follow the order frames go on the wire */
+                        if (l->cur->mac) {
+                                int r = frame_mac_seal(l->mac_tx, l->cur->buf, l->cur->len,
+                                                       l->cur->buf + l->cur->len);
+                                if (r < 0) {
+                                        link_close(l, r, "cannot MAC a frame: %s", strerror(-r));
+                                        return;
+                                }
+                                l->cur->len += PEER_TAG_SIZE;
+                        }
                         continue;
                 }
                 if (l->state != L_READY)
@@ -609,15 +727,12 @@ static void link_flush(struct plink *l) {
                         continue;
                 }
                 if (tx->sent < tx->len) {
-                        ssize_t n = send(l->fd, tx->buf + tx->sent, tx->len - tx->sent,
-                                         MSG_NOSIGNAL | (tx->flen ? MSG_MORE : 0));
-                        if (n < 0) {
-                                if (errno == EAGAIN || errno == EINTR)
-                                        break;
-                                link_close(l, -errno, "send: %m");
+                        int w = link_write(l, tx->buf, tx->len, &tx->sent,
+                                           tx->flen ? MSG_MORE : 0);
+                        if (w < 0)
                                 return;
-                        }
-                        tx->sent += (size_t)n;
+                        if (w == 0)
+                                break;
                         continue;
                 }
                 if (tx->fsent < tx->flen) {
@@ -633,7 +748,16 @@ static void link_flush(struct plink *l) {
                                 link_close(l, -EIO, "shard file ended early");
                                 return;
                         }
+                        tx_mac_payload(tx, (size_t)n);
                         tx->fsent += (uint64_t)n;
+                        continue;
+                }
+                if (tx->trailer_sent < tx->trailer_len) {
+                        int w = link_write(l, tx->trailer, tx->trailer_len, &tx->trailer_sent, 0);
+                        if (w < 0)
+                                return;
+                        if (w == 0)
+                                break;
                         continue;
                 }
                 /* the frame is out */
@@ -681,6 +805,8 @@ static void link_unauth_done(struct plink *l) {
 
 static void link_free(struct plink *l) {
         list_unlink(&l->link);
+        frame_mac_free(l->mac_tx);
+        frame_mac_free(l->mac_rx);
         free(l->in);
         free(l);
 }
@@ -691,6 +817,13 @@ struct reaper {
         struct loop_timer timer;
         struct plink *l;
 };
+
+/* An accepted connection that has not authenticated: anyone who can reach
+ * the port makes one, so what it does wrong is logged only through
+ * link_close's rate-limited line, never once per connection. */
+static bool link_stranger(const struct plink *l) {
+        return !l->client && l->state != L_READY;
+}
 
 static void link_close(struct plink *l, int error, const char *fmt, ...) {
         struct peers *ps = l->ps;
@@ -708,17 +841,25 @@ static void link_close(struct plink *l, int error, const char *fmt, ...) {
                 /* a neighbour not up yet: retried with backoff, logged
                  * once it was up and went away */
                 log_debug("peers: node %u (%s) not reachable: %s", l->node, l->addr, why);
-        else if (!l->client && l->state != L_READY) {
+        else if (link_stranger(l)) {
                 /* anyone can connect: above debug, rate-limited, so that an
                  * attack grows the log by a bounded amount */
                 log_debug("peers: connection from unauthenticated peer %s closed: %s", l->addr,
                           why);
                 acceptor_refuse(&ps->acceptor, "unauthenticated connection from %s closed: %s",
                                 l->addr, why);
-        } else
+        } else if (l->client && l->state == L_HELLO && error == -ECONNRESET)
+                /* a daemon of peer protocol version 1 closes on our HELLO
+                 * without a word (later ones answer ERROR, see link_read) */
+                log_warn("peers: link to node %u (%s) closed during the handshake: %s (a "
+                         "daemon of another peer protocol version? this one speaks version %u)",
+                         l->node, l->addr, why, PEER_PROTO_VERSION);
+        else
                 log_warn("peers: link %s node %u (%s) closed: %s", l->client ? "to" : "from",
                          l->node, l->addr, why);
         link_unauth_done(l);
+        if (l->target && l->state != L_CONNECTING && !ps->freeing)
+                snprintf(l->target->last_error, sizeof(l->target->last_error), "%s", why);
         l->state = L_DEAD;
         (void)error;
         if (l->watching)
@@ -1960,10 +2101,38 @@ static void target_ping(struct loop_timer *timer) {
         loop_timer_start(t->ps->loop, &t->ping, PING_EVERY_MS, target_ping);
 }
 
+/* The handshake succeeded: from the next frame on, each direction is
+ * MACed under its own key (peer/framemac.h).  0 or -errno. */
+static int link_keys(struct plink *l) {
+        struct peers *ps = l->ps;
+        uint32_t self = ps->opts.topo.index;
+        uint8_t c2s[PEER_FRAME_KEY_SIZE], s2c[PEER_FRAME_KEY_SIZE];
+        int r;
+
+        if (l->client)
+                r = peer_frame_keys(ps->psk, ps->psk_len, l->nonce_own, l->nonce_peer, self,
+                                    l->node, c2s, s2c);
+        else
+                r = peer_frame_keys(ps->psk, ps->psk_len, l->nonce_peer, l->nonce_own, l->node,
+                                    self, c2s, s2c);
+        if (r == 0)
+                r = frame_mac_new(&l->mac_tx, l->client ? c2s : s2c);
+        if (r == 0)
+                r = frame_mac_new(&l->mac_rx, l->client ? s2c : c2s);
+        explicit_bzero(c2s, sizeof(c2s));
+        explicit_bzero(s2c, sizeof(s2c));
+        return r;
+}
+
 static void link_ready(struct plink *l) {
         struct ptarget *t = l->target;
 
         link_unauth_done(l);
+        int r = link_keys(l);
+        if (r < 0) {
+                link_close(l, r, "cannot derive the frame keys: %s", strerror(-r));
+                return;
+        }
         l->state = L_READY;
         log_info("peers: link %s node %u (%s) authenticated", l->client ? "to" : "from", l->node,
                  l->addr);
@@ -1986,13 +2155,12 @@ static void handle_handshake(struct plink *l, const struct peer_msg *m) {
         if (!l->client && l->state == L_HELLO && m->hdr.type == PEER_MSG_HELLO) {
                 const struct peer_hello *h = &m->hello;
                 if (h->node_count != ps->opts.topo.count || !node_is_source(ps, h->node_index)) {
-                        log_error("peers: refused %s: it says it is node %u of %u; this is node %u "
-                                  "of %u and holds replicas only of its replication sources",
-                                  l->addr, h->node_index, h->node_count, self,
-                                  ps->opts.topo.count);
                         send_error(l, 0, -EPERM, "node %u of %u does not replicate to node %u",
                                    h->node_index, h->node_count, self);
-                        link_close(l, -EPERM, "refused");
+                        link_close(l, -EPERM, "refused: it says it is node %u of %u; this is "
+                                   "node %u of %u and holds replicas only of its replication "
+                                   "sources",
+                                   h->node_index, h->node_count, self, ps->opts.topo.count);
                         return;
                 }
                 l->node = h->node_index;
@@ -2012,10 +2180,9 @@ static void handle_handshake(struct plink *l, const struct peer_msg *m) {
                 peer_mac(ps->psk, ps->psk_len, false, l->nonce_peer, l->nonce_own, l->node, self,
                          want);
                 if (!peer_mac_equal(want, m->auth.mac)) {
-                        log_error("peers: authentication failed: %s (claiming node %u) does not "
-                                  "know the pre-shared key", l->addr, l->node);
                         send_error(l, 0, -EACCES, "authentication failed");
-                        link_close(l, -EACCES, "authentication failed");
+                        link_close(l, -EACCES, "authentication failed: claiming node %u, it does "
+                                   "not know the pre-shared key", l->node);
                         return;
                 }
                 struct peer_msg ok = { .hdr.type = PEER_MSG_AUTH_OK };
@@ -2053,6 +2220,10 @@ static void handle_handshake(struct plink *l, const struct peer_msg *m) {
                 return;
         }
         if (m->hdr.type == PEER_MSG_ERROR) {
+                if (link_stranger(l)) {
+                        link_close(l, m->error.error, "it sent ERROR during the handshake");
+                        return;
+                }
                 log_error("peers: node %u (%s) refused the connection: %s", l->node, l->addr,
                           m->error.message);
                 link_close(l, m->error.error, "refused by the other side");
@@ -2140,6 +2311,11 @@ static void handle_message(struct plink *l, const struct peer_msg *m) {
                         break;
                 }
                 log_error("peers: node %u (%s) reports: %s", l->node, l->addr, m->error.message);
+                /* an ERROR about the connection ends it (the other side
+                 * closes it after sending); the reason goes to status */
+                if (m->hdr.stream == 0)
+                        link_close(l, m->error.error, "node %u reports: %s", l->node,
+                                   m->error.message);
                 break;
         }
         default:
@@ -2148,13 +2324,63 @@ static void handle_message(struct plink *l, const struct peer_msg *m) {
         }
 }
 
+/*
+ * A frame failed its MAC: it was altered, injected, replayed, reordered or
+ * reflected on the way (or the peer is broken).  The link cannot be
+ * trusted from here on, so it is closed; nothing of the frame is kept (a
+ * DATA's memory goes back with the link, transfers cut short are dropped
+ * and sent again by the sender after it reconnects).  The ERROR tells the
+ * sender why; it travels in the other direction, under its own MAC.
+ */
+static void link_refuse_frame(struct plink *l, uint16_t type, uint64_t frame) {
+        log_error("peers: frame %" PRIu64 " (%s) from node %u (%s) failed its MAC: altered, "
+                  "injected or replayed on the way; closing the link, nothing of it is kept",
+                  frame, peer_msg_type_name(type), l->node, l->addr);
+        send_error(l, 0, -EBADMSG, "frame %" PRIu64 " (%s) from node %u failed its MAC at node "
+                   "%u; the link is closed", frame, peer_msg_type_name(type),
+                   l->ps->opts.topo.index, l->node);
+        link_close(l, -EBADMSG, "frame %" PRIu64 " (%s) failed its MAC", frame,
+                   peer_msg_type_name(type));
+}
+
+/* A header of another protocol version: say so in that version's framing
+ * (peer_error_encode_as), straight to the socket, and close. */
+static void link_refuse_version(struct plink *l) {
+        struct peer_msg m = { .hdr.type = PEER_MSG_ERROR };
+        uint8_t buf[PEER_HDR_SIZE + 16 + PEER_ERRMSG_MAX];
+        uint16_t theirs = l->hdr.version;
+
+        m.error.error = -EPROTONOSUPPORT;
+        snprintf(m.error.message, sizeof(m.error.message), "node %u speaks ckptd peer protocol "
+                 "version %u, this peer version %u: run the same ckptd version on every node",
+                 l->ps->opts.topo.index, PEER_PROTO_VERSION, theirs);
+        if (!link_stranger(l))
+                log_error("peers: %s (node %d) speaks peer protocol version %u, this daemon "
+                          "version %u: refused; run the same ckptd version on every node",
+                          l->addr, l->node == UINT32_MAX ? -1 : (int)l->node, theirs,
+                          PEER_PROTO_VERSION);
+        /* only before the handshake ends: after it, the answer would need a
+         * tag the other version does not know, and nothing of ours is in
+         * flight yet, so the bytes are not interleaved with a frame */
+        int n = l->state != L_READY && !l->cur ? peer_error_encode_as(&m, theirs, buf, sizeof(buf))
+                                               : -EALREADY;
+        if (n > 0)
+                (void)send(l->fd, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        link_close(l, -EPROTONOSUPPORT, "it speaks peer protocol version %u, this daemon "
+                   "version %u", theirs, PEER_PROTO_VERSION);
+}
+
 /* Read and dispatch until the socket is empty or the link blocks. */
 static void link_read(struct plink *l) {
         while (l->state != L_DEAD && l->state != L_CONNECTING && !l->rx_blocked) {
                 if (l->pay) {
                         struct rchunk *ch = l->pay;
                         uint8_t *dst = pool_extent_addr(&ch->ext);
-                        ssize_t n = recv(l->fd, dst + l->pay_got, ch->length - l->pay_got, 0);
+                        bool tag = l->pay_got == ch->length;
+                        /* the payload, then (after the handshake) its tag */
+                        ssize_t n = tag ? recv(l->fd, l->pay_tag + l->pay_tag_got,
+                                               PEER_TAG_SIZE - l->pay_tag_got, 0)
+                                        : recv(l->fd, dst + l->pay_got, ch->length - l->pay_got, 0);
                         if (n <= 0) {
                                 if (n < 0 && (errno == EAGAIN || errno == EINTR))
                                         return;
@@ -2162,9 +2388,25 @@ static void link_read(struct plink *l) {
                                            n ? strerror(errno) : "closed by the other side");
                                 return;
                         }
-                        l->pay_got += (uint64_t)n;
-                        if (l->pay_got == ch->length)
-                                rx_payload_done(l);
+                        if (tag) {
+                                l->pay_tag_got += (size_t)n;
+                        } else {
+                                /* MACed as it arrives, while the bytes are in cache */
+                                if (l->mac_rx)
+                                        frame_mac_update(l->mac_rx, dst + l->pay_got, (size_t)n);
+                                l->pay_got += (uint64_t)n;
+                        }
+                        if (l->pay_got < ch->length ||
+                            (l->mac_rx && l->pay_tag_got < PEER_TAG_SIZE))
+                                continue;
+                        /* verified before anything looks at the bytes: a
+                         * refused frame is dropped with the link (link_close
+                         * releases its memory), nothing of it is stored */
+                        if (l->mac_rx && !frame_mac_check(l->mac_rx, l->pay_tag)) {
+                                link_refuse_frame(l, PEER_MSG_DATA, l->pay_frame);
+                                return;
+                        }
+                        rx_payload_done(l);
                         continue;
                 }
                 if (l->in_got < l->in_want) {
@@ -2181,30 +2423,60 @@ static void link_read(struct plink *l) {
                 }
                 if (!l->hdr_done) {
                         int r = peer_hdr_decode(&l->hdr, l->in, PEER_HDR_SIZE);
+                        if (r == -EPROTONOSUPPORT) {
+                                link_refuse_version(l);
+                                return;
+                        }
                         if (r < 0) {
                                 link_close(l, r, "bad frame header (%s)", strerror(-r));
                                 return;
                         }
                         size_t body = l->hdr.type == PEER_MSG_DATA ? PEER_DATA_HDR_SIZE
                                                                    : l->hdr.length;
+                        /* after the handshake a tag follows every frame; a
+                         * DATA's comes after its payload (read above) */
+                        size_t tag = l->mac_rx && l->hdr.type != PEER_MSG_DATA ? PEER_TAG_SIZE
+                                                                                : 0;
                         /* a handshake message is small: nobody unauthenticated
                          * makes this daemon allocate 16 MiB */
                         if (l->state != L_READY && body > PREAUTH_BODY_MAX) {
                                 link_close(l, -EBADMSG, "oversized message before authentication");
                                 return;
                         }
-                        if (PEER_HDR_SIZE + body > l->in_cap) {
-                                uint8_t *n = realloc(l->in, PEER_HDR_SIZE + body);
+                        if (PEER_HDR_SIZE + body + tag > l->in_cap) {
+                                uint8_t *n = realloc(l->in, PEER_HDR_SIZE + body + tag);
                                 if (!n) {
                                         link_close(l, -ENOMEM, "out of memory");
                                         return;
                                 }
                                 l->in = n;
-                                l->in_cap = PEER_HDR_SIZE + body;
+                                l->in_cap = PEER_HDR_SIZE + body + tag;
                         }
                         l->hdr_done = true;
-                        l->in_want = PEER_HDR_SIZE + body;
+                        l->in_want = PEER_HDR_SIZE + body + tag;
                         continue;
+                }
+                /* Authenticate before decoding: nothing of a frame that
+                 * fails its MAC is acted on.  A DATA's MAC covers its
+                 * headers and its payload; it is checked once the payload
+                 * is in (above). */
+                size_t msg_len = l->in_got;
+                uint64_t frame = 0;
+                if (l->mac_rx) {
+                        frame = frame_mac_count(l->mac_rx);
+                        if (l->hdr.type == PEER_MSG_DATA) {
+                                if (frame_mac_begin(l->mac_rx) < 0) {
+                                        link_refuse_frame(l, l->hdr.type, frame);
+                                        return;
+                                }
+                                frame_mac_update(l->mac_rx, l->in, msg_len);
+                        } else {
+                                msg_len -= PEER_TAG_SIZE;
+                                if (frame_mac_open(l->mac_rx, l->in, msg_len, l->in + msg_len) < 0) {
+                                        link_refuse_frame(l, l->hdr.type, frame);
+                                        return;
+                                }
+                        }
                 }
                 /* a whole message (for DATA: header and data header) */
                 struct peer_msg *m = calloc(1, sizeof(*m));
@@ -2212,7 +2484,7 @@ static void link_read(struct plink *l) {
                         link_close(l, -ENOMEM, "out of memory");
                         return;
                 }
-                int r = peer_msg_decode(m, l->in, l->in_got);
+                int r = peer_msg_decode(m, l->in, msg_len);
                 l->hdr_done = false;
                 l->in_got = 0;
                 l->in_want = PEER_HDR_SIZE;
@@ -2230,6 +2502,10 @@ static void link_read(struct plink *l) {
                         }
                         bool go = rx_data(l, m);
                         free(m);
+                        if (l->pay) {
+                                l->pay_frame = frame;
+                                l->pay_tag_got = 0;
+                        }
                         if (!go)
                                 return;
                         continue;
@@ -2485,6 +2761,18 @@ static void peers_resolve_sources(struct peers *ps) {
         }
 }
 
+int peers_adopt(struct peers *ps, int fd, const char *host) {
+        struct plink *l = link_new(ps, fd, false, UINT32_MAX, host, 0);
+        if (!l) {
+                close(fd);
+                return -ENOMEM;
+        }
+        /* counted like a stranger's connection from the listener */
+        l->unauth_counted = true;
+        ps->nunauth++;
+        return 0;
+}
+
 static int peers_listen(struct peers *ps) {
         char port[8];
         struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *res = NULL;
@@ -2540,10 +2828,11 @@ void peers_status(struct peers *ps, char *text, size_t size, uint32_t *connected
                 (*total)++;
                 *connected += up;
                 *pending_steps += t->steps_pending;
-                int n = snprintf(text + off, size - off, "%snode %u %s %s%s, %u steps owed",
+                int n = snprintf(text + off, size - off, "%snode %u %s %s%s, %u steps owed%s%s",
                                  i ? "; " : "", t->node, addr, up ? "up" : "down",
                                  !up && t->down_since ? " (since a disconnect)" : "",
-                                 t->steps_pending);
+                                 t->steps_pending, t->last_error[0] ? ", last link error: " : "",
+                                 t->last_error);
                 if (n < 0 || (size_t)n >= size - off)
                         break;
                 off += (size_t)n;

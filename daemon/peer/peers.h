@@ -108,6 +108,16 @@ void peers_set_keep(struct peers *ps, uint32_t keep);
  * handshake, acknowledgements and requests still flow. */
 void peers_pause(struct peers *ps, bool paused);
 
+/*
+ * Take fd, a connected stream socket (ownership passes to ps, which closes
+ * it on failure too), as a connection accepted from `host` (for the log):
+ * it gets the handshake and everything after it exactly like one from the
+ * peer listener.  The seam through which tests/fuzz/fuzz-peer-link.c drives
+ * the link state machine with a socketpair; the daemon itself only accepts
+ * from its listener.  0 or -errno.
+ */
+int peers_adopt(struct peers *ps, int fd, const char *host);
+
 /* The replica areas this node holds for its sources, *count of them (0 and
  * NULL for a NULL ps).  Read-only: for looking up what they hold (restore
  * planning); the caller must not change or free them. */

@@ -3,7 +3,7 @@
  * Seed corpus generator for the fuzz targets.
  *
  * Usage: gen-corpus DIR   writes DIR/request/, DIR/reply/, DIR/manifest/,
- *                         DIR/objects/, DIR/peer/
+ *                         DIR/objects/, DIR/peer/, DIR/peer-link/
  *
  * A fuzzer starting from valid messages of every type reaches the deep
  * branches of each body parser at once instead of rediscovering the magic,
@@ -854,8 +854,122 @@ static void peers(void) {
         free(manifest_text);
 }
 
+/* ---- the peer link (fuzz-peer-link.c) ---- */
+
+/* Input files of fuzz-peer-link: a mode byte, then frames without tags
+ * (the harness adds them; see fuzz-peer-link.c). */
+static uint8_t link_buf[PEER_HDR_SIZE + PEER_RANK_BEGIN_FIXED_MAX + 4096 + 2 * 8192];
+static size_t link_len;
+
+static void link_start(uint8_t mode) {
+        link_buf[0] = mode;
+        link_len = 1;
+}
+
+static void link_add(const struct peer_msg *m, const void *payload, size_t payload_len) {
+        int n = peer_msg_encode(m, link_buf + link_len, sizeof(link_buf) - link_len);
+        if (n < 0 || link_len + (size_t)n + payload_len > sizeof(link_buf))
+                die(peer_msg_type_name(m->hdr.type), n < 0 ? n : -E2BIG);
+        link_len += (size_t)n;
+        memcpy(link_buf + link_len, payload, payload_len);
+        link_len += payload_len;
+}
+
+/* A whole replicated rank from node 0: RANK_BEGIN with a real manifest
+ * (one shard of 5000 bytes, one 1 MiB block), its DATA, RANK_END. */
+static void link_rank(uint32_t stream) {
+        static uint8_t shard[5000];
+        struct manifest *man;
+        char *text = NULL;
+        size_t text_len = 0;
+        uint32_t crc;
+        int r;
+
+        for (size_t i = 0; i < sizeof(shard); i++)
+                shard[i] = (uint8_t)(i * 7 % 251);
+        crc = crc32c(0, shard, sizeof(shard));
+        r = manifest_new(&man, "fuzz-job", 1, 0, 1, 1000);
+        if (r >= 0)
+                r = manifest_add_shard(man, "weights", sizeof(shard), crc, &crc);
+        if (r >= 0)
+                r = manifest_format(man, &text, &text_len);
+        if (r < 0)
+                die("peer-link manifest", r);
+        manifest_free(man);
+
+        memset(&pm, 0, sizeof(pm));
+        pm.hdr.type = PEER_MSG_RANK_BEGIN;
+        pm.hdr.stream = stream;
+        name(&pm.rank_begin.job, "fuzz-job");
+        pm.rank_begin.step = 1;
+        pm.rank_begin.world_size = 1;
+        pm.rank_begin.purpose = PEER_PURPOSE_REPLICATE;
+        pm.rank_begin.manifest_len = (uint32_t)text_len;
+        pm.rank_begin.manifest = text;
+        link_add(&pm, NULL, 0);
+        free(text);
+        memset(&pm, 0, sizeof(pm));
+        pm.hdr.type = PEER_MSG_DATA;
+        pm.hdr.stream = stream;
+        pm.data.length = sizeof(shard);
+        link_add(&pm, shard, sizeof(shard));
+        memset(&pm, 0, sizeof(pm));
+        pm.hdr.type = PEER_MSG_RANK_END;
+        pm.hdr.stream = stream;
+        link_add(&pm, NULL, 0);
+}
+
+static void peer_links(void) {
+        memset(&pm, 0, sizeof(pm));
+        /* before authentication: a HELLO of node 0, as it is */
+        link_start(0);
+        pm.hdr.type = PEER_MSG_HELLO;
+        pm.hello.node_count = 2;
+        for (int i = 0; i < PEER_NONCE_SIZE; i++)
+                pm.hello.nonce[i] = (uint8_t)i;
+        link_add(&pm, NULL, 0);
+        write_file("peer-link", "preauth-hello.bin", link_buf, link_len);
+
+        /* after the handshake, each with a valid tag, and with a bad one */
+        for (uint8_t mode = 1; mode <= 2; mode++) {
+                const char *suffix = mode == 1 ? "" : "-bad-tag";
+                char fn[64];
+
+                link_start(mode);
+                memset(&pm, 0, sizeof(pm));
+                pm.hdr.type = PEER_MSG_PING;
+                pm.ping.value = 42;
+                link_add(&pm, NULL, 0);
+                snprintf(fn, sizeof(fn), "ping%s.bin", suffix);
+                write_file("peer-link", fn, link_buf, link_len);
+
+                link_start(mode);
+                link_rank(1);
+                snprintf(fn, sizeof(fn), "rank%s.bin", suffix);
+                write_file("peer-link", fn, link_buf, link_len);
+        }
+        link_start(1);
+        memset(&pm, 0, sizeof(pm));
+        pm.hdr.type = PEER_MSG_LIST_REQ;
+        pm.hdr.stream = 3;
+        link_add(&pm, NULL, 0);
+        memset(&pm, 0, sizeof(pm));
+        pm.hdr.type = PEER_MSG_GET_RANK;
+        pm.hdr.stream = 5;
+        name(&pm.get_rank.job, "fuzz-job");
+        pm.get_rank.step = 1;
+        link_add(&pm, NULL, 0);
+        memset(&pm, 0, sizeof(pm));
+        pm.hdr.type = PEER_MSG_ERROR;
+        pm.error.error = -EIO;
+        snprintf(pm.error.message, sizeof(pm.error.message), "going away");
+        link_add(&pm, NULL, 0);
+        write_file("peer-link", "list-get-error.bin", link_buf, link_len);
+}
+
 int main(int argc, char **argv) {
-        static const char *const subs[] = { "request", "reply", "manifest", "objects", "peer" };
+        static const char *const subs[] = { "request", "reply", "manifest", "objects", "peer",
+                                            "peer-link" };
 
         if (argc != 2) {
                 fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -875,5 +989,6 @@ int main(int argc, char **argv) {
         manifests();
         objects();
         peers();
+        peer_links();
         return 0;
 }

@@ -26,7 +26,7 @@ srcdir=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-fuzz.XXXXXX")
 failed=
 
-for name in request reply manifest objects peer; do
+for name in request reply manifest objects peer peer-link; do
         bin=$builddir/tests/fuzz/fuzz-$name
         if [ ! -x "$bin" ]; then
                 echo "$0: $bin missing: configure $builddir with CC=clang -Dfuzz=true" >&2

@@ -18,8 +18,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Daemon, check, check_log_clean, expect_error, expect_ok,  # noqa: E402
-                     log, raw, run_test, shards_arg)
+from harness import (Daemon, check, check_log_clean, crc32c, expect_error,  # noqa: E402
+                     expect_ok, log, raw, run_test, shards_arg)
 
 NOBODY = 65534
 BASE_JOB = "base-job"
@@ -29,23 +29,6 @@ BASE_SHARDS = [("model", 3 * 1024 * 1024 + 17), ("optim", 5000), ("empty", 0)]
 
 # ---- helpers ----------------------------------------------------------------
 
-def crc32c(data):
-    table = crc32c.table
-    if table is None:
-        table = []
-        for i in range(256):
-            c = i
-            for _ in range(8):
-                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-            table.append(c)
-        crc32c.table = table
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-crc32c.table = None
 
 
 def rank_error(p, ename, code, snippet=None, what=""):

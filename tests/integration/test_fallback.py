@@ -48,7 +48,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from harness import (CKPTD, RAWCLIENT, SKIP, TESTRANK, SkipTest, check,  # noqa: E402
                      log, step_path, wait_until)
-from test_replication import (Cluster, run_cases, check_sanitizer_clean, free_ports,  # noqa: E402
+from test_replication import (Cluster, run_cases, check_log_clean, free_ports,  # noqa: E402
                               layout, log_lines, must_verify, rank_dirs, repl_status,
                               replica_step_path, save_node, wait_not_replicated,
                               wait_replicated)
@@ -172,11 +172,11 @@ def start_store(ctx):
 
 def stop_clean(ctx, nodes):
     for d in nodes:
-        check_sanitizer_clean(d)
+        check_log_clean(d)
         rc = d.stop()
         check(rc == 0, "node %d exited %s on SIGTERM:\n%s" % (d.node, rc, d.read_log()[-3000:]))
         # a clean exit runs LeakSanitizer in the ASan build: look again
-        check_sanitizer_clean(d)
+        check_log_clean(d)
 
 
 def peers_flag(cl, addrs):
@@ -448,7 +448,7 @@ def case_neighbour(ctx):
           % [ln for ln in lines if "send failed" in ln])
     check(n0.alive(), "node 0 exited after a client left mid-walk:\n%s"
           % n0.read_log()[-3000:])
-    check_sanitizer_clean(n0)
+    check_log_clean(n0)
     log("   a client that left while the neighbour was asked: noticed at once, the rank "
         "landed anyway")
 

@@ -139,12 +139,16 @@ def verify_small(d, step, size=1000):
 
 
 def is_closed(s):
-    """The other side closed s (EOF or reset), without blocking."""
+    """The other side closed s (EOF or reset), without blocking.  What it
+    sent first (an ERROR naming the peer protocol version, say) is read
+    and dropped."""
     try:
-        r, _, _ = select.select([s], [], [], 0)
-        if not r:
-            return False
-        return s.recv(4096, socket.MSG_DONTWAIT) == b""
+        while True:
+            r, _, _ = select.select([s], [], [], 0)
+            if not r:
+                return False
+            if s.recv(65536, socket.MSG_DONTWAIT) == b"":
+                return True
     except BlockingIOError:
         return False
     except OSError:
