@@ -206,6 +206,10 @@ static int xml_chars(struct xml_reader *x) {
                 char ch = *x->p;
                 int r;
                 if (ch == '&') {
+                        /* A reference is text, even one that decodes to a
+                         * space: outside the root it has no place. */
+                        if (x->depth == 0)
+                                return -EPROTO;
                         r = xml_entity(x);
                 } else {
                         unsigned char u = (unsigned char)ch;
