@@ -13,6 +13,9 @@
  *    an independent decoder);
  *  - a document that reads (0) had exactly one root and closed it;
  *  - a callback's error stops the parse at once and is what comes back;
+ *  - a document that reads, written out again from its events (names as
+ *    tags, leaf text with &amp; &lt; &gt; escaped), reads again and gives
+ *    the very same events: what the reader decodes, it decodes one way;
  *  - s3_parse_response() for every operation, with and without output
  *    lists, returns only documented errors, fills bounded NUL-terminated
  *    strings, never more list entries than the capacity, and the fields a
@@ -32,13 +35,78 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define CAPACITY 4
 
+/* A growing byte string (open_memstream would do, but this is simpler to
+ * compare and cannot fail half-way unnoticed). */
+struct bytes {
+        char *data;
+        size_t len, cap;
+        bool failed;
+};
+
+static void bytes_add(struct bytes *b, const void *p, size_t n) {
+        if (b->failed)
+                return;
+        if (b->len + n > b->cap) {
+                size_t cap = (b->len + n) * 2;
+                char *d = realloc(b->data, cap);
+                if (!d) {
+                        b->failed = true;
+                        return;
+                }
+                b->data = d;
+                b->cap = cap;
+        }
+        memcpy(b->data + b->len, p, n);
+        b->len += n;
+}
+
+static void bytes_str(struct bytes *b, const char *s) {
+        bytes_add(b, s, strlen(s));
+}
+
 struct events {
         char path[XML_DEPTH_MAX][XML_NAME_MAX + 1];
         unsigned depth;
         unsigned roots;
         unsigned long count;
         unsigned long stop_at; /* 0: never stop */
+        struct bytes *log;     /* every event, NULL: not kept */
+        struct bytes *doc;     /* the document written from them, NULL: none */
 };
+
+/* Record one event in e->log and write it out to e->doc. */
+static void record(struct events *e, enum xml_event ev, unsigned depth, const char *name,
+                   const char *text, size_t len) {
+        char head[2] = { (char)ev, (char)depth };
+
+        if (e->log) {
+                bytes_add(e->log, head, sizeof(head));
+                bytes_add(e->log, name, strlen(name) + 1);
+                bytes_add(e->log, text ? "T" : "-", 1);
+                bytes_add(e->log, &len, sizeof(len));
+                if (text)
+                        bytes_add(e->log, text, len);
+        }
+        if (!e->doc)
+                return;
+        if (ev == XML_OPEN) {
+                bytes_str(e->doc, "<");
+                bytes_str(e->doc, name);
+                bytes_str(e->doc, ">");
+                return;
+        }
+        for (size_t i = 0; text && i < len; i++) {
+                const char *esc = text[i] == '&' ? "&amp;" : text[i] == '<' ? "&lt;"
+                                  : text[i] == '>' ? "&gt;" : NULL;
+                if (esc)
+                        bytes_str(e->doc, esc);
+                else
+                        bytes_add(e->doc, &text[i], 1);
+        }
+        bytes_str(e->doc, "</");
+        bytes_str(e->doc, name);
+        bytes_str(e->doc, ">");
+}
 
 static bool name_char(char ch, bool first) {
         if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || ch == '_' || ch == ':')
@@ -109,21 +177,43 @@ static int on_element(void *userdata, enum xml_event ev, unsigned depth, const c
         } else {
                 abort();
         }
+        record(e, ev, depth, name, text, len);
         if (++e->count == e->stop_at)
                 return -ECANCELED;
         return 0;
 }
 
+/* The document written out from a read's events reads to the same events. */
+static void check_rewritten(const struct bytes *log, const struct bytes *doc) {
+        struct bytes log2 = { 0 };
+        struct events e = { .log = &log2 };
+
+        if (log->failed || doc->failed)
+                return;
+        int r = xml_parse(doc->data, doc->len, on_element, &e);
+        if (r == -ENOMEM || log2.failed) {
+                free(log2.data);
+                return;
+        }
+        if (r != 0 || log2.len != log->len || memcmp(log2.data, log->data, log->len) != 0)
+                abort();
+        free(log2.data);
+}
+
 static void check_reader(const uint8_t *data, size_t size) {
-        struct events e = { 0 };
+        struct bytes log = { 0 }, doc = { 0 };
+        struct events e = { .log = &log, .doc = &doc };
         int r = xml_parse((const char *)data, size, on_element, &e);
 
         if (r == 0) {
                 if (e.depth != 0 || e.roots != 1)
                         abort();
+                check_rewritten(&log, &doc);
         } else if (r != -EPROTO && r != -ENOMEM) {
                 abort();
         }
+        free(log.data);
+        free(doc.data);
         if (e.count == 0)
                 return;
 
