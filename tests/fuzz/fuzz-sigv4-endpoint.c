@@ -12,6 +12,9 @@
  *  - a parsed endpoint has a non-empty lowercase host that fits, and
  *    re-rendered as scheme://host (also with a trailing "/", and bare when
  *    it is https) parses to the same endpoint;
+ *  - the port is kept exactly when it is not the scheme's default: the host
+ *    without its port, given the default port (443, 80), parses to that
+ *    bare host, and given another port to host:port;
  *  - path-style addressing always works with it, virtual-hosted style is
  *    refused for an IP literal, and the URL built for a key starts with the
  *    scheme and host.
@@ -102,6 +105,23 @@ static void check_parsed(const struct sigv4_endpoint *ep) {
         same_endpoint(ep, url);
         if (ep->tls)
                 same_endpoint(ep, ep->host);
+
+        /* The port rule, on the host without its port. */
+        struct sigv4_endpoint bare = *ep;
+        char *cut = bare.host[0] == '[' ? strchr(bare.host, ']') : bare.host;
+        if (!cut)
+                abort();
+        cut = strrchr(cut, ':');
+        if (cut)
+                *cut = 0;
+        unsigned def = ep->tls ? 443 : 80, other = ep->tls ? 80 : 443;
+        snprintf(url, sizeof(url), "%s://%s:%u", scheme, bare.host, def);
+        same_endpoint(&bare, url);
+        struct sigv4_endpoint with_port = bare;
+        snprintf(with_port.host + strlen(bare.host), sizeof(with_port.host) - strlen(bare.host),
+                 ":%u", other);
+        snprintf(url, sizeof(url), "%s://%s:%u", scheme, bare.host, other);
+        same_endpoint(&with_port, url);
 
         struct sigv4_address addr;
         if (sigv4_address_build(&addr, ep, SIGV4_PATH_STYLE, "bucket", "jobs/a/b") != 0 ||
