@@ -2029,15 +2029,13 @@ fail:
 
 /* ---- validation, reload, help ----------------------------------------- */
 
-int config_validate(const struct config *c, FILE *err) {
-        struct sockaddr_un sa;
-        struct topology topo;
-        char a[32], b[32], why[1024];
-        bool cluster_keys_ok = true; /* each [cluster] key valid on its own */
+/* Every key's own rule on c, its messages to err; *cluster_ok becomes false
+ * when a [cluster] number is out of range (the placement check needs them
+ * valid). */
+static int check_keys(const struct config *c, FILE *err, bool *cluster_ok) {
+        char why[1024];
         int r = 0;
 
-        /* Per-key ranges again: the struct may have been set by code, not
-         * parsed. */
         for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
                 const struct key *k = &keys[i];
                 if (key_is_address(k)) {
@@ -2062,9 +2060,27 @@ int config_validate(const struct config *c, FILE *err) {
                         fprintf(err, "%s\n", why);
                         r = -EINVAL;
                         if (strcmp(k->section, "cluster") == 0)
-                                cluster_keys_ok = false;
+                                *cluster_ok = false;
                 }
         }
+        return r;
+}
+
+int config_check_keys(const struct config *c, FILE *err) {
+        bool cluster_ok = true;
+        return check_keys(c, err, &cluster_ok);
+}
+
+int config_validate(const struct config *c, FILE *err) {
+        struct sockaddr_un sa;
+        struct topology topo;
+        char a[32], b[32], why[1024];
+        bool cluster_keys_ok = true; /* each [cluster] key valid on its own */
+        int r;
+
+        /* Per-key ranges again: the struct may have been set by code, not
+         * parsed. */
+        r = check_keys(c, err, &cluster_keys_ok);
 
         if (!c->state_dir || c->state_dir[0] != '/') {
                 fprintf(err, "[daemon] state_dir must be an absolute path, not '%s' (set "
@@ -2213,6 +2229,13 @@ static bool key_equal(const struct config *a, const struct config *b, const stru
                 return (sa == NULL) == (sb == NULL) && (!sa || strcmp(sa, sb) == 0);
         }
         return key_get_u64(a, k) == key_get_u64(b, k);
+}
+
+bool config_equal(const struct config *a, const struct config *b) {
+        for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+                if (!key_equal(a, b, &keys[i]))
+                        return false;
+        return true;
 }
 
 void config_reload(struct config *dst, const struct config *src) {

@@ -152,6 +152,16 @@ const char *config_path_from_args(int argc, char **argv);
  * (never showing the secret).  The psk file itself is not opened here. */
 int config_validate(const struct config *c, FILE *err);
 
+/* Only the per-key rules of config_validate(): each value within the
+ * range, multiple, form and choices ckptd.conf(5) documents for its key
+ * (what a successful config_load_file() or config_parse_args() guarantees;
+ * the fuzz target checks that it does).  0, or -EINVAL described on err. */
+int config_check_keys(const struct config *c, FILE *err);
+
+/* Whether a and b hold the same value for every key (strings by content,
+ * peer lists entry by entry). */
+bool config_equal(const struct config *a, const struct config *b);
+
 /* Copy the keys SIGHUP may change from src into dst; log each change (a
  * secret's change is logged by name only). */
 void config_reload(struct config *dst, const struct config *src);

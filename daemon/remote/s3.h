@@ -381,10 +381,10 @@ void s3_result_describe(const struct s3_result *res, int error, char *out, size_
  * answer), code the S3 error code ("" or NULL when none). */
 int s3_classify(long status, const char *code, bool *permanent);
 
-/* Parse an XML body the store sent for `op` with a small, strict parser
- * (no DTD, no CDATA, bounded depth, names and text; the five named
- * entities and numeric character references are decoded; text must be
- * valid UTF-8).  The documents understood: <Error> for any op (code and
+/* Parse an XML body the store sent for `op` with the strict reader of
+ * remote/xml.h (no DTD, no CDATA, bounded depth, names and text; the five
+ * named entities and numeric character references are decoded; text must
+ * be valid UTF-8).  The documents understood: <Error> for any op (code and
  * message into result, returns -EREMOTEIO), and for success
  * InitiateMultipartUploadResult (result->upload_id),
  * CompleteMultipartUploadResult (result->etag), ListPartsResult (list is a

@@ -3,7 +3,9 @@
  * Seed corpus generator for the fuzz targets.
  *
  * Usage: gen-corpus DIR   writes DIR/request/, DIR/reply/, DIR/manifest/,
- *                         DIR/objects/, DIR/peer/, DIR/peer-link/
+ *                         DIR/objects/, DIR/peer/, DIR/peer-link/, and for
+ *                         the text decoders DIR/xml/, DIR/sigv4-endpoint/,
+ *                         DIR/credentials/, DIR/config/, DIR/psk/
  *
  * A fuzzer starting from valid messages of every type reaches the deep
  * branches of each body parser at once instead of rediscovering the magic,
@@ -23,6 +25,8 @@
 #include "peer-proto.h"
 #include "local/manifest.h"
 #include "remote/objects.h"
+#include "peer/auth.h"
+#include "util/cleanup.h"
 
 static const char *outdir;
 static uint8_t buf[CKPT_MSG_MAX];
@@ -967,9 +971,201 @@ static void peer_links(void) {
         write_file("peer-link", "list-get-error.bin", link_buf, link_len);
 }
 
+/* ---- text decoders: XML, endpoint URL, credentials, ckptd.conf, PSK ----
+ *
+ * The inputs of fuzz-xml, fuzz-sigv4-endpoint, fuzz-credentials,
+ * fuzz-config and fuzz-psk are text an operator writes or a store sends;
+ * their seeds are written out here as they would appear, one valid file of
+ * every kind the decoder knows and one invalid file per kind of refusal. */
+
+struct text_seed {
+        const char *name;
+        const char *text;
+};
+
+static void write_texts(const char *sub, const struct text_seed *seeds, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                write_file(sub, seeds[i].name, seeds[i].text, strlen(seeds[i].text));
+}
+
+#define XML_PROLOG "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+#define S3_NS " xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\""
+
+static void xml_documents(void) {
+        static const struct text_seed seeds[] = {
+                { "error.xml", XML_PROLOG "<Error><Code>NoSuchKey</Code><Message>The key &lt;k&gt; "
+                  "&amp; its &quot;friends&quot; aren&apos;t here</Message><RequestId>tx00-1"
+                  "</RequestId><HostId>h</HostId></Error>" },
+                { "error-empty-message.xml", XML_PROLOG "<Error><Code>PreconditionFailed</Code>"
+                  "<Message></Message><BucketName>b</BucketName></Error>" },
+                { "initiate.xml", XML_PROLOG "<InitiateMultipartUploadResult" S3_NS ">\n"
+                  "  <Bucket>b</Bucket>\n  <Key>jobs/a/steps/00000000000000000042/x</Key>\n"
+                  "  <UploadId>2~abc-DEF_123</UploadId>\n</InitiateMultipartUploadResult>" },
+                { "complete.xml", XML_PROLOG "<CompleteMultipartUploadResult" S3_NS ">"
+                  "<Location>http://h/b/k</Location><Bucket>b</Bucket><Key>k</Key>"
+                  "<ETag>&quot;3858f62230ac3c915f300c664312c11f-2&quot;</ETag>"
+                  "</CompleteMultipartUploadResult>" },
+                { "list-parts.xml", XML_PROLOG "<ListPartsResult xmlns='http://s3.amazonaws.com/"
+                  "doc/2006-03-01/'>\n<Bucket>b</Bucket><Key>k</Key><UploadId>u</UploadId>\n"
+                  "<PartNumberMarker>0</PartNumberMarker><NextPartNumberMarker>2"
+                  "</NextPartNumberMarker><MaxParts>2</MaxParts><IsTruncated>true</IsTruncated>\n"
+                  "<Part><PartNumber>1</PartNumber><LastModified>2024-01-01T00:00:00.000Z"
+                  "</LastModified><ETag>\"a\"</ETag><Size>5242880</Size></Part>\n"
+                  "<Part><PartNumber>2</PartNumber><ETag>\"b\"</ETag><Size>1</Size></Part>\n"
+                  "</ListPartsResult>" },
+                { "list-bucket.xml", "\xEF\xBB\xBF" XML_PROLOG "<ListBucketResult" S3_NS ">"
+                  "<Name>b</Name><Prefix>jobs/</Prefix><KeyCount>3</KeyCount><MaxKeys>4</MaxKeys>"
+                  "<Delimiter>/</Delimiter><IsTruncated>true</IsTruncated>"
+                  "<NextContinuationToken>1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM="
+                  "</NextContinuationToken><!-- a comment -->"
+                  "<Contents><Key>jobs/a b+c&amp;&#x263A;&#9731;</Key><LastModified>2024-01-01T00:00:"
+                  "00.000Z</LastModified><ETag>&quot;e&quot;</ETag><Size>0</Size>"
+                  "<StorageClass>STANDARD</StorageClass></Contents>"
+                  "<Contents><Key>jobs/k2</Key><Size>18446744073709551615</Size><ETag/></Contents>"
+                  "<CommonPrefixes><Prefix>jobs/a/</Prefix></CommonPrefixes>"
+                  "</ListBucketResult>" },
+                { "list-bucket-empty.xml", XML_PROLOG "<ListBucketResult" S3_NS "><Name>b</Name>"
+                  "<KeyCount>0</KeyCount><IsTruncated>false</IsTruncated></ListBucketResult>" },
+                { "nested.xml", "<a><b><c><d><e><f><g><h>deep</h></g></f></e></d></c></b></a>" },
+                { "invalid-doctype.xml", XML_PROLOG "<!DOCTYPE x [<!ENTITY e \"boom\">]><Error>"
+                  "<Code>&e;</Code></Error>" },
+                { "invalid-cdata.xml", "<Error><Code><![CDATA[x]]></Code></Error>" },
+                { "invalid-mismatch.xml", "<Error><Code>X</Message></Error>" },
+                { "invalid-two-roots.xml", "<Error><Code>X</Code></Error><Error/>" },
+                { "invalid-mixed.xml", "<Error>text<Code>X</Code></Error>" },
+                { "invalid-entity.xml", "<Error><Code>&nbsp;</Code></Error>" },
+                { "invalid-char-ref.xml", "<Error><Code>&#0;&#xD800;</Code></Error>" },
+                { "invalid-utf8.xml", "<Error><Code>\xC0\xAF</Code></Error>" },
+                { "invalid-too-deep.xml", "<a><b><c><d><e><f><g><h><i/></h></g></f></e></d></c>"
+                  "</b></a>" },
+                { "invalid-unclosed.xml", XML_PROLOG "<ListBucketResult><Contents><Key>k</Key>" },
+                { "invalid-attribute.xml", "<Error a=b><Code>X</Code></Error>" },
+                { "invalid-pi-after-root.xml", "<Error><?pi x?><Code>X</Code></Error>" },
+                /* accepted until the reader refused references outside the root */
+                { "invalid-entity-outside-root.xml", "&amp;<Error><Code>X</Code></Error>&#32;" },
+        };
+        write_texts("xml", seeds, ARRAY_SIZE(seeds));
+}
+
+static void endpoints(void) {
+        static const struct text_seed seeds[] = {
+                { "aws.txt", "https://s3.eu-west-1.amazonaws.com" },
+                { "radosgw.txt", "http://127.0.0.1:7480" },
+                { "ipv6.txt", "http://[::1]:9000" },
+                { "ipv4-mapped.txt", "https://[::FFFF:10.0.0.5]:8443/" },
+                { "bare.txt", "minio_1.local:9000" },
+                { "default-port.txt", "HTTPS://Store.Example.COM:443/" },
+                { "http-443.txt", "http://store:443" },
+                { "invalid-userinfo.txt", "https://AKIDEXAMPLE:wJalrXUtnFEMI@s3.example.com" },
+                { "invalid-path.txt", "https://s3.example.com/bucket" },
+                { "invalid-query.txt", "https://s3.example.com?x=1" },
+                { "invalid-scheme.txt", "ftp://s3.example.com" },
+                { "invalid-port.txt", "http://host:65536" },
+                { "invalid-ipv6.txt", "http://[::1:9000" },
+                { "invalid-label.txt", "https://a..b" },
+        };
+        write_texts("sigv4-endpoint", seeds, ARRAY_SIZE(seeds));
+}
+
+static void credentials_files(void) {
+        static const struct text_seed seeds[] = {
+                { "default.ini", "# written by aws configure\n[default]\n"
+                  "aws_access_key_id = AKIAIOSFODNN7EXAMPLE\n"
+                  "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n"
+                  "region = eu-west-1\n" },
+                { "profiles.ini", "[ci]\naws_access_key_id=AKIDCI\naws_secret_access_key=ci-secret\n"
+                  "\n; the one ckptd reads\n[ default ]\r\n"
+                  "AWS_ACCESS_KEY_ID = AKIDEFAULT\r\n"
+                  "aws_secret_access_key = with spaces inside\r\n"
+                  "aws_session_token = FwoGZXIvYXdzEJr//////////wEaDEXAMPLETOKEN==\r\n"
+                  "output = json\n" },
+                { "empty-token.ini", "[default]\naws_access_key_id = K\naws_secret_access_key = S\n"
+                  "aws_session_token =\nregion =\n" },
+                { "invalid-before-section.ini", "aws_access_key_id = K\n[default]\n" },
+                { "invalid-twice.ini", "[default]\naws_secret_access_key = one-secret\n"
+                  "aws_secret_access_key = two-secret\naws_access_key_id = K\n" },
+                { "invalid-no-secret.ini", "[default]\naws_access_key_id = K\n" },
+                { "invalid-no-profile.ini", "[other]\naws_access_key_id = K\n"
+                  "aws_secret_access_key = S\n" },
+                { "invalid-control.ini", "[default]\naws_access_key_id = K\n"
+                  "aws_secret_access_key = bad\x01secret\n" },
+                { "invalid-key-id.ini", "[default]\naws_access_key_id = A/B\n"
+                  "aws_secret_access_key = S\n" },
+                { "invalid-token.ini", "[default]\naws_access_key_id = K\n"
+                  "aws_secret_access_key = S\naws_session_token = has space\n" },
+                { "invalid-region.ini", "[default]\naws_access_key_id = K\n"
+                  "aws_secret_access_key = S\nregion = eu west\n" },
+                { "invalid-header.ini", "[default\naws_access_key_id = K\n" },
+                { "invalid-line.ini", "[default]\nthis line has no equals sign\n" },
+        };
+        write_texts("credentials", seeds, ARRAY_SIZE(seeds));
+}
+
+static void config_files(void) {
+        static const struct text_seed seeds[] = {
+                { "full.conf", "\xef\xbb\xbf# every section\n[daemon]\nstate_dir = /var/lib/ckptd\n"
+                  "socket = /run/ckptd/ckptd.sock\nsocket_mode = 0660\nsocket_group = trainers\n"
+                  "log_level = debug\nworkers = 4\n\n[pool]\nsize = 64G\nslot_size = 256M\n"
+                  "wait_timeout = 2m\n\n[local]\nio_size = 4M\nqueue_depth = 32\nkeep = 2\n"
+                  "direct_io = no\nregister_buffers = yes\n\n[remote]\n"
+                  "endpoint = http://10.0.0.5:7480\nregion = default\nbucket = checkpoints\n"
+                  "prefix = cluster-a\naddressing = path\n"
+                  "credentials_file = /etc/ckptd/aws-credentials\nprofile = ckptd\n"
+                  "access_key_id = AKIAIOSFODNN7EXAMPLE\n"
+                  "secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n"
+                  "ca_file = /etc/ssl/store.pem\npart_size = 128M\nconcurrency = 16\n"
+                  "bandwidth = 500M\nkeep = 5\nretry_attempts = 3\n" },
+                { "cluster.conf", "[cluster]\nnode_index = 1\nnode_count = 4\n"
+                  "peers = 10.0.1.1:7070,10.0.1.2:7070,[fd00::3]:7070,node-4.example:7070\n"
+                  "listen = [::]:7070\nreplication_factor = 2\nreplication_jump = 2\n"
+                  "placement = ring\npsk_file = /etc/ckptd/peer.psk\n"
+                  "peer_connect_timeout = 1500ms\n[pool]\nslot_size = 4M\n" },
+                { "comments.conf", "; comment\n  # indented comment\n\n[ pool ]\n  size=1G  \n" },
+                { "invalid-range.conf", "[pool]\nslot_size = 3G\n" },
+                { "invalid-multiple.conf", "[local]\nio_size = 5000\n" },
+                { "invalid-unknown-key.conf", "[daemon]\nsecret_access_key = wJalrXUtnFEMIEXAMPLE\n" },
+                { "invalid-unknown-section.conf", "[nope]\nx = 1\n[pool]\nsize = 1G\n" },
+                { "invalid-outside.conf", "size = 1G\n" },
+                { "invalid-duplicate.conf", "[remote]\nsecret_access_key = first-secret-1\n"
+                  "secret_access_key = second-secret-2\n" },
+                { "invalid-no-equals.conf", "[remote]\nsecret_access_key: wJalrXUtnFEMIEXAMPLE\n" },
+                { "invalid-header.conf", "[remote\n" },
+                { "invalid-peers.conf", "[cluster]\npeers = a:1,a:1\n" },
+                { "invalid-endpoint.conf", "[remote]\nendpoint = https://user:pw@host\n" },
+                { "invalid-choice.conf", "[cluster]\nplacement = star\n" },
+                { "invalid-duration.conf", "[pool]\nwait_timeout = 25h\n" },
+        };
+        write_texts("config", seeds, ARRAY_SIZE(seeds));
+}
+
+static void psk_files(void) {
+        static const struct text_seed seeds[] = {
+                { "base64.psk", "3q2+7wQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4v\n" },
+                { "no-newline.psk", "0123456789abcdef0123456789abcdef" },
+                { "invalid-short.psk", "0123456789abcdef0123456789abcde\n" },
+                { "invalid-crlf.psk", "0123456789abcdef0123456789abcdef\r\n" },
+                { "invalid-two-lines.psk", "0123456789abcdef0123456789abcdef\nsecond\n" },
+                { "invalid-space.psk", "0123456789abcdef 0123456789abcdef\n" },
+                { "invalid-empty.psk", "" },
+        };
+        write_texts("psk", seeds, ARRAY_SIZE(seeds));
+
+        /* The longest key, and one byte more. */
+        char key[PEER_PSK_MAX + 2];
+        for (size_t i = 0; i < sizeof(key); i++)
+                key[i] = (char)('!' + i % 94);
+        key[PEER_PSK_MAX] = '\n';
+        write_file("psk", "longest.psk", key, PEER_PSK_MAX + 1);
+        key[PEER_PSK_MAX] = 'x';
+        write_file("psk", "invalid-long.psk", key, PEER_PSK_MAX + 1);
+}
+
 int main(int argc, char **argv) {
         static const char *const subs[] = { "request", "reply", "manifest", "objects", "peer",
-                                            "peer-link" };
+                                            "peer-link",
+                                            /* text decoders */
+                                            "xml", "sigv4-endpoint", "credentials", "config",
+                                            "psk" };
 
         if (argc != 2) {
                 fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -990,5 +1186,11 @@ int main(int argc, char **argv) {
         objects();
         peers();
         peer_links();
+        /* text decoders */
+        xml_documents();
+        endpoints();
+        credentials_files();
+        config_files();
+        psk_files();
         return 0;
 }

@@ -26,7 +26,10 @@ srcdir=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/ckpt-fuzz.XXXXXX")
 failed=
 
-for name in request reply manifest objects peer peer-link; do
+# One target per corpus directory (tests/fuzz/meson.build builds fuzz-NAME
+# for each); a directory without its target is an error, not a skip.
+targets=$(cd "$srcdir/corpus" && for d in */; do printf '%s ' "${d%/}"; done)
+for name in $targets; do
         bin=$builddir/tests/fuzz/fuzz-$name
         if [ ! -x "$bin" ]; then
                 echo "$0: $bin missing: configure $builddir with CC=clang -Dfuzz=true" >&2
@@ -40,7 +43,10 @@ for name in request reply manifest objects peer peer-link; do
         # -max_len: a message is at most CKPT_MSG_MAX (65536) bytes; a
         # manifest is text of similar scale for fuzzing purposes; so is a
         # peer message (a RANK_BEGIN may be bigger, but its manifest is
-        # only scanned, so longer inputs find nothing new).
+        # only scanned, so longer inputs find nothing new); and so are the
+        # text files (a credentials file is refused past 64 KiB, a key file
+        # past 1 KiB, an S3 answer the reader is given is at most 64 KiB
+        # but for list pages, which hold nothing deeper).
         if ! "$bin" -max_total_time="$seconds" -max_len=65600 -timeout=30 \
                 -rss_limit_mb=4096 -print_final_stats=1 \
                 -artifact_prefix="$work/$name/artifacts/" \

@@ -742,6 +742,8 @@ static void test_xml(void) {
                 { S3_OP_GET_OBJECT, "<Error><Code>X</Code></Error><Error/>" },
                 { S3_OP_GET_OBJECT, "<Error><Code>X</Code></Error>trailing" },
                 { S3_OP_GET_OBJECT, "text<Error><Code>X</Code></Error>" },
+                { S3_OP_GET_OBJECT, "&amp;<Error><Code>X</Code></Error>" },
+                { S3_OP_GET_OBJECT, "<Error><Code>X</Code></Error>&#32;" },
                 { S3_OP_GET_OBJECT, "<!DOCTYPE x [<!ENTITY a \"b\">]><Error><Code>&a;</Code></Error>" },
                 { S3_OP_GET_OBJECT, "<Error><Code><![CDATA[X]]></Code></Error>" },
                 { S3_OP_GET_OBJECT, "<Error>mixed<Code>X</Code></Error>" },

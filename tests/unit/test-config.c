@@ -1083,6 +1083,39 @@ static void test_validate(void) {
         config_clear(&c);
 }
 
+/* config_check_keys() is the per-key half of config_validate(): a value out
+ * of its key's range fails it, a cross-field mismatch does not.
+ * config_equal() compares values, not pointers. */
+static void test_check_keys_equal(void) {
+        struct config c = config_default(), v, w = config_default();
+        struct capture cap;
+
+        CHECK(config_equal(&c, &w), "two default configs differ");
+        v = c;
+        v.pool_size = 32 * MiB; /* smaller than slot_size: a cross-field error */
+        capture_open(&cap);
+        CHECK(config_check_keys(&v, cap.f) == 0, "cross-field error in the per-key check: %s",
+              capture_text(&cap));
+        capture_close(&cap);
+        CHECK(!config_equal(&c, &v), "pool size change not seen");
+        v = c;
+        v.workers = 65;
+        capture_open(&cap);
+        CHECK(config_check_keys(&v, cap.f) == -EINVAL, "workers = 65 passed");
+        CHECK_STR(capture_text(&cap), "[daemon] workers = 65 is out of range (1..64)\n");
+        capture_close(&cap);
+        v = c;
+        v.remote_bucket = (char *)"Not_A_Bucket";
+        capture_open(&cap);
+        CHECK(config_check_keys(&v, cap.f) == -EINVAL, "bad bucket passed");
+        capture_close(&cap);
+        free(w.state_dir);
+        w.state_dir = strdup(c.state_dir); /* another pointer, the same text */
+        CHECK(w.state_dir && config_equal(&c, &w), "equal strings compared by pointer");
+        config_clear(&w);
+        config_clear(&c);
+}
+
 /* ---- reload ------------------------------------------------------------ */
 
 static void test_reload(void) {
@@ -2562,6 +2595,7 @@ int main(void) {
         test_path_from_args();
         test_precedence();
         test_validate();
+        test_check_keys_equal();
         test_reload();
         test_help();
         test_remote_file();
