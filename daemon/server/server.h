@@ -28,7 +28,7 @@
 #include "peer/peers.h"
 #include "remote/fetch.h"
 #include "remote/flush.h"
-#include "server/fd_budget.h"
+#include "util/fd_budget.h"
 #include "util/list.h"
 
 #define SERVER_SAVES_PER_CONN 64

@@ -7,7 +7,7 @@
  */
 #include <errno.h>
 
-#include "server/fd_budget.h"
+#include "util/fd_budget.h"
 
 #include "check.h"
 

@@ -12,8 +12,13 @@
  * with EMFILE.  The cap is per uid because the harm is to other uids;
  * root is counted but never refused (it is held only to RLIMIT_NOFILE).
  *
- * The server owns one; save.c and restore.c take before they open and
- * give back once the descriptors are closed.  Loop thread only.
+ * A restore from the object store writes a rank the same way, with all
+ * its shard files open at once.
+ *
+ * The server owns one; save.c, restore.c and the fetcher take before they
+ * open and give back once the descriptors are closed.  It lives in util/
+ * because it knows nothing of checkpoints and remote/ sits below server/.
+ * Loop thread only.
  */
 #pragma once
 

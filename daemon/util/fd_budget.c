@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "server/fd_budget.h"
+#include "util/fd_budget.h"
 #include "util/log.h"
 
 void fd_budget_init(struct fd_budget *b, uint32_t per_uid) {
