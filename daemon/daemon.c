@@ -642,6 +642,8 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
         d->server->userdata = d;
         d->server->on_saving = daemon_on_saving;
         d->server->fetcher = d->fetcher;
+        if (d->fetcher)
+                fetch_set_files(d->fetcher, &d->server->files);
 
         r = reconcile_tier(d->store, d->catalog, "");
         if (r < 0) {
