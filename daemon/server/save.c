@@ -471,6 +471,10 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 conn_error(c, r, "job '%s' belongs to another user", job);
                 return;
         }
+        /* before anything changes (the job's record, an old save of the
+         * rank): a save refused for its files leaves nothing behind */
+        if (conn_check_files(c, STORE_RANK_DIR_FDS, "a new save") < 0)
+                return;
         if (r < 0 && r != -ENOENT) {
                 conn_error(c, r, "catalog error looking up job '%s'", job);
                 return;

@@ -226,17 +226,28 @@ static int64_t conn_visible_uid(const struct conn *c) {
         return c->uid == 0 ? -1 : (int64_t)c->uid;
 }
 
-int server_take_files(struct server *srv, uint32_t uid, uint32_t n, const char *what, char *msg,
-                      size_t msglen) {
-        int r = fd_budget_take(&srv->files, uid, n);
+/* -EMFILE with msg when uid may not hold n more descriptors. */
+static int files_refused(struct server *srv, uint32_t uid, uint32_t n, const char *what,
+                         char *msg, size_t msglen) {
+        int r = fd_budget_check(&srv->files, uid, n);
 
-        if (r == -EMFILE)
+        if (r < 0)
                 snprintf(msg, msglen, "uid %u holds %u open files on this node (in unfinished "
                          "saves and reads), its limit ([daemon] open_files_per_uid = %u), and %s "
                          "needs %u more: finish or abort some of its saves first",
                          (unsigned)uid, fd_budget_held(&srv->files, uid), srv->files.per_uid,
                          what, n);
-        else if (r < 0)
+        return r;
+}
+
+int server_take_files(struct server *srv, uint32_t uid, uint32_t n, const char *what, char *msg,
+                      size_t msglen) {
+        int r = files_refused(srv, uid, n, what, msg, msglen);
+
+        if (r < 0)
+                return r;
+        r = fd_budget_take(&srv->files, uid, n);
+        if (r < 0)
                 snprintf(msg, msglen, "out of memory counting open files");
         return r;
 }
@@ -244,6 +255,15 @@ int server_take_files(struct server *srv, uint32_t uid, uint32_t n, const char *
 int conn_take_files(struct conn *c, uint32_t n, const char *what) {
         char msg[CKPT_ERRMSG_MAX + 1];
         int r = server_take_files(c->srv, (uint32_t)c->uid, n, what, msg, sizeof(msg));
+
+        if (r < 0)
+                conn_error(c, r, "%s", msg);
+        return r;
+}
+
+int conn_check_files(struct conn *c, uint32_t n, const char *what) {
+        char msg[CKPT_ERRMSG_MAX + 1];
+        int r = files_refused(c->srv, (uint32_t)c->uid, n, what, msg, sizeof(msg));
 
         if (r < 0)
                 conn_error(c, r, "%s", msg);

@@ -246,6 +246,9 @@ int server_take_files(struct server *srv, uint32_t uid, uint32_t n, const char *
                       size_t msglen);
 /* The same for c's uid, the error already sent to c. */
 int conn_take_files(struct conn *c, uint32_t n, const char *what);
+/* Only check, taking nothing (a request that changes other state before
+ * it opens anything asks first): 0, or -EMFILE sent to c. */
+int conn_check_files(struct conn *c, uint32_t n, const char *what);
 /* Ownership: 0 when uid may write (owner) / read (owner or root) job. */
 int conn_check_job(struct conn *c, const char *job, bool write);
 

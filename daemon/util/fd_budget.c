@@ -29,11 +29,16 @@ uint32_t fd_budget_held(const struct fd_budget *b, uint32_t uid) {
         return e ? e->held : 0;
 }
 
+int fd_budget_check(const struct fd_budget *b, uint32_t uid, uint32_t n) {
+        if (uid != 0 && b->per_uid && (uint64_t)fd_budget_held(b, uid) + n > b->per_uid)
+                return -EMFILE;
+        return 0;
+}
+
 int fd_budget_take(struct fd_budget *b, uint32_t uid, uint32_t n) {
         struct fd_budget_entry *e = fd_budget_find(b, uid);
-        uint32_t held = e ? e->held : 0;
 
-        if (uid != 0 && b->per_uid && (uint64_t)held + n > b->per_uid)
+        if (fd_budget_check(b, uid, n) < 0)
                 return -EMFILE;
         if (!e) {
                 if (b->nuids == b->cap) {

@@ -37,6 +37,8 @@ struct fd_budget {
 
 void fd_budget_init(struct fd_budget *b, uint32_t per_uid);
 void fd_budget_clear(struct fd_budget *b);
+/* Would fd_budget_take() refuse?  0, or -EMFILE; nothing changes. */
+int fd_budget_check(const struct fd_budget *b, uint32_t uid, uint32_t n);
 /* Take n descriptors for uid.  -EMFILE when uid (not root) would then hold
  * more than per_uid: nothing is taken, and the caller refuses the request
  * (fd_budget_held() says what uid holds, for the message).  -ENOMEM. */

@@ -592,8 +592,8 @@ def case_open_files(tmp):
 
         # then two more connections of the same uid
         for i in (1, 2):
-            h = d.raw_async("--hold", 120000, "many-shards", "hog.job", i + 1, HOG_SHARDS,
-                            user=65534)
+            h = d.raw_async("--hold", 120000, "many-shards", "hog-%d.job" % (i + 1), 1,
+                            HOG_SHARDS, user=65534)
             hogs.append(h)
             outs.append(hog_lines(h))
             log("open-files: hog %d: %s" % (i + 1, [ln[:160] for ln in outs[-1]]))
@@ -612,10 +612,12 @@ def case_open_files(tmp):
         check(len(tmpdirs) == 1, "the held save's tmp dirs: %s" % tmpdirs)
         check(len(os.listdir(tmpdirs[0])) == took, "%d shard files in %s; %d were begun"
               % (len(os.listdir(tmpdirs[0])), tmpdirs[0], took))
-        for step in (2, 3):
-            check(not os.path.exists(step_path(d.state_dir, "hog.job", step)) or
-                  not glob.glob(os.path.join(step_path(d.state_dir, "hog.job", step), ".rank-*")),
-                  "a refused SAVE_BEGIN left a rank directory at step %d" % step)
+        jobs = d.ctl("list").stdout
+        for job in ("hog-2.job", "hog-3.job"):
+            check(not os.path.exists(os.path.join(d.state_dir, "jobs", job)),
+                  "a refused SAVE_BEGIN left a directory of %s" % job)
+            check(job not in jobs, "a refused SAVE_BEGIN left job %s in the catalog:\n%s"
+                  % (job, jobs))
         fds_hog = d.open_fds()
         # slack for the hog's connection and what the daemon opens on its
         # own (sqlite's journal, a worker's pipe): a few, never dozens

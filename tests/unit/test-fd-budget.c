@@ -18,12 +18,15 @@ int main(void) {
         CHECK(fd_budget_take(&b, 1000, 3) == 0, "a save's directories");
         CHECK(fd_budget_take(&b, 1000, 7) == 0, "up to the cap");
         CHECK(fd_budget_held(&b, 1000) == 10, "held %u", fd_budget_held(&b, 1000));
+        CHECK(fd_budget_check(&b, 1000, 0) == 0, "nothing more fits");
+        CHECK(fd_budget_check(&b, 1000, 1) == -EMFILE, "a check one past the cap");
         CHECK(fd_budget_take(&b, 1000, 1) == -EMFILE, "one past the cap");
         CHECK(fd_budget_held(&b, 1000) == 10, "a refusal took %u", fd_budget_held(&b, 1000) - 10);
         /* another uid has its own budget, whatever the first holds */
         CHECK(fd_budget_take(&b, 1001, 10) == 0, "another uid");
         CHECK(fd_budget_take(&b, 1001, 1) == -EMFILE, "another uid past its cap");
         /* root is held only to RLIMIT_NOFILE */
+        CHECK(fd_budget_check(&b, 0, 100) == 0, "a check of root past the cap");
         CHECK(fd_budget_take(&b, 0, 100) == 0, "root past the cap");
         CHECK(fd_budget_held(&b, 0) == 100, "root holds %u", fd_budget_held(&b, 0));
 
