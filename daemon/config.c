@@ -185,6 +185,12 @@ static const struct key keys[] = {
           .def = "256",
           .help = "client connections one uid may hold (root is held only to "
                   "client_connections_max), so that one user cannot take them all" },
+        { .section = "daemon", .name = "open_files_per_uid", .type = TYPE_U32,
+          .offset = FIELD(open_files_per_uid, uint32_t), .min = 4, .max = 1 << 20,
+          .def = "16384",
+          .help = "files the daemon may hold open for one uid's unfinished saves and reads "
+                  "(3 per save, 1 per shard; root is exempt), so that one user cannot take "
+                  "every descriptor" },
 
         { .section = "pool", .name = "size", .type = TYPE_SIZE,
           .offset = FIELD(pool_size, uint64_t), .min = MiB, .max = TiB, .def = "1G",

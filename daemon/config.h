@@ -61,6 +61,7 @@ struct config {
         uint32_t workers;      /* checksum threads, default 2 */
         uint32_t client_connections_max;     /* client connections at once: 1024 */
         uint32_t client_connections_per_uid; /* of them one uid (not root) holds: 256 */
+        uint32_t open_files_per_uid;   /* held for one uid's saves and reads: 16384 */
         /* [pool] */
         uint64_t pool_size;    /* default 1G */
         uint64_t slot_size;    /* default 64M, multiple of 1M */

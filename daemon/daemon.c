@@ -553,6 +553,16 @@ static void daemon_fd_budget(const struct config *cfg) {
                          cfg->cluster_replication_factor > 1 ? " and the [cluster] peer caps"
                                                             : "",
                          need);
+        /* One uid at its budget must leave the others, and the listeners,
+         * descriptors to work with: that is what the budget is for. */
+        else if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need + cfg->open_files_per_uid)
+                log_warn("file descriptors: RLIMIT_NOFILE is %llu; the connection limits need %"
+                         PRIu64 ", and one uid may hold %u open files ([daemon] "
+                         "open_files_per_uid), so one user's saves can take the last "
+                         "descriptors from everyone else's: raise LimitNOFILE= (ckptd.service) "
+                         "to at least %" PRIu64 " or lower open_files_per_uid",
+                         (unsigned long long)rl.rlim_cur, need, cfg->open_files_per_uid,
+                         need + cfg->open_files_per_uid);
 }
 
 int daemon_new(struct daemon **out, struct config *cfg, const char *config_path, int argc,
@@ -621,6 +631,7 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
                 .state_dir = cfg->state_dir,
                 .conn_max = cfg->client_connections_max,
                 .conn_per_uid = cfg->client_connections_per_uid,
+                .files_per_uid = cfg->open_files_per_uid,
         };
         r = server_new(&d->server, d->loop, d->pool, d->store, d->catalog, d->workers, &sopts);
         if (r < 0)
@@ -631,6 +642,8 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
         d->server->userdata = d;
         d->server->on_saving = daemon_on_saving;
         d->server->fetcher = d->fetcher;
+        if (d->fetcher)
+                fetch_set_files(d->fetcher, &d->server->files);
 
         r = reconcile_tier(d->store, d->catalog, "");
         if (r < 0) {

@@ -52,6 +52,10 @@ uint64_t store_bytes_read(const struct store *s);
 
 struct rank_writer;
 
+/* Descriptors a rank writer holds from store_rank_begin() until finish or
+ * abort, besides one per shard file: the job, step and tmp directories. */
+#define STORE_RANK_DIR_FDS 3
+
 /* Create <step>/.rank-<r>.<pid>-<n>.tmp, this attempt's own: attempts at
  * the same rank run side by side, and the last to finish is kept.
  * -ENOSPC, -EIO ... */

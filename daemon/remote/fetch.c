@@ -90,6 +90,7 @@ struct fetch_op {
         uint32_t nwants, want_next;
         /* the rank being written */
         struct rank_writer *rw;
+        uint32_t files;             /* taken from f->files for rw */
         int *fds;
         uint32_t shard_next;
         uint64_t offset_next;
@@ -114,7 +115,15 @@ struct fetcher {
         struct list ops;
         uint64_t bytes;
         bool freeing;
+        struct fd_budget *files;    /* NULL: not counted */
 };
+
+/* The rank writer is gone: its files go back to the uid's budget. */
+static void op_give_files(struct fetch_op *op) {
+        if (op->files)
+                fd_budget_give(op->f->files, op->uid, op->files);
+        op->files = 0;
+}
 
 static void op_next(struct fetch_op *op);
 static void chunks_pump(struct fetch_op *op);
@@ -153,6 +162,7 @@ static void op_finish(struct fetch_op *op) {
                 store_rank_abort(op->f->store, op->rw);
                 op->rw = NULL;
         }
+        op_give_files(op);
         if (fr) {
                 fr->op = NULL;
                 fr->out_step = op->step;
@@ -626,6 +636,7 @@ static void rank_finished(void *userdata, int error) {
         struct fetcher *f = op->f;
 
         op->rank_finishing = false;
+        op_give_files(op); /* finish freed the rank writer either way */
         if (error < 0) {
                 op_fail(op, error, "cannot finish rank %u on local disk: %s", op->rank_m->rank,
                         strerror(-error));
@@ -689,6 +700,25 @@ static void rank_next(struct fetch_op *op) {
                 r = manifest_copy(w->m, &op->rank_m);
                 if (r < 0)
                         break;
+                /* every shard file stays open until the rank is on disk */
+                uint32_t files = STORE_RANK_DIR_FDS + op->rank_m->nshards;
+                if (f->files) {
+                        r = fd_budget_take(f->files, op->uid, files);
+                        if (r == -EMFILE) {
+                                op_fail(op, r, "restoring rank %u of step %" PRIu64 " of '%s' "
+                                        "(%u shards) from the object store needs %u open "
+                                        "files, but uid %u holds %u of its limit of %u "
+                                        "([daemon] open_files_per_uid): finish or abort some "
+                                        "of its saves, or raise the limit",
+                                        w->rank, op->step, op->job, op->rank_m->nshards, files,
+                                        op->uid, fd_budget_held(f->files, op->uid),
+                                        f->files->per_uid);
+                                return;
+                        }
+                        if (r < 0)
+                                break;
+                        op->files = files;
+                }
                 r = store_rank_begin(f->store, op->job, op->step, w->rank, &op->rw);
                 if (r < 0)
                         break;
@@ -812,6 +842,10 @@ void fetch_cancel(struct fetcher *f, struct fetch_request *fr) {
 
 uint64_t fetch_bytes(const struct fetcher *f) {
         return f->bytes;
+}
+
+void fetch_set_files(struct fetcher *f, struct fd_budget *files) {
+        f->files = files;
 }
 
 int fetch_new(struct fetcher **out, struct loop *loop, struct s3_client *s3,

@@ -31,6 +31,7 @@
 #include "local/store.h"
 #include "pool/pool.h"
 #include "remote/s3.h"
+#include "util/fd_budget.h"
 #include "util/list.h"
 
 struct fetcher;
@@ -68,6 +69,11 @@ struct fetch_request {
 int fetch_new(struct fetcher **out, struct loop *loop, struct s3_client *s3,
               struct catalog *catalog, struct store *store, struct pool *pool,
               struct worker_pool *workers, const struct fetch_options *opts);
+/* Count the files a fetch holds open (the rank's directories and all its
+ * shards, while the rank is written) against its uid's budget, which the
+ * caller owns and keeps alive longer than f: over it the fetch fails
+ * with -EMFILE ([daemon] open_files_per_uid).  NULL: not counted. */
+void fetch_set_files(struct fetcher *f, struct fd_budget *files);
 /* Cancels running fetches (their done() gets -ECANCELED).  NULL ok. */
 struct fetcher *fetch_free(struct fetcher *f);
 

@@ -36,6 +36,7 @@ struct read_op {
         struct store_xfer xfer;
         struct conn *conn;      /* who gets the reply; NULL: nobody (yet) */
         struct server *srv;
+        uint32_t uid;           /* whose open-file budget xfer.fd counts against */
         bool has_window;
         struct pool_extent window;
         bool prefetch;          /* started ahead of a request, not yet claimed */
@@ -797,12 +798,21 @@ void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list 
         free(rep);
 }
 
+/* The shard file is read (or the op is dropped): close it, and give its
+ * descriptor back to the uid's budget. */
+static void read_op_close_file(struct read_op *op) {
+        if (op->xfer.fd < 0)
+                return;
+        op->xfer.fd = safe_close(op->xfer.fd);
+        fd_budget_give(&op->srv->files, op->uid, 1);
+}
+
 static struct read_op *read_op_free(struct read_op *op) {
         struct server *srv = op->srv;
 
         if (op->has_window)
                 pool_release(srv->pool, &op->window);
-        safe_close(op->xfer.fd);
+        read_op_close_file(op);
         free(op->expected);
         free(op);
         srv->read_ops--;
@@ -905,7 +915,7 @@ static void read_verify_done(struct work *w) {
 static void read_done(struct store_xfer *x, int error) {
         struct read_op *op = container_of(x, struct read_op, xfer);
 
-        op->xfer.fd = safe_close(op->xfer.fd);
+        read_op_close_file(op);
         if (error < 0) {
                 op->error = error;
                 op->ready = true;
@@ -959,8 +969,8 @@ static void read_window_ready(struct pool_waiter *w, const struct pool_extent *e
  * range to the shard and to one slot of whole blocks.  Returns the op, or
  * NULL with *error and msg set; *eof when offset is exactly the end.
  */
-static struct read_op *read_op_new(struct server *srv, struct store *store, const char *job,
-                                   uint64_t step,
+static struct read_op *read_op_new(struct server *srv, uint32_t uid, struct store *store,
+                                   const char *job, uint64_t step,
                                    uint32_t rank, const char *shard, uint64_t offset,
                                    uint64_t length, int *error, bool *eof, char *msg, size_t msglen) {
         const struct manifest *m;
@@ -968,8 +978,14 @@ static struct read_op *read_op_new(struct server *srv, struct store *store, cons
         int fd;
 
         *eof = false;
-        int r = store_shard_open(store, job, step, rank, shard, true, &fd, &m, &sh);
+        int r = server_take_files(srv, uid, 1, "a READ", msg, msglen);
         if (r < 0) {
+                *error = r;
+                return NULL;
+        }
+        r = store_shard_open(store, job, step, rank, shard, true, &fd, &m, &sh);
+        if (r < 0) {
+                fd_budget_give(&srv->files, uid, 1);
                 snprintf(msg, msglen, "cannot open shard '%s' of rank %u step %" PRIu64 ": %s",
                          shard, rank, step, strerror(-r));
                 *error = r;
@@ -977,6 +993,7 @@ static struct read_op *read_op_new(struct server *srv, struct store *store, cons
         }
         if (offset > sh->size) {
                 safe_close(fd);
+                fd_budget_give(&srv->files, uid, 1);
                 snprintf(msg, msglen, "offset %" PRIu64 " is beyond the end of shard '%s' (%" PRIu64
                          " bytes)", offset, shard, sh->size);
                 *error = -ERANGE;
@@ -985,12 +1002,14 @@ static struct read_op *read_op_new(struct server *srv, struct store *store, cons
         length = MIN(length, sh->size - offset);
         if (length == 0) {
                 safe_close(fd);
+                fd_budget_give(&srv->files, uid, 1);
                 *eof = true;
                 return NULL;
         }
         struct read_op *op = calloc(1, sizeof(*op));
         if (!op) {
                 safe_close(fd);
+                fd_budget_give(&srv->files, uid, 1);
                 snprintf(msg, msglen, "out of memory");
                 *error = -ENOMEM;
                 return NULL;
@@ -998,6 +1017,7 @@ static struct read_op *read_op_new(struct server *srv, struct store *store, cons
         op->srv = srv;
         op->store = store;
         srv->read_ops++;
+        op->uid = uid;
         op->xfer.fd = fd;
         snprintf(op->job, sizeof(op->job), "%s", job);
         snprintf(op->shard, sizeof(op->shard), "%s", shard);
@@ -1063,8 +1083,8 @@ static void read_prefetch_next(struct conn *c, const struct read_op *prev) {
                         shard = following;
                         next = 0;
                 }
-                struct read_op *op = read_op_new(srv, base->store, base->job, base->step, base->rank,
-                                                 shard, next,
+                struct read_op *op = read_op_new(srv, (uint32_t)c->uid, base->store, base->job,
+                                                 base->step, base->rank, shard, next,
                                                  pool_slot_size(srv->pool), &error, &eof, msg,
                                                  sizeof(msg));
                 if (!op)
@@ -1145,7 +1165,8 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                 c->no_shard_guess = true;
         restore_drop_prefetches_of(c);
 
-        struct read_op *op = read_op_new(srv, store, req->job.str, req->step, req->rank, req->shard.str,
+        struct read_op *op = read_op_new(srv, (uint32_t)c->uid, store, req->job.str, req->step,
+                                         req->rank, req->shard.str,
                                          req->offset, req->length, &error, &eof, msg, sizeof(msg));
         if (eof) {
                 /* end of the shard: an empty window that names no slot */

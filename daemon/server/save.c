@@ -194,6 +194,9 @@ static void save_set_inactive(struct save *s) {
          * cleaned up. */
         srv->saves_active--;
         srv->shards_in_flight -= s->nshards;
+        /* the rank writer is gone, and its descriptors with it */
+        fd_budget_give(&srv->files, s->uid, s->files);
+        s->files = 0;
         if (srv->saves_active == 0 && srv->on_saving)
                 srv->on_saving(srv, false);
         if (srv->draining && srv->on_drained && server_drained(srv))
@@ -468,6 +471,10 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 conn_error(c, r, "job '%s' belongs to another user", job);
                 return;
         }
+        /* before anything changes (the job's record, an old save of the
+         * rank): a save refused for its files leaves nothing behind */
+        if (conn_check_files(c, STORE_RANK_DIR_FDS, "a new save") < 0)
+                return;
         if (r < 0 && r != -ENOENT) {
                 conn_error(c, r, "catalog error looking up job '%s'", job);
                 return;
@@ -545,8 +552,17 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
         s->uid = (uint32_t)c->uid;
         s->rank = req->rank;
         s->state = SAVE_STAGING;
+        r = conn_take_files(c, STORE_RANK_DIR_FDS, "a new save");
+        if (r < 0) {
+                free(s);
+                if (list_empty(&st->saves) && list_empty(&st->waiters))
+                        step_state_free(st);
+                return;
+        }
+        s->files = STORE_RANK_DIR_FDS;
         r = store_rank_begin(srv->store, job, req->step, req->rank, &s->rw);
         if (r < 0) {
+                fd_budget_give(&srv->files, s->uid, s->files);
                 free(s);
                 if (list_empty(&st->saves) && list_empty(&st->waiters))
                         step_state_free(st);
@@ -592,8 +608,11 @@ void save_handle_shard_begin(struct conn *c, const struct ckpt_req_shard_begin *
                 conn_error(c, -EEXIST, "shard '%s' was already begun in this save", req->shard.str);
                 return;
         }
+        if (conn_take_files(c, 1, "a new shard") < 0)
+                return;
         struct shard *sh = calloc(1, sizeof(*sh));
         if (!sh) {
+                fd_budget_give(&c->srv->files, s->uid, 1);
                 conn_error(c, -ENOMEM, "out of memory");
                 return;
         }
@@ -607,6 +626,7 @@ void save_handle_shard_begin(struct conn *c, const struct ckpt_req_shard_begin *
                 if (!sh->block_crcs) {
                         uint64_t nblocks = sh->nblocks;
                         free(sh);
+                        fd_budget_give(&c->srv->files, s->uid, 1);
                         conn_error(c, -ENOMEM, "out of memory for %" PRIu64 " block checksums",
                                    nblocks);
                         return;
@@ -614,6 +634,7 @@ void save_handle_shard_begin(struct conn *c, const struct ckpt_req_shard_begin *
         }
         r = store_shard_create(c->srv->store, s->rw, sh->name, sh->size, &sh->fd);
         if (r < 0) {
+                fd_budget_give(&c->srv->files, s->uid, 1);
                 free(sh->block_crcs);
                 free(sh);
                 if (r == -ENOSPC)
@@ -625,6 +646,8 @@ void save_handle_shard_begin(struct conn *c, const struct ckpt_req_shard_begin *
                                    strerror(-r));
                 return;
         }
+        /* the file is the rank writer's now, until the rank is on disk */
+        s->files++;
         if (save_index_shard(s, sh) < 0) {
                 /* the file exists in the tmp dir; the save fails as a whole */
                 free(sh->block_crcs);

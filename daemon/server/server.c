@@ -226,6 +226,50 @@ static int64_t conn_visible_uid(const struct conn *c) {
         return c->uid == 0 ? -1 : (int64_t)c->uid;
 }
 
+/* -EMFILE with msg when uid may not hold n more descriptors. */
+static int files_refused(struct server *srv, uint32_t uid, uint32_t n, const char *what,
+                         char *msg, size_t msglen) {
+        int r = fd_budget_check(&srv->files, uid, n);
+
+        if (r < 0)
+                snprintf(msg, msglen, "uid %u holds %u open files on this node (in unfinished "
+                         "saves and reads), its limit ([daemon] open_files_per_uid = %u), and %s "
+                         "needs %u more: finish or abort some of its saves first",
+                         (unsigned)uid, fd_budget_held(&srv->files, uid), srv->files.per_uid,
+                         what, n);
+        return r;
+}
+
+int server_take_files(struct server *srv, uint32_t uid, uint32_t n, const char *what, char *msg,
+                      size_t msglen) {
+        int r = files_refused(srv, uid, n, what, msg, msglen);
+
+        if (r < 0)
+                return r;
+        r = fd_budget_take(&srv->files, uid, n);
+        if (r < 0)
+                snprintf(msg, msglen, "out of memory counting open files");
+        return r;
+}
+
+int conn_take_files(struct conn *c, uint32_t n, const char *what) {
+        char msg[CKPT_ERRMSG_MAX + 1];
+        int r = server_take_files(c->srv, (uint32_t)c->uid, n, what, msg, sizeof(msg));
+
+        if (r < 0)
+                conn_error(c, r, "%s", msg);
+        return r;
+}
+
+int conn_check_files(struct conn *c, uint32_t n, const char *what) {
+        char msg[CKPT_ERRMSG_MAX + 1];
+        int r = files_refused(c->srv, (uint32_t)c->uid, n, what, msg, sizeof(msg));
+
+        if (r < 0)
+                conn_error(c, r, "%s", msg);
+        return r;
+}
+
 int conn_check_job(struct conn *c, const char *job, bool write) {
         uint32_t owner;
         int r = catalog_job_uid(c->srv->catalog, job, &owner);
@@ -752,6 +796,7 @@ int server_new(struct server **out, struct loop *loop, struct pool *pool, struct
         list_init(&srv->zombies);
         list_init(&srv->steps);
         list_init(&srv->uid_errors);
+        fd_budget_init(&srv->files, opts->files_per_uid);
         srv->reap_hook.run = server_reap;
         loop_hook_add(loop, &srv->reap_hook);
         *out = srv;
@@ -858,6 +903,7 @@ void server_drain(struct server *srv) {
         if (srv->draining)
                 return;
         srv->draining = true;
+        fd_budget_clear(&srv->files);
         if (srv->listen_fd >= 0) {
                 acceptor_stop(&srv->acceptor);
                 if (srv->listen_fd_owned) {

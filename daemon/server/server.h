@@ -28,6 +28,7 @@
 #include "peer/peers.h"
 #include "remote/fetch.h"
 #include "remote/flush.h"
+#include "util/fd_budget.h"
 #include "util/list.h"
 
 #define SERVER_SAVES_PER_CONN 64
@@ -48,6 +49,8 @@ struct server_options {
         const char *remote_target; /* "endpoint bucket/prefix", NULL: no store */
         uint32_t conn_max;         /* client connections at once; 0: no limit */
         uint32_t conn_per_uid;     /* of them held by one uid (root exempt); 0: no limit */
+        uint32_t files_per_uid;    /* descriptors held for one uid's saves and reads (root
+                                    * exempt); 0: no limit */
 };
 
 struct server {
@@ -74,6 +77,7 @@ struct server {
         uint32_t next_id;
         struct list steps;   /* struct step_state */
         struct list uid_errors; /* struct uid_errors: what STATUS tells a non-root uid */
+        struct fd_budget files; /* descriptors held for each uid's saves and reads */
         uint32_t saves_active;
         uint32_t read_ops;       /* restore reads alive (incl. read-ahead) */
         uint64_t bytes_in_flight;
@@ -203,6 +207,7 @@ struct save {
         struct list deferred;     /* chunks handed over, not yet checked (struct chunk) */
         uint32_t chunks_pending;  /* deferred, verifying or writing */
         uint64_t bytes;
+        uint32_t files;           /* descriptors taken from srv->files for the rank writer */
         struct manifest *manifest;
 };
 
@@ -234,6 +239,16 @@ void conn_done(struct conn *c);
 /* Build a CHUNK_GET/READ slot reply (attaches the memfd when needed). */
 void conn_reply_slot(struct conn *c, const struct pool_extent *e, uint64_t offset_in_extent,
                      uint64_t offset, uint64_t length);
+/* Take n descriptors from uid's budget before opening them ([daemon]
+ * open_files_per_uid): 0, or -EMFILE with msg saying so (naming the key
+ * and what uid holds; `what` says what they are for), -ENOMEM. */
+int server_take_files(struct server *srv, uint32_t uid, uint32_t n, const char *what, char *msg,
+                      size_t msglen);
+/* The same for c's uid, the error already sent to c. */
+int conn_take_files(struct conn *c, uint32_t n, const char *what);
+/* Only check, taking nothing (a request that changes other state before
+ * it opens anything asks first): 0, or -EMFILE sent to c. */
+int conn_check_files(struct conn *c, uint32_t n, const char *what);
 /* Ownership: 0 when uid may write (owner) / read (owner or root) job. */
 int conn_check_job(struct conn *c, const char *job, bool write);
 

@@ -36,7 +36,9 @@
  *                               CHUNK_GET and its CHUNK_PUT
  *   many-shards JOB STEP N      SAVE_BEGIN, then N SHARD_BEGINs of empty
  *                               shards; prints "SHARD_BEGIN OK xK" for the K
- *                               that succeeded, then the first failure
+ *                               that succeeded, then the first failure; with
+ *                               --hold MS then "HOLDING K" and keeps the save
+ *                               open like hold-windows (an open-file hog)
  *   many-saves JOB STEP N MODE  N saves of an empty rank: MODE finish (steps
  *                               STEP.. of JOB), jobs (JOB-0001.. at STEP), or
  *                               open (steps STEP.., never finished); prints
@@ -64,7 +66,8 @@
  * first; the default says it so only the bad packet is bad), --then-ping
  * (afterwards send STATUS on the same connection), --fix-length, --seed S,
  * --world W, --rank R (for the save commands), --step S (the step bad-name
- * uses, 7 by default; its shard variant begins a real save of raw-job).
+ * uses, 7 by default; its shard variant begins a real save of raw-job),
+ * --hold MS (many-shards).
  *
  * Output, one line per reply, optionally prefixed by the request it answers:
  *   [LABEL ]OK <REPLY TYPE>[ DETAILS]   list replies add "total=T count=C",
@@ -107,6 +110,7 @@ static struct {
         uint64_t seed, step;
         uint32_t world, rank;
         const char *save_job, *shard; /* --save, --shard NAME:SIZE */
+        uint64_t hold_ms;             /* --hold: many-shards keeps its save open */
 } opt = { .seed = 1, .world = 1, .step = 7 };
 
 static struct wire w = { .fd = -1 };
@@ -1029,6 +1033,8 @@ static int cmd_empty_mid_save(int argc, char **argv) {
         return one_window_commit(argc, argv, false, true);
 }
 
+static void hold(uint32_t held, uint64_t ms);
+
 static int cmd_many_shards(int argc, char **argv) {
         if (argc < 3)
                 return 2;
@@ -1052,9 +1058,12 @@ static int cmd_many_shards(int argc, char **argv) {
                 printf("SHARD_BEGIN OK x%lu\n", ok);
                 snprintf(label, sizeof(label), "SHARD_BEGIN_%lu", i + 1);
                 printf("%s ERROR %s %d %s\n", label, ename(r), r, w.errmsg);
-                return 0;
+                break;
         }
-        printf("SHARD_BEGIN OK x%lu\n", ok);
+        if (ok == n)
+                printf("SHARD_BEGIN OK x%lu\n", ok);
+        if (opt.hold_ms)
+                hold((uint32_t)ok, opt.hold_ms);
         return 0;
 }
 
@@ -1212,6 +1221,7 @@ int main(int argc, char **argv) {
                 { "step", required_argument, NULL, 't' },
                 { "save", required_argument, NULL, 'j' },
                 { "shard", required_argument, NULL, 'd' },
+                { "hold", required_argument, NULL, 'H' },
                 {}
         };
         static const struct {
@@ -1253,6 +1263,7 @@ int main(int argc, char **argv) {
                 case 't': opt.step = strtoull(optarg, NULL, 0); break;
                 case 'j': opt.save_job = optarg; break;
                 case 'd': opt.shard = optarg; break;
+                case 'H': opt.hold_ms = strtoull(optarg, NULL, 0); break;
                 default: return 2;
                 }
         }

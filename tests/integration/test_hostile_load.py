@@ -23,10 +23,19 @@ happens, and recovers on its own afterwards:
   4. per-uid: one uid cannot take every client connection; another uid
      still saves (needs root for the second and third uid; skipped
      otherwise).
+  5. open-files: uid 65534, over three connections, begins as many shards
+     as it can on a daemon with RLIMIT_NOFILE 512.  Its budget ([daemon]
+     open_files_per_uid = 128) stops it with -EMFILE naming the key, the
+     refused shard is not created, and while it holds its files root's
+     saves (of more shards than the budget) and restores, another uid's
+     save, new connections and status all work; its own READ is refused
+     the same way; once it lets go, its files are closed and it saves and
+     restores again (root, for the other uids; skipped otherwise).
 
 Cases can be chosen with CKPT_HOSTILE_CASES=1,3 when run by hand.
 """
 import errno
+import glob
 import os
 import re
 import select
@@ -40,8 +49,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import (CKPTD, Daemon, SkipTest, TestFailure, check,  # noqa: E402
-                     cluster_flags, free_ports, log, run_test, wait_until, write_psk)
+from harness import (CKPTCTL, CKPTD, TESTRANK, Daemon, SkipTest, TestFailure,  # noqa: E402
+                     as_user, check, cluster_flags, free_ports, log, run_test, step_path,
+                     wait_until, write_psk)
 
 JOB = "hostile.job"
 PEER_MAGIC = 0x45504B43  # "CKPE"
@@ -496,8 +506,178 @@ def case_per_uid(tmp):
         d.kill()
 
 
+# Case 5: the hog's budget, and a descriptor limit that holds the
+# connection limits below (256 + 32 = 288, ckptd(8)) and one uid at its
+# budget, with some 100 to spare for everyone else, but not the 1000
+# shard files the hog asks for
+OPEN_FILES = 128
+NOFILE_FILES = 512
+HOG_SHARDS = 1000
+
+
+def hog_lines(p):
+    """What a `many-shards --hold` hog printed up to HOLDING (it keeps its
+    save open from there) or its exit (its SAVE_BEGIN was refused)."""
+    lines = []
+    for line in p.stdout:
+        line = line.rstrip("\n")
+        lines.append(line)
+        if line.startswith("HOLDING"):
+            break
+    return lines
+
+
+def budget_error(lines, label, held, what):
+    """lines has LABEL ERROR EMFILE -24 naming the budget and what uid
+    65534 holds."""
+    want = "%s ERROR EMFILE -24 " % label
+    got = [ln for ln in lines if ln.startswith(label + " ")]
+    check(got and got[0].startswith(want), "%s: expected %s..., got %s" % (what, want, lines))
+    msg = got[0][len(want):]
+    for part in ("uid 65534", "holds %d open files" % held,
+                 "open_files_per_uid = %d" % OPEN_FILES):
+        check(part in msg, "%s: the error %r does not say %r" % (what, msg, part))
+
+
+def case_open_files(tmp):
+    if os.geteuid() != 0:
+        raise SkipTest("needs root to run a client as uid 65534 (setpriv)")
+    for path in (os.path.dirname(tmp), tmp):
+        os.chmod(path, 0o755)
+    d = Daemon(tmp, name="files", pool="64M", slot="4M", nofile=NOFILE_FILES,
+               extra=["--socket-mode=0666"] + known([
+                   "--client-connections-max=32", "--client-connections-per-uid=8",
+                   "--open-files-per-uid=%d" % OPEN_FILES])).start()
+    hogs = []
+    try:
+        # uid 65534's own checkpoint, to restore while it hogs
+        p = d.rank("save", "--job", "nobody.job", "--step", 1, "--rank", 0, "--world", 1,
+                   "--shards", "w:1000", "--commit", user=65534, check_rc=False, timeout=60)
+        check(p.returncode == 0, "uid 65534 cannot save at all (%d): %s" % (p.returncode,
+                                                                           p.stderr))
+        save_small(d, 1)
+        fds_idle = d.open_fds()
+
+        # first one connection asking for 1000 shards
+        hogs.append(d.raw_async("--hold", 120000, "many-shards", "hog.job", 1, HOG_SHARDS,
+                                user=65534))
+        outs = [hog_lines(hogs[0])]
+        log("open-files: hog 1: %s" % [ln[:160] for ln in outs[0]])
+        fds_hog = d.open_fds()
+        log("open-files: the daemon holds %d descriptors idle, %d with the hog (RLIMIT_NOFILE %d)"
+            % (fds_idle, fds_hog, NOFILE_FILES))
+
+        # what the others care about: the daemon still serves them (each
+        # bounded, so that a daemon without the budget fails here, saying so)
+        def served(what, cmd, timeout=20):
+            try:
+                p = subprocess.run(cmd, env=d.client_env(), capture_output=True, text=True,
+                                   timeout=timeout)
+            except subprocess.TimeoutExpired:
+                raise TestFailure("%s did not answer within %d s while uid 65534 holds %d "
+                                  "descriptors of the daemon's %d"
+                                  % (what, timeout, fds_hog, NOFILE_FILES))
+            check(p.returncode == 0, "%s failed while uid 65534 holds %d descriptors of the "
+                  "daemon's %d (%d): %s%s" % (what, fds_hog, NOFILE_FILES, p.returncode,
+                                              p.stdout, p.stderr[-1000:]))
+        many = ",".join("r%03d:1000" % k for k in range(200))
+        t0 = time.monotonic()
+        served("ckptctl status (a new connection)", [CKPTCTL, "--socket", d.socket, "status"])
+        served("root's save of 200 shards", [TESTRANK, "save", "--job", JOB, "--step", "2",
+                                             "--rank", "0", "--world", "1", "--shards", many,
+                                             "--commit"])
+        served("root's restore of them", [TESTRANK, "verify", "--job", JOB, "--step", "2",
+                                          "--rank", "0", "--shards", many])
+        served("uid 65533's save", as_user(65533) + [
+            TESTRANK, "save", "--job", "other.job", "--step", "1", "--rank", "0", "--world",
+            "1", "--shards", "w:1000", "--commit"])
+        log("open-files: status, root's 200-shard save and restore, uid 65533's save: all "
+            "served in %.2fs" % (time.monotonic() - t0))
+
+        # then two more connections of the same uid
+        for i in (1, 2):
+            h = d.raw_async("--hold", 120000, "many-shards", "hog-%d.job" % (i + 1), 1,
+                            HOG_SHARDS, user=65534)
+            hogs.append(h)
+            outs.append(hog_lines(h))
+            log("open-files: hog %d: %s" % (i + 1, [ln[:160] for ln in outs[-1]]))
+
+        # the hog is stopped by its budget, exactly, and nothing of the
+        # refused requests is left
+        first = outs[0]
+        took = OPEN_FILES - 3  # a save holds its rank's three directories
+        check("SHARD_BEGIN OK x%d" % took in first,
+              "uid 65534's first connection began %s shards; its budget holds %d"
+              % ([ln for ln in first if ln.startswith("SHARD_BEGIN OK")], took))
+        budget_error(first, "SHARD_BEGIN_%d" % (took + 1), OPEN_FILES, "shard %d" % (took + 1))
+        for i in (1, 2):
+            budget_error(outs[i], "SAVE_BEGIN", OPEN_FILES, "uid 65534's save %d" % (i + 1))
+        tmpdirs = glob.glob(os.path.join(step_path(d.state_dir, "hog.job", 1), ".rank-0.*.tmp"))
+        check(len(tmpdirs) == 1, "the held save's tmp dirs: %s" % tmpdirs)
+        check(len(os.listdir(tmpdirs[0])) == took, "%d shard files in %s; %d were begun"
+              % (len(os.listdir(tmpdirs[0])), tmpdirs[0], took))
+        jobs = d.ctl("list").stdout
+        for job in ("hog-2.job", "hog-3.job"):
+            check(not os.path.exists(os.path.join(d.state_dir, "jobs", job)),
+                  "a refused SAVE_BEGIN left a directory of %s" % job)
+            check(job not in jobs, "a refused SAVE_BEGIN left job %s in the catalog:\n%s"
+                  % (job, jobs))
+        fds_hog = d.open_fds()
+        # slack for the hog's connection and what the daemon opens on its
+        # own (sqlite's journal, a worker's pipe): a few, never dozens
+        check(fds_hog <= fds_idle + OPEN_FILES + 8,
+              "the daemon holds %d descriptors with the hog, %d idle: more than its budget of "
+              "%d and its connections" % (fds_hog, fds_idle, OPEN_FILES))
+        # its READs count too
+        p = d.rank("verify", "--job", "nobody.job", "--step", 1, "--rank", 0,
+                   "--shards", "w:1000", user=65534, check_rc=False)
+        check(p.returncode != 0 and "open_files_per_uid" in p.stdout + p.stderr,
+              "uid 65534's restore at its budget: (%d) %s%s" % (p.returncode, p.stdout, p.stderr))
+        log("open-files: uid 65534 stopped at %d files with -EMFILE naming open_files_per_uid"
+            % OPEN_FILES)
+
+        # letting go closes its files; it is served again
+        for h in hogs:
+            h.stdin.close()
+            h.wait(timeout=30)
+        hogs = []
+        wait_until(lambda: d.open_fds() <= fds_idle + 8, timeout=10,
+                   what="the hog's files closed (%d descriptors, %d idle)"
+                   % (d.open_fds(), fds_idle))
+        d.rank("verify", "--job", "nobody.job", "--step", 1, "--rank", 0, "--shards", "w:1000",
+               user=65534)
+        p = d.rank("save", "--job", "nobody.job", "--step", 2, "--rank", 0, "--world", 1,
+                   "--shards", ",".join("n%03d:100" % k for k in range(100)), "--commit",
+                   user=65534, check_rc=False, timeout=60)
+        check(p.returncode == 0, "uid 65534 cannot save after letting go (%d): %s"
+              % (p.returncode, p.stderr))
+        check("open_files_per_uid" not in d.read_log().split("listening")[0],
+              "the daemon warned although its limits fit RLIMIT_NOFILE %d" % NOFILE_FILES)
+        finish(d)
+
+        # a budget that does not fit what the connection limits leave is
+        # warned about at start, naming the key
+        w = Daemon(tmp, name="files-warn", pool="64M", slot="4M", nofile=NOFILE_FILES,
+                   extra=known(["--client-connections-max=32", "--open-files-per-uid=300"]))
+        w.start()
+        try:
+            check(re.search(r"warning: file descriptors: RLIMIT_NOFILE is %d.*"
+                            r"open_files_per_uid" % NOFILE_FILES, w.read_log()),
+                  "no warning that 288 + 300 descriptors do not fit RLIMIT_NOFILE %d:\n%s"
+                  % (NOFILE_FILES, w.read_log()[-2000:]))
+            finish(w)
+        finally:
+            w.kill()
+    finally:
+        for h in hogs:
+            h.stdin.close()
+            h.wait(timeout=30)
+        d.kill()
+
+
 CASES = [(1, "peer-flood", case_peer_flood), (2, "emfile-clients", case_emfile_clients),
-         (3, "emfile-peers", case_emfile_peers), (4, "per-uid", case_per_uid)]
+         (3, "emfile-peers", case_emfile_peers), (4, "per-uid", case_per_uid),
+         (5, "open-files", case_open_files)]
 
 
 def main(tmp):

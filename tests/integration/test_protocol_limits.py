@@ -353,11 +353,28 @@ def nofile(pid):
     raise TestFailure("no open-file limit for pid %d" % pid)
 
 
+# [daemon] open_files_per_uid's default (ckptd.conf(5)): the files the
+# daemon holds for one uid's unfinished saves; root is not held to it
+OPEN_FILES_PER_UID = 16384
+
+
 def probe_shards_per_rank(d, row):
     limit = numbers(row["value"])[0]
     lines = raw(d, "many-shards", "manyshards", 1, limit + 1)
     fds = nofile(d.proc.pid)
-    if fds > limit + 1024:
+    # a save holds its rank's three directories besides its shard files
+    budget = OPEN_FILES_PER_UID - 3 if os.geteuid() != 0 else None
+    if budget is not None and budget < limit and budget + 1024 < fds:
+        # this uid's budget of open files comes first; the row says so
+        check("open_files_per_uid" in row["limit"] + row["past"],
+              "row %r does not name open_files_per_uid" % row["limit"])
+        check("SHARD_BEGIN OK x%d" % budget in lines, "shards within uid %d's budget: want %d, "
+              "got %s" % (os.geteuid(), budget, lines))
+        expect_error(lines, "EMFILE", -24, "open_files_per_uid", label="SHARD_BEGIN_%d"
+                     % (budget + 1), seq=False, what="shard %d past the budget" % (budget + 1))
+        log("   (uid %d: refused at shard %d by [daemon] open_files_per_uid, as the row says)"
+            % (os.geteuid(), budget + 1))
+    elif fds > limit + 1024:
         check("SHARD_BEGIN OK x%d" % limit in lines, "shards in one rank: want %d, got %s"
               % (limit, lines))
         refused(lines, row, "SHARD_BEGIN_%d" % (limit + 1), "shard %d" % (limit + 1), str(limit),

@@ -805,6 +805,60 @@ def case_retention(ctx):
     verify_ranks(d2, job, 6, layouts)
 
 
+# --------------------------------------------------------------------------
+# 8. a restore from the store writes the rank with all its shard files
+#    open: they count against the uid's [daemon] open_files_per_uid
+
+
+def case_open_files(ctx):
+    if os.geteuid() != 0:
+        log("   skipped: needs root to run the client as uid 65534 (setpriv)")
+        return
+    store = ctx.store
+    bucket, job = "remote-open-files", "files.job"
+    store.s3.create_bucket(bucket)
+    for path in (os.path.dirname(ctx.tmp), ctx.tmp):
+        os.chmod(path, 0o755)
+    layout = [("s%02d" % i, 1000 + i) for i in range(40)]
+    flags = ["--socket-mode=0666"]
+
+    d = ctx.daemon("files", bucket, flags=flags + ["--open-files-per-uid=64"]).start()
+    d.rank("save", "--job", job, "--step", 1, "--rank", 0, "--world", 1,
+           "--shards", shards_arg(layout), "--commit", user=65534)
+    wait_remote(d, job, 1)
+    wipe(d)
+
+    # 40 shards and the rank's 3 directories do not fit 32
+    d = ctx.daemon("files", bucket, flags=flags + ["--open-files-per-uid=32"],
+                   state_dir=d.state_dir).start()
+    p = d.rank("verify", "--job", job, "--step", 1, "--rank", 0, "--shards", shards_arg(layout),
+               user=65534, check_rc=False)
+    out = p.stdout + p.stderr
+    log("  restore within a budget of 32: " + out.strip().replace("\n", " | ")[:300])
+    check(p.returncode != 0, "uid 65534 restored 40 shards from the store within a budget of "
+          "32 open files")
+    for part in ("43 open files", "open_files_per_uid", "uid 65534"):
+        check(part in out, "the refused restore does not say %r: %s" % (part, out))
+    rank_dir = os.path.join(step_path(d.state_dir, job, 1), "rank-0")
+    check(not os.path.exists(rank_dir), "the refused restore left %s" % rank_dir)
+    tmps = [n for n in os.listdir(step_path(d.state_dir, job, 1)) if n.endswith(".tmp")] \
+        if os.path.isdir(step_path(d.state_dir, job, 1)) else []
+    check(not tmps, "the refused restore left %s" % tmps)
+    stop(d)
+
+    # within the budget it restores, and the budget is whole again after
+    d = ctx.daemon("files", bucket, flags=flags + ["--open-files-per-uid=64"],
+                   state_dir=d.state_dir).start()
+    d.rank("verify", "--job", job, "--step", 1, "--rank", 0, "--shards", shards_arg(layout),
+           user=65534)
+    d.rank("save", "--job", job, "--step", 2, "--rank", 0, "--world", 1,
+           "--shards", shards_arg([("n%02d" % i, 10) for i in range(61)]), "--commit",
+           user=65534)
+    # flushed before the stop: a stop in the middle of a flush is case 4's
+    wait_remote(d, job, 2)
+    stop(d)
+
+
 CASES = [
     (1, "save, flush, wipe, restore from the store", case_roundtrip),
     (2, "multipart big shard and 300 small shards", case_multipart),
@@ -813,6 +867,7 @@ CASES = [
     (5, "resets, 5xx and stalls", case_faults),
     (6, "two nodes, one COMMIT", case_two_nodes),
     (7, "retention: keep k plus pinned", case_retention),
+    (8, "a restore from the store within the uid's open files", case_open_files),
 ]
 
 

@@ -485,6 +485,7 @@ static void check_numeric_defaults(const struct config *c) {
               c->client_connections_max);
         CHECK(c->client_connections_per_uid == 256, "client_connections_per_uid %u",
               c->client_connections_per_uid);
+        CHECK(c->open_files_per_uid == 16384, "open_files_per_uid %u", c->open_files_per_uid);
         CHECK(c->cluster_peer_handshake_timeout_ms == 5000, "peer_handshake_timeout %llu",
               (unsigned long long)c->cluster_peer_handshake_timeout_ms);
         CHECK(c->cluster_peer_keepalive_ms == 15000, "peer_keepalive %llu",
@@ -2178,7 +2179,7 @@ static void test_connection_limits(void) {
         char *path = tmp_path("limits.conf");
 
         write_file(path, "[daemon]\nclient_connections_max = 100\n"
-                         "client_connections_per_uid = 100\n"
+                         "client_connections_per_uid = 100\nopen_files_per_uid = 64\n"
                          "[cluster]\npeer_handshake_timeout = 1500ms\n"
                          "peer_keepalive = 0\npeer_unauthenticated_max = 8\n"
                          "peer_unauthenticated_per_address = 1\n");
@@ -2189,6 +2190,7 @@ static void test_connection_limits(void) {
         capture_close(&cap);
         CHECK(c.client_connections_max == 100 && c.client_connections_per_uid == 100,
               "client limits %u %u", c.client_connections_max, c.client_connections_per_uid);
+        CHECK(c.open_files_per_uid == 64, "open_files_per_uid %u", c.open_files_per_uid);
         CHECK(c.cluster_peer_handshake_timeout_ms == 1500 && c.cluster_peer_keepalive_ms == 0,
               "peer timeouts %llu %llu", (unsigned long long)c.cluster_peer_handshake_timeout_ms,
               (unsigned long long)c.cluster_peer_keepalive_ms);
@@ -2201,9 +2203,10 @@ static void test_connection_limits(void) {
 
         capture_open(&cap);
         CHECK(PARSE(&c, &cap, "--client-connections-max=2000",
-                    "--cluster-peer-unauthenticated-max", "16") == 0,
+                    "--cluster-peer-unauthenticated-max", "16", "--open-files-per-uid=500") == 0,
               "limit flags: %s", capture_text(&cap));
         capture_close(&cap);
+        CHECK(c.open_files_per_uid == 500, "--open-files-per-uid: %u", c.open_files_per_uid);
         CHECK(c.client_connections_max == 2000 && c.cluster_peer_unauthenticated_max == 16,
               "flags %u %u", c.client_connections_max, c.cluster_peer_unauthenticated_max);
         config_clear(&c);
@@ -2214,6 +2217,13 @@ static void test_connection_limits(void) {
         check_file_error("[daemon]\nclient_connections_per_uid = 0\n",
                          "PATH:2: [daemon] client_connections_per_uid = 0 is out of range "
                          "(1..1048576)\n");
+        /* fewer than a save's directories and one shard could save nothing */
+        check_file_error("[daemon]\nopen_files_per_uid = 3\n",
+                         "PATH:2: [daemon] open_files_per_uid = 3 is out of range "
+                         "(4..1048576)\n");
+        check_file_error("[daemon]\nopen_files_per_uid = 1048577\n",
+                         "PATH:2: [daemon] open_files_per_uid = 1048577 is out of range "
+                         "(4..1048576)\n");
         check_cluster_error("peer_handshake_timeout", "50ms",
                             "[cluster] peer_handshake_timeout = 50ms is out of range "
                             "(100ms..10m)");
