@@ -816,8 +816,7 @@ static struct read_op *read_op_free(struct read_op *op) {
         free(op->expected);
         free(op);
         srv->read_ops--;
-        if (srv->draining && srv->on_drained && server_drained(srv))
-                srv->on_drained(srv);
+        server_check_drained(srv);
         return NULL;
 }
 

@@ -199,8 +199,7 @@ static void save_set_inactive(struct save *s) {
         s->files = 0;
         if (srv->saves_active == 0 && srv->on_saving)
                 srv->on_saving(srv, false);
-        if (srv->draining && srv->on_drained && server_drained(srv))
-                srv->on_drained(srv);
+        server_check_drained(srv);
 }
 
 /* A failed save: once nothing of it is in flight, remove its tmp dir. */
@@ -966,6 +965,10 @@ void save_abort_all(struct server *srv, int error) {
         struct list *pos, *tmp, *p2, *t2;
         list_for_each_safe(pos, tmp, &srv->conns) {
                 struct conn *c = list_entry(pos, struct conn, link);
+                /* set first: an answer to a request waiting on the save
+                 * (below) is the client's news already */
+                if (!list_empty(&c->saves))
+                        c->owed_shutdown = true;
                 list_for_each_safe(p2, t2, &c->saves) {
                         struct save *s = list_entry(p2, struct save, conn_link);
                         save_fail(s, error, "ckptd is shutting down: unfinished save of rank %u "
@@ -1163,8 +1166,7 @@ static void step_committed(void *userdata, int error) {
                         conn_error(c, error, "cannot write the commit record of step %" PRIu64
                                    " of job '%s': %s", st->step, st->job, strerror(-error));
                 }
-                if (srv->draining && srv->on_drained && server_drained(srv))
-                        srv->on_drained(srv);
+                server_check_drained(srv);
                 return;
         }
         st->committed = true;
@@ -1198,8 +1200,7 @@ static void step_committed(void *userdata, int error) {
                                   "object store: %s", job, step, strerror(-q));
         }
         save_retention_run(srv, job);
-        if (srv->draining && srv->on_drained && server_drained(srv))
-                srv->on_drained(srv);
+        server_check_drained(srv);
 }
 
 static void step_try_commit(struct conn *c, struct step_state *st) {

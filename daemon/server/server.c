@@ -154,6 +154,10 @@ void conn_reply(struct conn *c, struct ckpt_reply *rep, int fd) {
         }
         conn_send(c, buf, (size_t)n, fd);
         conn_done(c);
+        if (c->owed_shutdown) {
+                c->owed_shutdown = false;
+                server_check_drained(c->srv);
+        }
 }
 
 void conn_reply_empty(struct conn *c) {
@@ -679,8 +683,7 @@ static void conn_close(struct conn *c) {
         list_add_tail(&srv->zombies, &c->link);
         srv->nconns--;
         c->fd = safe_close(c->fd);
-        if (srv->draining && srv->on_drained && server_drained(srv))
-                srv->on_drained(srv);
+        server_check_drained(srv);
 }
 
 /* How many connections uid holds now: a linear walk, as accepts are rare
@@ -793,6 +796,7 @@ int server_new(struct server **out, struct loop *loop, struct pool *pool, struct
         srv->listen_fd = -1;
         srv->start_ms = loop_now_ms();
         list_init(&srv->conns);
+        list_init(&srv->drain_timer.link);
         list_init(&srv->zombies);
         list_init(&srv->steps);
         list_init(&srv->uid_errors);
@@ -896,14 +900,30 @@ bool server_drained(struct server *srv) {
                 if (st->committing)
                         return false;
         }
+        if (!srv->drain_grace_over)
+                list_for_each_safe(pos, tmp, &srv->conns) {
+                        struct conn *c = list_entry(pos, struct conn, link);
+                        if (c->owed_shutdown)
+                                return false;
+                }
         return true;
+}
+
+void server_check_drained(struct server *srv) {
+        if (srv->draining && srv->on_drained && server_drained(srv))
+                srv->on_drained(srv);
+}
+
+static void server_drain_grace_over(struct loop_timer *t) {
+        struct server *srv = container_of(t, struct server, drain_timer);
+        srv->drain_grace_over = true;
+        server_check_drained(srv);
 }
 
 void server_drain(struct server *srv) {
         if (srv->draining)
                 return;
         srv->draining = true;
-        fd_budget_clear(&srv->files);
         if (srv->listen_fd >= 0) {
                 acceptor_stop(&srv->acceptor);
                 if (srv->listen_fd_owned) {
@@ -914,11 +934,14 @@ void server_drain(struct server *srv) {
                 srv->listen_fd = -1;
         }
         /* Saves the trainer has not finished were never acknowledged: drop
-         * them.  Finished ones keep going to disk. */
+         * them.  Finished ones keep going to disk.  A trainer busy copying
+         * into a window learns it from its next request, which the drain
+         * waits for a little (owed_shutdown). */
+        loop_timer_start(srv->loop, &srv->drain_timer, SERVER_DRAIN_GRACE_MS,
+                         server_drain_grace_over);
         save_abort_all(srv, -ESHUTDOWN);
         restore_drop_prefetches(srv);
-        if (srv->on_drained && server_drained(srv))
-                srv->on_drained(srv);
+        server_check_drained(srv);
 }
 
 struct server *server_free(struct server *srv) {
@@ -931,6 +954,7 @@ struct server *server_free(struct server *srv) {
         }
         server_reap(&srv->reap_hook);
         list_unlink(&srv->reap_hook.link);
+        loop_timer_cancel(&srv->drain_timer);
         step_state_free_all(srv);
         list_for_each_safe(pos, tmp, &srv->uid_errors) {
                 struct uid_errors *e = list_entry(pos, struct uid_errors, link);
@@ -945,6 +969,8 @@ struct server *server_free(struct server *srv) {
                                 unlink(srv->socket_path);
                 }
         }
+        /* what is still counted belonged to saves and reads freed above */
+        fd_budget_clear(&srv->files);
         free(srv->socket_path);
         free(srv);
         return NULL;

@@ -32,6 +32,10 @@
 #include "util/list.h"
 
 #define SERVER_SAVES_PER_CONN 64
+/* At SIGTERM, how long a client whose unfinished save was dropped has to
+ * send its next request and be told -ESHUTDOWN, before the daemon exits
+ * and the client would see only a broken connection. */
+#define SERVER_DRAIN_GRACE_MS 5000
 #define SERVER_READS_PER_CONN 8
 /* Windows a restore reads ahead: enough that the disk queue never drains
  * while the client copies and the daemon checksums. */
@@ -85,6 +89,8 @@ struct server {
         uint32_t shards_in_flight;
         uint64_t start_ms;
         bool draining;
+        bool drain_grace_over;          /* SERVER_DRAIN_GRACE_MS since server_drain */
+        struct loop_timer drain_timer;
         void (*on_drained)(struct server *srv); /* set by the daemon */
         /* saves_active went from 0 to 1 (true) or back to 0 (false) */
         void (*on_saving)(struct server *srv, bool saving);
@@ -125,6 +131,9 @@ struct conn {
 
         struct list outq;
         bool want_out;
+        /* its unfinished saves were dropped at SIGTERM and it has not been
+         * answered since: the drain waits (a grace) to tell it -ESHUTDOWN */
+        bool owed_shutdown;
 
         uint32_t *slot_gen_sent;    /* per slot id: generation + 1 already sent */
         uint32_t open_windows;      /* lent by CHUNK_GET, not yet put */
@@ -220,9 +229,12 @@ int server_listen_path(struct server *srv, const char *path);
 int server_listen_fd(struct server *srv, int fd);
 struct server *server_free(struct server *srv);
 /* Stop accepting, abort unfinished saves; on_drained runs once nothing
- * acknowledged is still on its way to disk. */
+ * acknowledged is still on its way to disk and every client whose save was
+ * dropped has been told -ESHUTDOWN (or SERVER_DRAIN_GRACE_MS have passed). */
 void server_drain(struct server *srv);
 bool server_drained(struct server *srv);
+/* While draining: run on_drained if server_drained() now holds. */
+void server_check_drained(struct server *srv);
 /* A job's save or read failed: log it (error level), count it in the
  * catalog, and keep it as the last error STATUS shows the job's owner
  * (a non-root uid never sees another uid's errors: they name jobs and

@@ -212,6 +212,23 @@ def check_log_clean(d):
           % (d.log_path, getattr(d, "node", "?"), rep))
 
 
+def read_until(proc, prefix, what, timeout=30.0):
+    """Lines of proc's stdout up to and including the first one starting
+    with prefix (which is returned last)."""
+    lines = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if line.startswith(prefix):
+            return lines
+    proc.kill()
+    out, err = proc.communicate()
+    raise TestFailure("%s: no '%s' line; got %r %s %s" % (what, prefix, lines, out, err))
+
+
 def as_user(uid):
     """The command prefix that runs a command as uid (root only), or []."""
     if uid is None:

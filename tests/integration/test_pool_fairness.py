@@ -22,30 +22,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Daemon, SkipTest, TestFailure, check, ctl_json, log, run_test,  # noqa: E402
-                     shards_arg, wait_until)
+from harness import (Daemon, SkipTest, TestFailure, check, ctl_json, log,  # noqa: E402
+                     read_until, run_test, shards_arg, wait_until)
 
 NOBODY = 65534
 MiB = 1024 * 1024
 SLOT = 4 * MiB
 SLOTS = 8
-
-
-def read_until(proc, prefix, what, timeout=30.0):
-    """Lines of proc's stdout up to and including the first one starting
-    with prefix (which is returned last)."""
-    lines = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line.rstrip("\n"))
-        if line.startswith(prefix):
-            return lines
-    proc.kill()
-    out, err = proc.communicate()
-    raise TestFailure("%s: no '%s' line; got %r %s %s" % (what, prefix, lines, out, err))
 
 
 def holding(lines):

@@ -28,6 +28,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import (CKPTD, Daemon, SkipTest, TestFailure, check, ctl_json, log,  # noqa: E402
+                     read_until,
                      run_test, shards_arg, step_path, wait_until)
 
 MiB = 1024 * 1024
@@ -308,9 +309,51 @@ def sigterm_drain(tmp):
     check(d2.stop() == 0, "ckptd exited %s" % d2.proc.returncode)
 
 
+def sigterm_owed(tmp):
+    """A trainer copying into a window when SIGTERM comes is told
+    -ESHUTDOWN by its next request, not cut off: the drain waits for it
+    (server.h SERVER_DRAIN_GRACE_MS, 5 s), and no longer than that for one
+    that never asks again."""
+    slot = 4 * MiB
+    d = Daemon(tmp, name="owed", pool="16M", slot="4M").start()
+    holder = d.raw_async("hold-windows", "owed", 1, 1, slot, 60000)
+    check(read_until(holder, "HOLDING", "the window holder")[-1] == "HOLDING 1",
+          "the holder got no window")
+    d.proc.send_signal(signal.SIGTERM)
+    time.sleep(1.0)
+    check(d.proc.poll() is None, "ckptd exited %s within 1 s of SIGTERM while a client it "
+          "owes -ESHUTDOWN was still copying" % d.proc.returncode)
+    out, err = holder.communicate("go\n", timeout=30)
+    puts = [x for x in out.splitlines() if x.startswith("CHUNK_PUT")]
+    check(puts and puts[0].startswith("CHUNK_PUT ERROR ESHUTDOWN") and "shutting down" in puts[0],
+          "the client's CHUNK_PUT after SIGTERM: %r (stderr %r); want ERROR ESHUTDOWN" % (out, err))
+    try:
+        rc = d.proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        raise TestFailure("ckptd did not exit once the client was told")
+    check(rc == 0, "ckptd exited %d" % rc)
+
+    # a client that never asks again does not hold the exit up for long
+    d = Daemon(tmp, name="owed2", pool="16M", slot="4M").start()
+    holder = d.raw_async("hold-windows", "owed", 1, 1, slot, 60000)
+    read_until(holder, "HOLDING", "the second holder")
+    t0 = time.monotonic()
+    d.proc.send_signal(signal.SIGTERM)
+    try:
+        rc = d.proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        raise TestFailure("ckptd waits for a silent client past its grace")
+    took = time.monotonic() - t0
+    holder.kill()
+    holder.communicate()
+    check(rc == 0 and 4.0 <= took <= 15.0, "ckptd exited %d %.1f s after SIGTERM with a silent "
+          "client; want 0 after the 5 s grace" % (rc, took))
+    log("sigterm_owed: told ESHUTDOWN; a silent client held the exit %.1f s" % took)
+
+
 def main(tmp):
     check(os.path.exists(CKPTD), "no ckptd at %s" % CKPTD)
-    for part in (notify, sigterm_drain, socket_activation):  # the last may skip
+    for part in (notify, sigterm_drain, sigterm_owed, socket_activation):  # the last may skip
         t = time.monotonic()
         part(tmp)
         log("%s: ok (%.1f s)" % (part.__name__, time.monotonic() - t))
