@@ -33,6 +33,13 @@
 #include "util/list.h"
 #include "util/log.h"
 
+/* The catalog keeps its own types; this is where the object store's records
+ * cross into it, so the bounds must agree here. */
+_Static_assert(CATALOG_KEY_MAX == S3_KEY_MAX, "object key bound");
+_Static_assert(CATALOG_UPLOAD_ID_MAX == S3_UPLOAD_ID_MAX, "upload id bound");
+_Static_assert(CATALOG_ETAG_MAX == S3_ETAG_MAX, "etag bound");
+_Static_assert(CATALOG_PART_NUMBER_MAX == S3_PART_NUMBER_MAX, "part number bound");
+
 #define FLUSH_POLL_MIN_MS 100
 #define FLUSH_POLL_MAX_MS 5000
 #define FLUSH_STALL_MIN_MS 1000
@@ -753,7 +760,7 @@ static void obj_start_multipart(struct fobj *o) {
                 /* Parts the catalog recorded are done; ListParts adds any
                  * whose answer the crash lost. */
                 size_t count = 0;
-                struct s3_part *rec = calloc(o->nparts, sizeof(*rec));
+                struct catalog_part *rec = calloc(o->nparts, sizeof(*rec));
                 if (rec && catalog_remote_parts(f->catalog, st->job, st->step, o->rank, o->shard,
                                                 rec, o->nparts, &count) == 0) {
                         for (size_t i = 0; i < count; i++)
