@@ -377,7 +377,7 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
                         return r;
                 }
         }
-        const struct config_peer *self = &cfg->cluster_peers[topo.index];
+        const struct node_address *self = &cfg->cluster_peers[topo.index];
         const struct peers_options po = {
                 .topo = topo,
                 .addrs = cfg->cluster_peers,

@@ -50,7 +50,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "io/acceptor.h"
 #include "crc32c.h"
 #include "peer-proto.h"
@@ -333,7 +332,7 @@ struct peers {
         struct replica_area *areas;
         size_t nareas;
         struct peers_options opts;
-        struct config_peer *addrs;
+        struct node_address *addrs;
         uint8_t psk[PEER_PSK_MAX];
         size_t psk_len;
         int listen_fd;
@@ -2629,7 +2628,7 @@ static struct plink *link_new(struct peers *ps, int fd, bool client, uint32_t no
 
 static void target_connect(struct ptarget *t) {
         struct peers *ps = t->ps;
-        const struct config_peer *a = &ps->addrs[t->node];
+        const struct node_address *a = &ps->addrs[t->node];
         char port[8], addr[80];
         struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL;
 
@@ -2745,7 +2744,7 @@ static void on_accept(struct acceptor *a, int fd, const struct sockaddr_storage 
  * ones that connect to this node's listener). */
 static void peers_resolve_sources(struct peers *ps) {
         for (size_t i = 0; i < ps->nareas; i++) {
-                const struct config_peer *p = &ps->addrs[ps->areas[i].src];
+                const struct node_address *p = &ps->addrs[ps->areas[i].src];
                 struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL, *ai;
                 if (!p->host || getaddrinfo(p->host, NULL, &hints, &res) != 0)
                         continue;
@@ -2824,7 +2823,7 @@ void peers_status(struct peers *ps, char *text, size_t size, uint32_t *connected
                 struct ptarget *t = &ps->targets[i];
                 bool up = t->l && t->l->state == L_READY;
                 char addr[80];
-                config_peer_format(&ps->addrs[t->node], addr, sizeof(addr));
+                node_address_format(&ps->addrs[t->node], addr, sizeof(addr));
                 (*total)++;
                 *connected += up;
                 *pending_steps += t->steps_pending;
@@ -2879,7 +2878,7 @@ int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers
         ps->on_changed = on_changed;
         ps->userdata = userdata;
         ps->listen_fd = -1;
-        ps->addrs = (struct config_peer *)opts->addrs;
+        ps->addrs = (struct node_address *)opts->addrs;
         if (opts->psk_len > sizeof(ps->psk)) {
                 free(ps);
                 return -EINVAL;
