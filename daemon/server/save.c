@@ -224,7 +224,9 @@ static void ckpt_state_update(struct server *srv, struct step_state *st) {
                 if (s->state != SAVE_DONE)
                         state = CKPT_STATE_SAVING;
         }
-        catalog_ckpt_upsert(srv->catalog, st->job, st->step, st->world_size, state, 0);
+        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
+         * a fault and reconcile re-adds the row at the next start */
+        (void)catalog_ckpt_upsert(srv->catalog, st->job, st->step, st->world_size, state, 0);
 }
 
 static void save_fail(struct save *s, int error, const char *fmt, ...)
@@ -301,8 +303,12 @@ static void save_on_disk(void *userdata, int error) {
                 return;
         }
         s->state = SAVE_DONE;
-        catalog_job_add(srv->catalog, s->step->job, s->uid);
-        catalog_rank_add(srv->catalog, s->manifest);
+        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
+         * a fault and reconcile re-adds the row at the next start */
+        (void)catalog_job_add(srv->catalog, s->step->job, s->uid);
+        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
+         * a fault and reconcile re-adds the row at the next start */
+        (void)catalog_rank_add(srv->catalog, s->manifest);
         s->manifest = manifest_free(s->manifest);
         ckpt_state_update(srv, s->step);
         log_debug("job %s step %" PRIu64 " rank %u: on local disk (%" PRIu64 " bytes)",
@@ -1145,8 +1151,10 @@ static void step_committed(void *userdata, int error) {
                 return;
         }
         st->committed = true;
-        catalog_ckpt_upsert(srv->catalog, st->job, st->step, st->world_size,
-                            CKPT_STATE_COMMITTED, st->record.committed_at);
+        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
+         * a fault and reconcile re-adds the row at the next start */
+        (void)catalog_ckpt_upsert(srv->catalog, st->job, st->step, st->world_size,
+                                  CKPT_STATE_COMMITTED, st->record.committed_at);
         log_info("job %s step %" PRIu64 ": committed (%u ranks)", st->job, st->step,
                  st->world_size);
         list_for_each_safe(pos, tmp, &st->waiters) {
@@ -1401,7 +1409,9 @@ void save_retention_run(struct server *srv, const char *job) {
                 if (st)
                         step_state_free(st);
                 if (store_step_delete(srv->store, job, step) == 0)
-                        catalog_ckpt_delete(srv->catalog, job, step);
+                        /* (void): the files are gone; a row a fault left behind (catalog.c
+                         * logs it) is forgotten by reconcile at the next start */
+                        (void)catalog_ckpt_delete(srv->catalog, job, step);
         }
         free(l.items);
 }

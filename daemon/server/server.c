@@ -276,7 +276,9 @@ void server_job_error(struct server *srv, const char *job, const char *fmt, ...)
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
         log_error("%s", msg);
-        catalog_job_error(srv->catalog, job);
+        /* (void): -ENOENT: the job has no row yet (its first save failed); the message is
+         * logged above either way */
+        (void)catalog_job_error(srv->catalog, job);
         if (catalog_job_uid(srv->catalog, job, &owner) < 0)
                 return; /* no such job (yet): root sees it in the daemon's last error */
         struct uid_errors *e = uid_errors_find(srv, owner);
