@@ -32,6 +32,7 @@
 #include "remote/fetch.h"
 #include "remote/flush.h"
 #include "remote/s3.h"
+#include "server/save.h"
 #include "server/server.h"
 #include "util/cleanup.h"
 #include "util/log.h"

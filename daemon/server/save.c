@@ -42,6 +42,8 @@
 #include <time.h>
 
 #include "crc32c.h"
+#include "server/conn.h"
+#include "server/save.h"
 #include "server/server.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -450,7 +452,6 @@ void save_relieve_memory(struct server *srv) {
                         save_check_deferred(s);
                 }
         }
-        restore_drop_prefetches(srv);
 }
 
 /* ---- handlers --------------------------------------------------------------------------- */
@@ -817,7 +818,7 @@ void save_handle_chunk_get(struct conn *c, const struct ckpt_req_chunk_get *req)
                 return;
         }
         /* memory staged but unchecked, or read ahead, is the first to go */
-        save_relieve_memory(c->srv);
+        server_relieve_memory(c->srv);
         r = pool_try_acquire(c->srv->pool, (uint32_t)c->uid, want, &e);
         if (r > 0) {
                 chunk_grant(c, sh, &e);
@@ -875,7 +876,7 @@ void save_handle_chunk_put(struct conn *c, const struct ckpt_req_chunk_put *req)
         /* Check now rather than after the finish when memory runs short:
          * the pool must not fill with windows nobody is writing out. */
         if (save_memory_tight(c->srv))
-                save_relieve_memory(c->srv);
+                server_relieve_memory(c->srv);
         conn_reply_empty(c);
 }
 

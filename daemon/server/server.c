@@ -22,6 +22,9 @@
 
 #include "ckptd-config.h"
 #include "crc32c.h"
+#include "server/conn.h"
+#include "server/restore.h"
+#include "server/save.h"
 #include "server/server.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
@@ -841,6 +844,11 @@ int server_listen_path(struct server *srv, const char *path) {
         srv->listen_fd_owned = true;
         srv->socket_path = strdup(path);
         return server_watch_listen(srv);
+}
+
+void server_relieve_memory(struct server *srv) {
+        save_relieve_memory(srv);
+        restore_drop_prefetches(srv);
 }
 
 bool server_drained(struct server *srv) {
