@@ -25,7 +25,8 @@
  * replication code would refuse.
  *
  * [cluster] peers is the one key whose value is a list, and it and listen
- * are the ones parsed into a struct (config_peer) rather than kept as text:
+ * are the ones parsed into a struct (struct node_address, in
+ * cluster/node_address.h) rather than kept as text:
  * the peer code connects to and binds those addresses, and a host or port
  * that cannot work is a start-up error, not a connect failure minutes into
  * a job.
@@ -99,8 +100,8 @@ enum key_type {
         TYPE_MODE,     /* uint32_t, octal permission bits */
         TYPE_LOGLEVEL, /* int, LOG_ERR..LOG_DEBUG */
         TYPE_CHOICE,   /* int, index into key.choices */
-        TYPE_PEERS,    /* struct config_peer * list + uint32_t count (count_offset) */
-        TYPE_ADDRESS,  /* struct config_peer, host NULL when empty */
+        TYPE_PEERS,    /* struct node_address * list + uint32_t count (count_offset) */
+        TYPE_ADDRESS,  /* struct node_address, host NULL when empty */
 };
 
 struct key;
@@ -311,13 +312,13 @@ static const struct key keys[] = {
           .def = "1", .env = "SLURM_NNODES",
           .help = "nodes in the job (default: $SLURM_NNODES, else 1)" },
         { .section = "cluster", .name = "peers", .type = TYPE_PEERS,
-          .offset = FIELD(cluster_peers, struct config_peer *),
+          .offset = FIELD(cluster_peers, struct node_address *),
           .count_offset = FIELD(cluster_npeers, uint32_t), .empty_ok = true, .def = "",
           .metavar = "HOST:PORT,...",
           .help = "peer address of every node, node i's at position i, node_count of them "
                   "(IPv6 in brackets; empty: no peers)" },
         { .section = "cluster", .name = "listen", .type = TYPE_ADDRESS,
-          .offset = FIELD(cluster_listen, struct config_peer), .empty_ok = true, .def = "",
+          .offset = FIELD(cluster_listen, struct node_address), .empty_ok = true, .def = "",
           .metavar = "HOST:PORT",
           .help = "address the peer server binds (empty: 0.0.0.0 and the port of this "
                   "node's peers entry)" },
@@ -451,7 +452,7 @@ static bool key_is_address(const struct key *k) {
         return k->type == TYPE_PEERS || k->type == TYPE_ADDRESS;
 }
 
-static struct config_peer **peers_field(struct config *c, const struct key *k) {
+static struct node_address **peers_field(struct config *c, const struct key *k) {
         return field_ptr(c, k);
 }
 
@@ -459,13 +460,13 @@ static uint32_t *npeers_field(struct config *c, const struct key *k) {
         return (uint32_t *)((char *)c + k->count_offset);
 }
 
-static const struct config_peer *peers_get(const struct config *c, const struct key *k,
-                                           uint32_t *n) {
+static const struct node_address *peers_get(const struct config *c, const struct key *k,
+                                             uint32_t *n) {
         *n = *(const uint32_t *)((const char *)c + k->count_offset);
-        return *(struct config_peer *const *)field_cptr(c, k);
+        return *(struct node_address *const *)field_cptr(c, k);
 }
 
-static void peers_free(struct config_peer *v, uint32_t n) {
+static void peers_free(struct node_address *v, uint32_t n) {
         if (!v)
                 return;
         for (uint32_t i = 0; i < n; i++)
@@ -474,8 +475,8 @@ static void peers_free(struct config_peer *v, uint32_t n) {
 }
 
 /* Takes ownership of v (n entries; NULL when n is 0). */
-static void peers_set(struct config *c, const struct key *k, struct config_peer *v, uint32_t n) {
-        struct config_peer **p = peers_field(c, k);
+static void peers_set(struct config *c, const struct key *k, struct node_address *v, uint32_t n) {
+        struct node_address **p = peers_field(c, k);
         uint32_t *count = npeers_field(c, k);
 
         peers_free(*p, *count);
@@ -484,8 +485,8 @@ static void peers_set(struct config *c, const struct key *k, struct config_peer 
 }
 
 /* Deep copy of n entries into *out (NULL when n is 0).  0 or -ENOMEM. */
-static int peers_dup(struct config_peer **out, const struct config_peer *v, uint32_t n) {
-        struct config_peer *copy;
+static int peers_dup(struct node_address **out, const struct node_address *v, uint32_t n) {
+        struct node_address *copy;
 
         *out = NULL;
         if (!n || !v)
@@ -505,34 +506,22 @@ static int peers_dup(struct config_peer **out, const struct config_peer *v, uint
 }
 
 /* Takes ownership of a->host. */
-static void address_set(struct config *c, const struct key *k, struct config_peer *a) {
-        struct config_peer *p = field_ptr(c, k);
+static void address_set(struct config *c, const struct key *k, struct node_address *a) {
+        struct node_address *p = field_ptr(c, k);
 
         free(p->host);
         *p = *a;
-        *a = (struct config_peer){ 0 };
+        *a = (struct node_address){ 0 };
 }
 
-static const struct config_peer *address_get(const struct config *c, const struct key *k) {
+static const struct node_address *address_get(const struct config *c, const struct key *k) {
         return field_cptr(c, k);
 }
 
-static bool peer_equal(const struct config_peer *a, const struct config_peer *b) {
+static bool peer_equal(const struct node_address *a, const struct node_address *b) {
         if (a->port != b->port || (a->host == NULL) != (b->host == NULL))
                 return false;
         return !a->host || strcmp(a->host, b->host) == 0;
-}
-
-const char *config_peer_format(const struct config_peer *p, char *buf, size_t size) {
-        if (!size)
-                return buf;
-        if (!p->host)
-                buf[0] = '\0';
-        else if (strchr(p->host, ':'))
-                snprintf(buf, size, "[%s]:%u", p->host, (unsigned)p->port);
-        else
-                snprintf(buf, size, "%s:%u", p->host, (unsigned)p->port);
-        return buf;
 }
 
 /* ---- parse helpers ---------------------------------------------------- */
@@ -717,7 +706,7 @@ static void format_number(const struct key *k, uint64_t v, char *buf, size_t n) 
 
 /* The addresses of a list key, "a:1,[::1]:2", truncated to fit buf. */
 static void format_peers(const struct config *c, const struct key *k, char *buf, size_t n) {
-        const struct config_peer *v;
+        const struct node_address *v;
         uint32_t count;
         size_t used = 0;
 
@@ -726,7 +715,7 @@ static void format_peers(const struct config *c, const struct key *k, char *buf,
         for (uint32_t i = 0; i < count && used + 1 < n; i++) {
                 char text[300];
                 int w = snprintf(buf + used, n - used, "%s%s", i ? "," : "",
-                                 config_peer_format(&v[i], text, sizeof(text)));
+                                 node_address_format(&v[i], text, sizeof(text)));
                 if (w < 0)
                         break;
                 used += (size_t)w;
@@ -738,7 +727,7 @@ static void format_value(const struct config *c, const struct key *k, char *buf,
         if (k->type == TYPE_PEERS)
                 format_peers(c, k, buf, n);
         else if (k->type == TYPE_ADDRESS)
-                config_peer_format(address_get(c, k), buf, n);
+                node_address_format(address_get(c, k), buf, n);
         else if (k->secret)
                 snprintf(buf, n, "%s", key_get_str(c, k) ? "(set, not shown)" : "(unset)");
         else if (key_is_string(k)) {
@@ -767,10 +756,10 @@ union value {
         char *str;
         uint64_t u64;
         struct {
-                struct config_peer *list;
+                struct node_address *list;
                 uint32_t n;
         } peers;
-        struct config_peer address;
+        struct node_address address;
 };
 
 static const char *type_hint(enum key_type t) {
@@ -1051,7 +1040,7 @@ static int parse_port(const char *s, uint16_t *out, char *why, size_t n) {
 /* "host:port" or "[v6]:port" (s: len bytes, not terminated) into *out with
  * the host strdup()ed and unbracketed.  0, -EINVAL with the reason in why,
  * or -ENOMEM. */
-static int address_parse(const char *s, size_t len, struct config_peer *out, char *why,
+static int address_parse(const char *s, size_t len, struct node_address *out, char *why,
                          size_t n) {
         _cleanup_free_ char *text = strndup(s, len), *host = NULL;
         bool bracketed = false;
@@ -1102,7 +1091,7 @@ static int address_parse(const char *s, size_t len, struct config_peer *out, cha
 }
 
 /* A peer set by code: the rules of address_parse() on the parsed form. */
-static int address_check(const struct config_peer *p, char *why, size_t n) {
+static int address_check(const struct node_address *p, char *why, size_t n) {
         if (!p->host)
                 return errbuf_fail(-EINVAL, why, n, "the host is missing");
         if (check_host(p->host, false, why, n) < 0)
@@ -1140,7 +1129,7 @@ static int peer_id_compare(const void *a_, const void *b_) {
 /* The first entry (in list order) that repeats an earlier one: 0, or
  * -EINVAL with *first and *second set; -ENOMEM.  Sorting keeps a list of
  * 65536 nodes from costing 2^31 comparisons.  Hosts must be set. */
-static int peers_find_duplicate(const struct config_peer *v, uint32_t n, uint32_t *first,
+static int peers_find_duplicate(const struct node_address *v, uint32_t n, uint32_t *first,
                                 uint32_t *second) {
         _cleanup_free_ struct peer_id *ids = NULL;
         bool found = false;
@@ -1184,7 +1173,7 @@ static int peers_find_duplicate(const struct config_peer *v, uint32_t n, uint32_
 }
 
 /* The duplicate rule of [cluster] peers with its message in why. */
-static int check_peers_unique(const struct key *k, const struct config_peer *v, uint32_t n,
+static int check_peers_unique(const struct key *k, const struct node_address *v, uint32_t n,
                               char *why, size_t nwhy) {
         uint32_t first = 0, second = 0;
         char text[300];
@@ -1198,15 +1187,15 @@ static int check_peers_unique(const struct key *k, const struct config_peer *v, 
                                    "[%s] %s: nodes %u and %u have the same address '%s'; each "
                                    "node needs its own (another host or port)", k->section,
                                    k->name, first, second,
-                                   config_peer_format(&v[second], text, sizeof(text)));
+                                   node_address_format(&v[second], text, sizeof(text)));
         return 0;
 }
 
 /* "a:1, [::1]:2,b:3" into a list (NULL for an empty value).  0, or -EINVAL
  * / -ENOMEM with the reason in why. */
-static int parse_peers(const struct key *k, const char *s, struct config_peer **out,
+static int parse_peers(const struct key *k, const char *s, struct node_address **out,
                        uint32_t *out_n, char *why, size_t nwhy) {
-        struct config_peer *list = NULL;
+        struct node_address *list = NULL;
         size_t count = 1;
         uint32_t n = 0;
         int r = 0;
@@ -1272,16 +1261,16 @@ fail:
 static int check_address_key(const struct config *c, const struct key *k, char *why,
                              size_t nwhy) {
         char reason[400], text[300];
-        const struct config_peer *v;
+        const struct node_address *v;
         uint32_t n;
 
         if (k->type == TYPE_ADDRESS) {
-                const struct config_peer *a = address_get(c, k);
+                const struct node_address *a = address_get(c, k);
                 if (!a->host)
                         return 0;
                 if (address_check(a, reason, sizeof(reason)) < 0)
                         return errbuf_fail(-EINVAL, why, nwhy, "[%s] %s '%s': %s", k->section,
-                                           k->name, config_peer_format(a, text, sizeof(text)),
+                                           k->name, node_address_format(a, text, sizeof(text)),
                                            reason);
                 return 0;
         }
@@ -1298,7 +1287,7 @@ static int check_address_key(const struct config *c, const struct key *k, char *
                 if (address_check(&v[i], reason, sizeof(reason)) < 0)
                         return errbuf_fail(-EINVAL, why, nwhy, "[%s] %s: node %u's address "
                                            "'%s': %s", k->section, k->name, i,
-                                           config_peer_format(&v[i], text, sizeof(text)),
+                                           node_address_format(&v[i], text, sizeof(text)),
                                            reason);
         return check_peers_unique(k, v, n, why, nwhy);
 }
@@ -1334,7 +1323,7 @@ static int parse_value(const struct key *k, const char *s, union value *v, char 
                 return parse_peers(k, s, &v->peers.list, &v->peers.n, why, n);
         case TYPE_ADDRESS: {
                 char reason[400];
-                v->address = (struct config_peer){ 0 };
+                v->address = (struct node_address){ 0 };
                 if (!*s)
                         return 0;
                 if (strchr(s, ','))
@@ -1597,7 +1586,7 @@ int config_init(struct config *c) {
 
 /* Free what key k's field owns and leave it empty. */
 static void key_free(struct config *c, const struct key *k) {
-        struct config_peer none = { 0 };
+        struct node_address none = { 0 };
 
         if (k->type == TYPE_PEERS)
                 peers_set(c, k, NULL, 0);
@@ -1616,9 +1605,9 @@ void config_clear(struct config *c) {
  * becomes a deep copy of src's.  0 or -ENOMEM. */
 static int key_copy(struct config *dst, const struct config *src, const struct key *k) {
         if (k->type == TYPE_PEERS) {
-                struct config_peer *copy;
+                struct node_address *copy;
                 uint32_t n;
-                const struct config_peer *v = peers_get(src, k, &n);
+                const struct node_address *v = peers_get(src, k, &n);
 
                 if (peers_dup(&copy, v, n) < 0)
                         return -ENOMEM;
@@ -1626,7 +1615,7 @@ static int key_copy(struct config *dst, const struct config *src, const struct k
                 return 0;
         }
         if (k->type == TYPE_ADDRESS) {
-                struct config_peer a = *address_get(src, k);
+                struct node_address a = *address_get(src, k);
                 if (a.host && !(a.host = strdup(a.host)))
                         return -ENOMEM;
                 address_set(dst, k, &a);
@@ -1652,7 +1641,7 @@ static int config_dup(struct config *dst, const struct config *src) {
                         *peers_field(dst, k) = NULL;
                         *npeers_field(dst, k) = 0;
                 } else if (k->type == TYPE_ADDRESS)
-                        *(struct config_peer *)field_ptr(dst, k) = (struct config_peer){ 0 };
+                        *(struct node_address *)field_ptr(dst, k) = (struct node_address){ 0 };
                 else if (key_is_string(k))
                         *(char **)field_ptr(dst, k) = NULL;
         }
@@ -2219,7 +2208,7 @@ bool config_remote_enabled(const struct config *c) {
 static bool key_equal(const struct config *a, const struct config *b, const struct key *k) {
         if (k->type == TYPE_PEERS) {
                 uint32_t na, nb;
-                const struct config_peer *va = peers_get(a, k, &na), *vb = peers_get(b, k, &nb);
+                const struct node_address *va = peers_get(a, k, &na), *vb = peers_get(b, k, &nb);
 
                 if (na != nb)
                         return false;

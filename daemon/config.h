@@ -26,7 +26,7 @@
  * [cluster] peers is the one list: "host:port,host:port,...", node i's
  * address at position i; listen is one such address.  A host is an IPv4
  * literal, an IPv6 literal in brackets ([fd00::1]:7000) or a DNS name; the
- * parsed form (struct config_peer) keeps it without the brackets, ready
+ * parsed form (struct node_address) keeps it without the brackets, ready
  * for getaddrinfo().
  *
  * Defaults depend on who runs the daemon: as root, state in /var/lib/ckptd
@@ -42,14 +42,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cluster/node_address.h"
 #include "cluster/topology.h"
-
-/* A node's peer address: host is a DNS name or an IPv4/IPv6 literal (IPv6
- * without brackets), port 1..65535.  host NULL: no address. */
-struct config_peer {
-        char *host;
-        uint16_t port;
-};
 
 struct config {
         /* [daemon] */
@@ -99,11 +93,11 @@ struct config {
         uint32_t cluster_node_count;   /* default $SLURM_NNODES, else 1; 1..65536 */
         /* Node i's peer address is cluster_peers[i]; NULL and 0 when unset,
          * else exactly node_count entries, no two the same host and port. */
-        struct config_peer *cluster_peers;
+        struct node_address *cluster_peers;
         uint32_t cluster_npeers;
         /* Where the peer server binds; host NULL (the default): 0.0.0.0 and
          * the port of this node's own peers entry. */
-        struct config_peer cluster_listen;
+        struct node_address cluster_listen;
         uint32_t cluster_replication_jump;   /* J: 1; clique members J apart */
         uint32_t cluster_replication_factor; /* F: 1 (no replication), 1..16 */
         int cluster_placement;               /* enum placement: 0 clique, 1 ring */
@@ -178,9 +172,6 @@ bool config_remote_enabled(const struct config *c);
  * jump, factor, placement), for the topology_*() queries. */
 void config_topology(const struct config *c, struct topology *out);
 
-/* "host:port", or "[v6]:port" for an IPv6 host, into buf (truncated to
- * size); "" for a peer without a host.  Returns buf. */
-const char *config_peer_format(const struct config_peer *p, char *buf, size_t size);
 
 /* Parse helpers, exported for tests. */
 int config_parse_size(const char *s, uint64_t *out);

@@ -32,6 +32,7 @@
 #include "remote/fetch.h"
 #include "remote/flush.h"
 #include "remote/s3.h"
+#include "server/save.h"
 #include "server/server.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -88,9 +89,13 @@ static void reconcile_rank(void *userdata, const struct manifest *m) {
         /* A rank already indexed with exactly these shards keeps its rows:
          * they carry the object-store tier's progress (upload ids, parts),
          * which a rebuild would throw away and a flush would redo. */
-        catalog_job_add(cat, m->job, m->uid);
+        /* (void): reconcile is best effort per row: catalog.c logs a fault, and the next start
+         * tries again from the same files */
+        (void)catalog_job_add(cat, m->job, m->uid);
         if (catalog_rank_matches(cat, m) != 1)
-                catalog_rank_add(cat, m);
+                /* (void): reconcile is best effort per row: catalog.c logs a fault, and the
+                 * next start tries again from the same files */
+                (void)catalog_rank_add(cat, m);
         if (rc->ranks_in_step == rc->ranks_cap && !rc->ranks_lost) {
                 size_t cap = rc->ranks_cap ? rc->ranks_cap * 2 : 64;
                 uint32_t *n = realloc(rc->ranks, cap * sizeof(*n));
@@ -116,7 +121,9 @@ static void reconcile_step(void *userdata, const char *job, uint64_t step,
         rc->ranks_lost = false;
         if (ranks == 0) {
                 /* nothing survived of this step (a first rank interrupted) */
-                catalog_ckpt_delete(rc->catalog, job, step);
+                /* (void): reconcile is best effort per row: catalog.c logs a fault, and the
+                 * next start tries again from the same files */
+                (void)catalog_ckpt_delete(rc->catalog, job, step);
                 store_step_delete(rc->store, job, step);
                 return;
         }
@@ -131,17 +138,24 @@ static void reconcile_step(void *userdata, const char *job, uint64_t step,
                         for (uint32_t k = 0; k < ranks && !seen; k++)
                                 seen = rc->ranks[k] == indexed[i];
                         if (!seen)
-                                catalog_rank_delete(rc->catalog, job, step, indexed[i]);
+                                /* (void): reconcile is best effort per row: catalog.c logs a
+                                 * fault, and the next start tries again from the same files */
+                                (void)catalog_rank_delete(rc->catalog, job, step, indexed[i]);
                 }
         }
         struct ckpt_ckpt_entry e;
         if (catalog_ckpt_get(rc->catalog, job, step, &e) < 0)
                 return;
         if (committed)
-                catalog_ckpt_upsert(rc->catalog, job, step, e.world_size, CKPT_STATE_COMMITTED,
-                                    committed->committed_at);
+                /* (void): reconcile is best effort per row: catalog.c logs a fault, and the
+                 * next start tries again from the same files */
+                (void)catalog_ckpt_upsert(rc->catalog, job, step, e.world_size,
+                                          CKPT_STATE_COMMITTED, committed->committed_at);
         else
-                catalog_ckpt_upsert(rc->catalog, job, step, e.world_size, CKPT_STATE_LOCAL, 0);
+                /* (void): reconcile is best effort per row: catalog.c logs a fault, and the
+                 * next start tries again from the same files */
+                (void)catalog_ckpt_upsert(rc->catalog, job, step, e.world_size, CKPT_STATE_LOCAL,
+                                          0);
         rc->steps++;
         rc->committed += committed != NULL;
         if (rc->nseen == rc->cap) {
@@ -165,7 +179,9 @@ static int reconcile_sweep(void *userdata, const char *job, uint64_t step, uint8
                         return 0;
         log_notice("reconcile: job %s step %" PRIu64 " is in the catalog but not on disk; "
                    "forgetting it", job, step);
-        catalog_ckpt_delete(rc->catalog, job, step);
+        /* (void): reconcile is best effort per row: catalog.c logs a fault, and the next start
+         * tries again from the same files */
+        (void)catalog_ckpt_delete(rc->catalog, job, step);
         return 0;
 }
 
@@ -377,7 +393,7 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
                         return r;
                 }
         }
-        const struct config_peer *self = &cfg->cluster_peers[topo.index];
+        const struct node_address *self = &cfg->cluster_peers[topo.index];
         const struct peers_options po = {
                 .topo = topo,
                 .addrs = cfg->cluster_peers,
@@ -414,7 +430,9 @@ static void daemon_watchdog(struct loop_timer *t) {
 static void daemon_before_sleep(struct loop_hook *h) {
         struct daemon *d = container_of(h, struct daemon, flush_hook);
 
-        catalog_flush(d->catalog);
+        /* (void): catalog_flush() logs a failed commit and drops the batch; reconcile
+         * re-derives the rows from the manifests at the next start */
+        (void)catalog_flush(d->catalog);
 
         uint64_t now = loop_now_ms();
         if (now - d->status_ms < 1000)
@@ -657,7 +675,9 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
         daemon_retention_all(d);
         if (d->flusher)
                 flush_resume(d->flusher);
-        catalog_flush(d->catalog);
+        /* (void): catalog_flush() logs a failed commit and drops the batch; reconcile
+         * re-derives the rows from the manifests at the next start */
+        (void)catalog_flush(d->catalog);
 
         d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
         if (d->signal_fd < 0) {
@@ -706,7 +726,9 @@ fail:
 
 int daemon_run(struct daemon *d) {
         int r = loop_run(d->loop);
-        catalog_flush(d->catalog);
+        /* (void): catalog_flush() logs a failed commit and drops the batch; reconcile
+         * re-derives the rows from the manifests at the next start */
+        (void)catalog_flush(d->catalog);
         return r;
 }
 

@@ -31,7 +31,6 @@
 #include <sqlite3.h>
 
 #include "catalog/catalog.h"
-#include "remote/s3.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -140,12 +139,6 @@ static const char *const migrations[] = {
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == CATALOG_SCHEMA_VERSION,
                "one migration script per schema version");
-
-/* What the catalog stores must fit what the S3 client hands over and back. */
-_Static_assert(CATALOG_KEY_MAX == S3_KEY_MAX, "object key bound");
-_Static_assert(CATALOG_UPLOAD_ID_MAX == S3_UPLOAD_ID_MAX, "upload id bound");
-_Static_assert(CATALOG_ETAG_MAX == S3_ETAG_MAX, "etag bound");
-_Static_assert(sizeof(((struct s3_part *)0)->etag) == CATALOG_ETAG_MAX + 1, "part etag size");
 
 /* The primary keys double as the indexes foreign keys and listings need:
  * (job, step) serves "checkpoints of a job, newest first" and the ranks
@@ -1334,7 +1327,7 @@ int catalog_remote_part_add(struct catalog *c, const char *job, uint64_t step, u
                             uint64_t size) {
         int r;
 
-        if (part_number < 1 || part_number > S3_PART_NUMBER_MAX || !etag || !*etag ||
+        if (part_number < 1 || part_number > CATALOG_PART_NUMBER_MAX || !etag || !*etag ||
             too_long(etag, CATALOG_ETAG_MAX) || size > INT64_MAX)
                 return -EINVAL;
         if (step > (uint64_t)CKPT_STEP_MAX)
@@ -1356,7 +1349,7 @@ int catalog_remote_part_add(struct catalog *c, const char *job, uint64_t step, u
 }
 
 int catalog_remote_parts(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
-                         const char *shard, struct s3_part *out, size_t cap, size_t *count) {
+                         const char *shard, struct catalog_part *out, size_t cap, size_t *count) {
         size_t total, n = 0;
         int rc = SQLITE_DONE;
 
@@ -1377,7 +1370,7 @@ int catalog_remote_parts(struct catalog *c, const char *job, uint64_t step, uint
                 return sql_error(c->db, "list parts of shard %s of job %s step %" PRIu64
                                  " rank %" PRIu32, shard, job, step, rank);
         while (n < cap && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-                struct s3_part *p = &out[n++];
+                struct catalog_part *p = &out[n++];
 
                 p->number = (unsigned)col_u32(s, 0);
                 text_copy(p->etag, sizeof(p->etag), s, 1);

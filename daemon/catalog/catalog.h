@@ -103,12 +103,14 @@ int catalog_ckpt_foreach(struct catalog *c, const char *job, catalog_ckpt_cb cb,
  *
  * What has been flushed to the store, per shard object and per checkpoint,
  * so that a flush interrupted by a crash resumes instead of starting over.
- * The bounds equal the S3 client's (S3_KEY_MAX, S3_UPLOAD_ID_MAX,
- * S3_ETAG_MAX; catalog.c asserts it) without this header pulling in the
- * whole remote layer. */
+ * The catalog speaks its own types: these bounds equal the S3 client's
+ * (S3_KEY_MAX, S3_UPLOAD_ID_MAX, S3_ETAG_MAX, S3_PART_NUMBER_MAX) and
+ * remote/flush.c, the one place that converts between the two, asserts it,
+ * so the catalog depends on nothing above it (docs/architecture.md). */
 #define CATALOG_KEY_MAX 1024
 #define CATALOG_UPLOAD_ID_MAX 1024
 #define CATALOG_ETAG_MAX 128
+#define CATALOG_PART_NUMBER_MAX 10000
 #define CATALOG_ERROR_MAX 255 /* longer messages are stored, read back truncated */
 
 /* remote_objects.state */
@@ -141,7 +143,12 @@ struct catalog_remote_object {
         int64_t updated_at;                          /* unix seconds */
 };
 
-struct s3_part; /* remote/s3.h */
+/* One recorded part of a shard's multipart upload. */
+struct catalog_part {
+        unsigned number;                   /* 1..CATALOG_PART_NUMBER_MAX */
+        char etag[CATALOG_ETAG_MAX + 1];   /* with its quotes, as the store gave it */
+        uint64_t size;
+};
 
 /* Create or replace the remote record of a shard (upsert).  upload_id, etag
  * and error may be NULL.  attempts survives the upsert and grows by one each
@@ -161,7 +168,7 @@ int catalog_remote_object_get(struct catalog *c, const char *job, uint64_t step,
 
 /* Record a completed part of the shard's multipart upload (upsert by part
  * number).  -ENOENT: no remote record for the shard; -EINVAL: part number
- * outside 1..10000, or an empty or over-long etag. */
+ * outside 1..CATALOG_PART_NUMBER_MAX, or an empty or over-long etag. */
 int catalog_remote_part_add(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
                             const char *shard, unsigned part_number, const char *etag,
                             uint64_t size);
@@ -169,7 +176,7 @@ int catalog_remote_part_add(struct catalog *c, const char *job, uint64_t step, u
  * number of parts recorded; if that exceeds cap, out holds the first cap
  * and the return is -ENOBUFS.  A shard with no record has no parts. */
 int catalog_remote_parts(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
-                         const char *shard, struct s3_part *out, size_t cap, size_t *count);
+                         const char *shard, struct catalog_part *out, size_t cap, size_t *count);
 int catalog_remote_parts_clear(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
                                const char *shard);
 

@@ -29,6 +29,7 @@
 
 #include "catalog/catalog.h"
 #include "ckpt-proto.h"
+#include "cluster/node_address.h"
 #include "cluster/topology.h"
 #include "io/loop.h"
 #include "io/worker.h"
@@ -36,7 +37,6 @@
 #include "pool/pool.h"
 
 struct peers;
-struct config_peer;
 
 /* What this node holds of another node's ranks. */
 struct replica_area {
@@ -47,7 +47,7 @@ struct replica_area {
 
 struct peers_options {
         struct topology topo;
-        const struct config_peer *addrs; /* topo.count entries */
+        const struct node_address *addrs; /* topo.count entries */
         const char *listen_host;         /* NULL: any */
         uint16_t listen_port;
         const uint8_t *psk;

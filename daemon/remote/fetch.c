@@ -642,8 +642,12 @@ static void rank_finished(void *userdata, int error) {
                         strerror(-error));
                 return;
         }
-        catalog_job_add(f->catalog, op->job, op->rank_m->uid);
-        catalog_rank_add(f->catalog, op->rank_m);
+        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
+         * a fault and reconcile re-adds the row at the next start */
+        (void)catalog_job_add(f->catalog, op->job, op->rank_m->uid);
+        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
+         * a fault and reconcile re-adds the row at the next start */
+        (void)catalog_rank_add(f->catalog, op->rank_m);
         op->ranks_fetched++;
         op->shards += op->rank_m->nshards;
         log_info("fetch: job %s step %" PRIu64 " rank %u restored from the object store "
@@ -776,11 +780,17 @@ static void local_committed(void *userdata, int error) {
                 op_fail(op, error, "cannot write the local commit record: %s", strerror(-error));
                 return;
         }
-        catalog_ckpt_upsert(f->catalog, op->job, op->step, op->co.world_size,
-                            CKPT_STATE_COMMITTED, op->co.committed_at);
+        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
+         * a fault and reconcile re-adds the row at the next start */
+        (void)catalog_ckpt_upsert(f->catalog, op->job, op->step, op->co.world_size,
+                                  CKPT_STATE_COMMITTED, op->co.committed_at);
         /* it came from the store: nothing to flush back */
-        catalog_ckpt_remote_set(f->catalog, op->job, op->step, CATALOG_REMOTE_DONE, NULL);
-        catalog_flush(f->catalog);
+        /* (void): catalog.c logs a fault; the step then looks unflushed and may be
+         * flushed again, which costs uploads, not data */
+        (void)catalog_ckpt_remote_set(f->catalog, op->job, op->step, CATALOG_REMOTE_DONE, NULL);
+        /* (void): catalog_flush() logs a failed commit and drops the batch; reconcile
+         * re-derives the rows from the manifests at the next start */
+        (void)catalog_flush(f->catalog);
         op_finish(op);
 }
 

@@ -33,6 +33,13 @@
 #include "util/list.h"
 #include "util/log.h"
 
+/* The catalog keeps its own types; this is where the object store's records
+ * cross into it, so the bounds must agree here. */
+_Static_assert(CATALOG_KEY_MAX == S3_KEY_MAX, "object key bound");
+_Static_assert(CATALOG_UPLOAD_ID_MAX == S3_UPLOAD_ID_MAX, "upload id bound");
+_Static_assert(CATALOG_ETAG_MAX == S3_ETAG_MAX, "etag bound");
+_Static_assert(CATALOG_PART_NUMBER_MAX == S3_PART_NUMBER_MAX, "part number bound");
+
 #define FLUSH_POLL_MIN_MS 100
 #define FLUSH_POLL_MAX_MS 5000
 #define FLUSH_STALL_MIN_MS 1000
@@ -281,7 +288,9 @@ static void step_fail(struct fstep *st, const char *fmt, ...) {
         set_last_error(f, st->job, "job %s step %" PRIu64 ": %s", st->job, st->step, msg);
         log_error("flush: job %s step %" PRIu64 " stopped: %s (fix the cause, then SIGHUP "
                   "or restart ckptd to retry)", st->job, st->step, msg);
-        catalog_ckpt_remote_set(f->catalog, st->job, st->step, CATALOG_REMOTE_FAILED, msg);
+        /* (void): remote_state only records the flusher's progress; an update a fault lost
+         * (catalog.c logs it) makes a later flush redo work, it loses no data */
+        (void)catalog_ckpt_remote_set(f->catalog, st->job, st->step, CATALOG_REMOTE_FAILED, msg);
         loop_timer_cancel(&st->timer);
         /* Stop what is still in flight; their done() see STEP_FAILED. */
         step_cancel_all(st);
@@ -380,9 +389,12 @@ static void obj_done(struct fobj *o, const char *etag) {
         obj_close(o);
         st->objs_done++;
         f->uploads_active--;
-        catalog_remote_object_set(f->catalog, st->job, st->step, o->rank, o->shard, o->key,
-                                  o->size, CATALOG_OBJECT_DONE, o->multipart ? o->upload_id : NULL,
-                                  o->multipart ? o->part_size : 0, etag, NULL);
+        /* (void): an upload record a fault lost (catalog.c logs it) costs uploading the object
+         * again after a crash, not data */
+        (void)catalog_remote_object_set(f->catalog, st->job, st->step, o->rank, o->shard, o->key,
+                                        o->size, CATALOG_OBJECT_DONE,
+                                        o->multipart ? o->upload_id : NULL,
+                                        o->multipart ? o->part_size : 0, etag, NULL);
         log_debug("flush: %s done (%" PRIu64 " bytes%s)", o->key, o->size,
                   o->multipart ? ", multipart" : "");
 }
@@ -486,7 +498,9 @@ static void head_after_complete_done(struct s3_request *req, int error) {
                  * someone else's): start the object over. */
                 log_warn("flush: upload of %s vanished; uploading it again", o->key);
                 o->upload_id[0] = 0;
-                catalog_remote_parts_clear(f->catalog, st->job, st->step, o->rank, o->shard);
+                /* (void): parts left behind by a fault (catalog.c logs it) are of an upload id
+                 * no longer recorded: never completed, and cleared with the next upload id */
+                (void)catalog_remote_parts_clear(f->catalog, st->job, st->step, o->rank, o->shard);
                 free(o->part_state);
                 free(o->parts);
                 o->part_state = NULL;
@@ -569,8 +583,10 @@ static void part_done(struct s3_request *req, int error) {
         if (error == 0) {
                 f->bytes_uploaded += part_length(o, n);
                 part_mark_done(o, n, req->result.etag);
-                catalog_remote_part_add(f->catalog, st->job, st->step, o->rank, o->shard, n,
-                                        req->result.etag, part_length(o, n));
+                /* (void): a part record a fault lost (catalog.c logs it) is found again by
+                 * ListParts after a crash, or re-uploaded */
+                (void)catalog_remote_part_add(f->catalog, st->job, st->step, o->rank, o->shard, n,
+                                              req->result.etag, part_length(o, n));
         } else {
                 o->part_state[n - 1] = PART_TODO;
                 o->next_part = MIN(o->next_part, n - 1);
@@ -582,8 +598,11 @@ static void part_done(struct s3_request *req, int error) {
                         res.permanent = false;
                         if (o->parts_inflight == 0) {
                                 o->upload_id[0] = 0;
-                                catalog_remote_parts_clear(f->catalog, st->job, st->step, o->rank,
-                                                           o->shard);
+                                /* (void): parts left behind by a fault (catalog.c logs it) are
+                                 * of an upload id no longer recorded: never completed, and
+                                 * cleared with the next upload id */
+                                (void)catalog_remote_parts_clear(f->catalog, st->job, st->step,
+                                                                 o->rank, o->shard);
                                 free(o->part_state);
                                 free(o->parts);
                                 o->part_state = NULL;
@@ -658,11 +677,17 @@ static void create_done(struct s3_request *req, int error) {
         snprintf(o->upload_id, sizeof(o->upload_id), "%s", req->result.upload_id);
         /* Recorded before any part is sent: after a crash the upload is
          * found again instead of orphaned. */
-        catalog_remote_parts_clear(f->catalog, st->job, st->step, o->rank, o->shard);
-        catalog_remote_object_set(f->catalog, st->job, st->step, o->rank, o->shard, o->key,
-                                  o->size, CATALOG_OBJECT_UPLOADING, o->upload_id, o->part_size,
-                                  NULL, NULL);
-        catalog_flush(f->catalog);
+        /* (void): parts left behind by a fault (catalog.c logs it) are of an upload id no
+         * longer recorded: never completed, and cleared with the next upload id */
+        (void)catalog_remote_parts_clear(f->catalog, st->job, st->step, o->rank, o->shard);
+        /* (void): an upload record a fault lost (catalog.c logs it) costs uploading the object
+         * again after a crash, not data */
+        (void)catalog_remote_object_set(f->catalog, st->job, st->step, o->rank, o->shard, o->key,
+                                        o->size, CATALOG_OBJECT_UPLOADING, o->upload_id,
+                                        o->part_size, NULL, NULL);
+        /* (void): catalog_flush() logs a failed commit and drops the batch; reconcile
+         * re-derives the rows from the manifests at the next start */
+        (void)catalog_flush(f->catalog);
         o->phase = OBJ_PARTS;
         step_pump(st);
 }
@@ -699,8 +724,10 @@ static void list_parts_done(struct s3_request *req, int error) {
                 if (p->number < 1 || p->number > o->nparts || p->size != part_length(o, p->number))
                         continue;
                 if (o->part_state[p->number - 1] != PART_DONE)
-                        catalog_remote_part_add(f->catalog, st->job, st->step, o->rank, o->shard,
-                                                p->number, p->etag, p->size);
+                        /* (void): a part record a fault lost (catalog.c logs it) is found
+                         * again by ListParts after a crash, or re-uploaded */
+                        (void)catalog_remote_part_add(f->catalog, st->job, st->step, o->rank,
+                                                      o->shard, p->number, p->etag, p->size);
                 part_mark_done(o, p->number, p->etag);
         }
         if (o->list.truncated && o->list.next_marker > o->list_marker) {
@@ -753,7 +780,7 @@ static void obj_start_multipart(struct fobj *o) {
                 /* Parts the catalog recorded are done; ListParts adds any
                  * whose answer the crash lost. */
                 size_t count = 0;
-                struct s3_part *rec = calloc(o->nparts, sizeof(*rec));
+                struct catalog_part *rec = calloc(o->nparts, sizeof(*rec));
                 if (rec && catalog_remote_parts(f->catalog, st->job, st->step, o->rank, o->shard,
                                                 rec, o->nparts, &count) == 0) {
                         for (size_t i = 0; i < count; i++)
@@ -852,9 +879,12 @@ static int step_load(struct fstep *st) {
                                         continue;
                                 }
                         }
-                        catalog_remote_object_set(f->catalog, st->job, st->step, m->rank,
-                                                  sh->name, o->key, o->size,
-                                                  CATALOG_OBJECT_PENDING, NULL, 0, NULL, NULL);
+                        /* (void): an upload record a fault lost (catalog.c logs it) costs
+                         * uploading the object again after a crash, not data */
+                        (void)catalog_remote_object_set(f->catalog, st->job, st->step, m->rank,
+                                                        sh->name, o->key, o->size,
+                                                        CATALOG_OBJECT_PENDING, NULL, 0, NULL,
+                                                        NULL);
                 }
         }
         r = node_manifest_format(nm, &st->text, &st->text_len);
@@ -917,7 +947,9 @@ static void manifest_put_done(struct s3_request *req, int error) {
         }
         log_info("flush: job %s step %" PRIu64 ": node %u manifest stored (%zu objects)",
                  st->job, st->step, f->opts.node_index, st->nobjs);
-        catalog_ckpt_remote_set(f->catalog, st->job, st->step, CATALOG_REMOTE_MANIFEST, NULL);
+        /* (void): remote_state only records the flusher's progress; an update a fault lost
+         * (catalog.c logs it) makes a later flush redo work, it loses no data */
+        (void)catalog_ckpt_remote_set(f->catalog, st->job, st->step, CATALOG_REMOTE_MANIFEST, NULL);
         free(st->text);
         st->text = NULL;
         commit_phase_start(st);
@@ -930,7 +962,9 @@ static void step_done(struct fstep *st) {
         char job[CKPT_NAME_MAX + 1];
 
         st->phase = STEP_DONE;
-        catalog_ckpt_remote_set(f->catalog, st->job, st->step, CATALOG_REMOTE_DONE, NULL);
+        /* (void): remote_state only records the flusher's progress; an update a fault lost
+         * (catalog.c logs it) makes a later flush redo work, it loses no data */
+        (void)catalog_ckpt_remote_set(f->catalog, st->job, st->step, CATALOG_REMOTE_DONE, NULL);
         log_info("flush: job %s step %" PRIu64 " is in the object store (COMMIT present)",
                  st->job, st->step);
         snprintf(job, sizeof(job), "%s", st->job);
@@ -1350,7 +1384,9 @@ static int step_queue(struct flusher *f, const char *job, uint64_t step, uint8_t
                 step_fail(st, "cannot list the step's shards on local disk: %s", strerror(-r));
                 return r;
         }
-        catalog_ckpt_remote_set(f->catalog, job, step, CATALOG_REMOTE_FLUSHING, NULL);
+        /* (void): remote_state only records the flusher's progress; an update a fault lost
+         * (catalog.c logs it) makes a later flush redo work, it loses no data */
+        (void)catalog_ckpt_remote_set(f->catalog, job, step, CATALOG_REMOTE_FLUSHING, NULL);
         log_info("flush: job %s step %" PRIu64 ": %zu objects to upload (%zu already in the store)",
                  job, step, st->nobjs - st->objs_done, st->objs_done);
         flusher_pump(f);
@@ -1383,7 +1419,9 @@ static int retry_cb(void *userdata, const char *job, uint64_t step, uint8_t stat
         if (catalog_ckpt_remote_get(f->catalog, job, step, &rs, NULL, 0) == 0 &&
             rs == CATALOG_REMOTE_FAILED && !step_find(f, job, step)) {
                 log_info("flush: retrying job %s step %" PRIu64, job, step);
-                catalog_ckpt_remote_set(f->catalog, job, step, CATALOG_REMOTE_NONE, NULL);
+                /* (void): remote_state only records the flusher's progress; an update a fault
+                 * lost (catalog.c logs it) makes a later flush redo work, it loses no data */
+                (void)catalog_ckpt_remote_set(f->catalog, job, step, CATALOG_REMOTE_NONE, NULL);
                 step_queue(f, job, step, CATALOG_REMOTE_NONE);
         }
         return 0;

@@ -26,6 +26,9 @@
 #include <string.h>
 
 #include "crc32c.h"
+#include "server/conn.h"
+#include "server/restore.h"
+#include "server/save.h"
 #include "server/server.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -1194,7 +1197,7 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                 return;
         }
         /* memory staged but unchecked, or read ahead, is the first to go */
-        save_relieve_memory(srv);
+        server_relieve_memory(srv);
         r = pool_try_acquire(srv->pool, (uint32_t)c->uid, want, &op->window);
         if (r > 0) {
                 op->has_window = true;

@@ -42,6 +42,8 @@
 #include <time.h>
 
 #include "crc32c.h"
+#include "server/conn.h"
+#include "server/save.h"
 #include "server/server.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -226,7 +228,9 @@ static void ckpt_state_update(struct server *srv, struct step_state *st) {
                 if (s->state != SAVE_DONE)
                         state = CKPT_STATE_SAVING;
         }
-        catalog_ckpt_upsert(srv->catalog, st->job, st->step, st->world_size, state, 0);
+        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
+         * a fault and reconcile re-adds the row at the next start */
+        (void)catalog_ckpt_upsert(srv->catalog, st->job, st->step, st->world_size, state, 0);
 }
 
 static void save_fail(struct save *s, int error, const char *fmt, ...)
@@ -303,8 +307,12 @@ static void save_on_disk(void *userdata, int error) {
                 return;
         }
         s->state = SAVE_DONE;
-        catalog_job_add(srv->catalog, s->step->job, s->uid);
-        catalog_rank_add(srv->catalog, s->manifest);
+        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
+         * a fault and reconcile re-adds the row at the next start */
+        (void)catalog_job_add(srv->catalog, s->step->job, s->uid);
+        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
+         * a fault and reconcile re-adds the row at the next start */
+        (void)catalog_rank_add(srv->catalog, s->manifest);
         s->manifest = manifest_free(s->manifest);
         ckpt_state_update(srv, s->step);
         log_debug("job %s step %" PRIu64 " rank %u: on local disk (%" PRIu64 " bytes)",
@@ -446,7 +454,6 @@ void save_relieve_memory(struct server *srv) {
                         save_check_deferred(s);
                 }
         }
-        restore_drop_prefetches(srv);
 }
 
 /* ---- handlers --------------------------------------------------------------------------- */
@@ -833,7 +840,7 @@ void save_handle_chunk_get(struct conn *c, const struct ckpt_req_chunk_get *req)
                 return;
         }
         /* memory staged but unchecked, or read ahead, is the first to go */
-        save_relieve_memory(c->srv);
+        server_relieve_memory(c->srv);
         r = pool_try_acquire(c->srv->pool, (uint32_t)c->uid, want, &e);
         if (r > 0) {
                 chunk_grant(c, sh, &e);
@@ -891,7 +898,7 @@ void save_handle_chunk_put(struct conn *c, const struct ckpt_req_chunk_put *req)
         /* Check now rather than after the finish when memory runs short:
          * the pool must not fill with windows nobody is writing out. */
         if (save_memory_tight(c->srv))
-                save_relieve_memory(c->srv);
+                server_relieve_memory(c->srv);
         conn_reply_empty(c);
 }
 
@@ -1170,8 +1177,10 @@ static void step_committed(void *userdata, int error) {
                 return;
         }
         st->committed = true;
-        catalog_ckpt_upsert(srv->catalog, st->job, st->step, st->world_size,
-                            CKPT_STATE_COMMITTED, st->record.committed_at);
+        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
+         * a fault and reconcile re-adds the row at the next start */
+        (void)catalog_ckpt_upsert(srv->catalog, st->job, st->step, st->world_size,
+                                  CKPT_STATE_COMMITTED, st->record.committed_at);
         log_info("job %s step %" PRIu64 ": committed (%u ranks)", st->job, st->step,
                  st->world_size);
         list_for_each_safe(pos, tmp, &st->waiters) {
@@ -1425,7 +1434,9 @@ void save_retention_run(struct server *srv, const char *job) {
                 if (st)
                         step_state_free(st);
                 if (store_step_delete(srv->store, job, step) == 0)
-                        catalog_ckpt_delete(srv->catalog, job, step);
+                        /* (void): the files are gone; a row a fault left behind (catalog.c
+                         * logs it) is forgotten by reconcile at the next start */
+                        (void)catalog_ckpt_delete(srv->catalog, job, step);
         }
         free(l.items);
 }

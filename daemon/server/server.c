@@ -22,6 +22,9 @@
 
 #include "ckptd-config.h"
 #include "crc32c.h"
+#include "server/conn.h"
+#include "server/restore.h"
+#include "server/save.h"
 #include "server/server.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
@@ -324,7 +327,9 @@ void server_job_error(struct server *srv, const char *job, const char *fmt, ...)
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
         log_error("%s", msg);
-        catalog_job_error(srv->catalog, job);
+        /* (void): -ENOENT: the job has no row yet (its first save failed); the message is
+         * logged above either way */
+        (void)catalog_job_error(srv->catalog, job);
         if (catalog_job_uid(srv->catalog, job, &owner) < 0)
                 return; /* no such job (yet): root sees it in the daemon's last error */
         struct uid_errors *e = uid_errors_find(srv, owner);
@@ -888,6 +893,11 @@ int server_listen_path(struct server *srv, const char *path) {
         srv->listen_fd_owned = true;
         srv->socket_path = strdup(path);
         return server_watch_listen(srv);
+}
+
+void server_relieve_memory(struct server *srv) {
+        save_relieve_memory(srv);
+        restore_drop_prefetches(srv);
 }
 
 bool server_drained(struct server *srv) {

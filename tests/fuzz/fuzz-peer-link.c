@@ -117,7 +117,7 @@ static void setup(void) {
         static char host0[] = "127.0.0.1", host1[] = "127.0.0.1";
         /* node 0 at a port nobody listens on: the daemon's own connects to
          * its target fail and back off, as with a neighbour that is down */
-        static struct config_peer addrs[2] = { { host0, 1 }, { host1, 0 } };
+        static struct node_address addrs[2] = { { host0, 1 }, { host1, 0 } };
         char path[512];
         int r;
 

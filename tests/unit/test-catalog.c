@@ -25,7 +25,6 @@
 
 #include "catalog/catalog.h"
 #include "local/manifest.h"
-#include "remote/s3.h"
 #include "util/cleanup.h"
 
 static char dir[] = "/tmp/test-catalog-XXXXXX";
@@ -941,9 +940,9 @@ static void test_remote_objects(struct catalog *c, const char *path) {
 }
 
 static void test_remote_parts(struct catalog *c, const char *path) {
-        struct s3_part parts[4];
+        struct catalog_part parts[4];
         size_t n = 99;
-        char etag[S3_ETAG_MAX + 2];
+        char etag[CATALOG_ETAG_MAX + 2];
 
         /* Added out of order, read back by number; re-adding replaces. */
         EXPECT(catalog_remote_part_add(c, "r", 1, 0, "a", 3, "\"e3\"", 10), 0);
@@ -976,12 +975,12 @@ static void test_remote_parts(struct catalog *c, const char *path) {
         memset(etag, 'e', sizeof(etag) - 1);
         etag[sizeof(etag) - 1] = '\0';
         EXPECT(catalog_remote_part_add(c, "r", 1, 0, "a", 2, etag, 1), -EINVAL);
-        etag[S3_ETAG_MAX] = '\0';
+        etag[CATALOG_ETAG_MAX] = '\0';
         EXPECT(catalog_remote_part_add(c, "r", 1, 0, "a", 2, etag, 1), 0);
         EXPECT(catalog_remote_parts(c, "r", 1, 0, "a", parts, ARRAY_SIZE(parts), &n), 0);
         EXPECT(n, 4);
         EXPECT(parts[1].number, 2);
-        EXPECT(strlen(parts[1].etag), S3_ETAG_MAX);
+        EXPECT(strlen(parts[1].etag), CATALOG_ETAG_MAX);
 
         /* A part needs the object's record first. */
         remote_rank(c, "r", 2, CKPT_STATE_COMMITTED);

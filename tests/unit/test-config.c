@@ -1864,7 +1864,7 @@ static void check_peers(const struct config *c, const char *const *want) {
         CHECK((n == 0) == (c->cluster_peers == NULL), "peers list %p for %u entries",
               (void *)c->cluster_peers, n);
         for (uint32_t i = 0; i < n; i++) {
-                const struct config_peer *p = &c->cluster_peers[i];
+                const struct node_address *p = &c->cluster_peers[i];
                 char port[16];
                 snprintf(port, sizeof(port), "%u", p->port);
                 CHECK(p->host && strcmp(p->host, want[2 * i]) == 0 &&
@@ -1919,11 +1919,11 @@ static void test_cluster_file(void) {
                       t.placement == PLACEMENT_RING,
               "config_topology: %u %u %u %u %d", t.count, t.index, t.jump, t.factor,
               (int)t.placement);
-        CHECK_STR(config_peer_format(&c.cluster_peers[2], buf, sizeof(buf)), "[fd00::3]:7002");
-        CHECK_STR(config_peer_format(&c.cluster_peers[0], buf, sizeof(buf)),
+        CHECK_STR(node_address_format(&c.cluster_peers[2], buf, sizeof(buf)), "[fd00::3]:7002");
+        CHECK_STR(node_address_format(&c.cluster_peers[0], buf, sizeof(buf)),
                   "node0.example.com:7000");
-        CHECK_STR(config_peer_format(&(struct config_peer){ 0 }, buf, sizeof(buf)), "");
-        CHECK_STR(config_peer_format(&c.cluster_peers[0], buf, 5), "node");
+        CHECK_STR(node_address_format(&(struct node_address){ 0 }, buf, sizeof(buf)), "");
+        CHECK_STR(node_address_format(&c.cluster_peers[0], buf, 5), "node");
 
         /* A later file that does not name them keeps them. */
         write_file(path, "[local]\nkeep = 4\n");
@@ -1938,7 +1938,7 @@ static void test_cluster_file(void) {
         /* A failed load leaves the peers that were there, not defaults,
          * and not half of the new list. */
         {
-                struct config_peer *before = c.cluster_peers;
+                struct node_address *before = c.cluster_peers;
                 write_file(path, "[cluster]\npeers = a:1,b:2,c:3,d:4,e:5\nplacement = clique\n"
                                  "replication_jump = 0\n");
                 capture_open(&cap);
@@ -2328,12 +2328,12 @@ static void test_cluster_many_peers(void) {
 
 static void test_cluster_validate(void) {
         struct config c = config_default(), v;
-        struct config_peer four[4] = { { (char *)"n0", 7000 }, { (char *)"n1", 7000 },
-                                       { (char *)"n2", 7000 }, { (char *)"n3", 7000 } };
-        struct config_peer six[6] = { { (char *)"n0", 1 }, { (char *)"n1", 1 },
-                                      { (char *)"n2", 1 }, { (char *)"n3", 1 },
-                                      { (char *)"n4", 1 }, { (char *)"n5", 1 } };
-        struct config_peer bad[2] = { { (char *)"n0", 7000 }, { (char *)"n 1", 7000 } };
+        struct node_address four[4] = { { (char *)"n0", 7000 }, { (char *)"n1", 7000 },
+                                         { (char *)"n2", 7000 }, { (char *)"n3", 7000 } };
+        struct node_address six[6] = { { (char *)"n0", 1 }, { (char *)"n1", 1 },
+                                        { (char *)"n2", 1 }, { (char *)"n3", 1 },
+                                        { (char *)"n4", 1 }, { (char *)"n5", 1 } };
+        struct node_address bad[2] = { { (char *)"n0", 7000 }, { (char *)"n 1", 7000 } };
         struct capture cap;
 
         /* A replicating cluster that passes, as the base for the others. */
