@@ -53,6 +53,8 @@
 #                             results dir; the CPU numbers of that run include perf)
 #   REPL_BENCH_DIR=dir        where the scratch dir is made (default /var/tmp)
 #   REPL_BENCH_KEEP=1         keep the scratch dir
+#   REPL_BENCH_PEER_FLAGS=..  more flags for both clustered daemons, e.g.
+#                             --cluster-peer-frame-mac=no (the MACs' cost)
 #
 # Raw per-run output, daemon logs and the summary line go to
 # bench/results/repl-DATE/ (git-ignored).
@@ -226,6 +228,8 @@ start_node() { # index [lone: without peers]; sets PIDS[index]
                 args+=(--cluster-node-count 2 --cluster-node-index "$i" --cluster-peers "$PEERS"
                        --cluster-replication-jump 1 --cluster-replication-factor 2
                        --cluster-psk-file "$PSK")
+                # shellcheck disable=SC2206  # a list of flags, split on purpose
+                [ -z "${REPL_BENCH_PEER_FLAGS:-}" ] || args+=($REPL_BENCH_PEER_FLAGS)
         fi
         mkdir -p "$(state_of "$i")"
         echo "== $(date -u +%T.%N) start: ckptd ${args[*]}" >>"$RESULTS/node$i.log"

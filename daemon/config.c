@@ -352,6 +352,10 @@ static const struct key keys[] = {
           .def = "15s",
           .help = "TCP keepalive idle time on peer links (probes every third of it, 3 "
                   "unanswered close the link); 0: off" },
+        { .section = "cluster", .name = "peer_frame_mac", .type = TYPE_BOOL,
+          .offset = FIELD(cluster_peer_frame_mac, bool), .max = 1, .def = "yes",
+          .help = "authenticate every peer frame after the handshake (GMAC); no: only on a "
+                  "trusted network, and the same on every node (docs/peer-protocol.md)" },
         { .section = "cluster", .name = "peer_unauthenticated_max", .type = TYPE_U32,
           .offset = FIELD(cluster_peer_unauthenticated_max, uint32_t), .min = 1,
           .max = 65536, .def = "64",

@@ -105,6 +105,7 @@ struct config {
         uint64_t cluster_peer_connect_timeout_ms; /* 5s */
         uint64_t cluster_peer_handshake_timeout_ms; /* accept to authenticated: 5s */
         uint64_t cluster_peer_keepalive_ms;         /* TCP keepalive idle: 15s, 0 off */
+        bool cluster_peer_frame_mac;                /* MAC peer frames: yes */
         uint32_t cluster_peer_unauthenticated_max;  /* accepted, not authenticated: 64 */
         uint32_t cluster_peer_unauthenticated_per_address; /* of them from one address: 4 */
 };

@@ -404,6 +404,7 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
                 .connect_timeout_ms = cfg->cluster_peer_connect_timeout_ms,
                 .handshake_timeout_ms = cfg->cluster_peer_handshake_timeout_ms,
                 .keepalive_ms = cfg->cluster_peer_keepalive_ms,
+                .frame_mac = cfg->cluster_peer_frame_mac,
                 .unauth_max = cfg->cluster_peer_unauthenticated_max,
                 .unauth_per_address = cfg->cluster_peer_unauthenticated_per_address,
                 .keep = cfg->keep,
@@ -411,6 +412,10 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
                 .store_configured = d->flusher != NULL,
                 .pool_wait_ms = cfg->pool_wait_ms,
         };
+        if (!cfg->cluster_peer_frame_mac)
+                log_warn("peers: frames after the handshake carry no MAC ([cluster] "
+                         "peer_frame_mac = no): anyone on the path can change replica bytes; "
+                         "use only on a trusted network");
         r = peers_new(&d->peers, d->loop, d->workers, d->pool, d->store, d->catalog, d->areas,
                       d->nareas, &po, daemon_peers_changed, d);
         explicit_bzero(psk, sizeof(psk));

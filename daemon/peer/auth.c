@@ -152,16 +152,27 @@ static void put_le32(uint8_t *p, uint32_t v) {
                 p[i] = (uint8_t)(v >> (8 * i));
 }
 
+#define LABEL_UNSEALED "frames-unsealed"
+#define LABEL_UNSEALED_LEN (sizeof(LABEL_UNSEALED) - 1)
+
 void peer_mac(const uint8_t *psk, size_t psk_len, bool server,
               const uint8_t nonce_client[PEER_NONCE_SIZE],
               const uint8_t nonce_server[PEER_NONCE_SIZE], uint32_t client_node,
               uint32_t server_node, uint8_t out[PEER_MAC_SIZE]) {
+        peer_mac_sealed(psk, psk_len, server, nonce_client, nonce_server, client_node, server_node,
+                        true, out);
+}
+
+void peer_mac_sealed(const uint8_t *psk, size_t psk_len, bool server,
+                     const uint8_t nonce_client[PEER_NONCE_SIZE],
+                     const uint8_t nonce_server[PEER_NONCE_SIZE], uint32_t client_node,
+                     uint32_t server_node, bool frames_sealed, uint8_t out[PEER_MAC_SIZE]) {
         /* Each role MACs the other side's nonce first, then its own: the
          * labels alone already separate the roles, the order is the spec's. */
         const uint8_t *first = server ? nonce_client : nonce_server;
         const uint8_t *second = server ? nonce_server : nonce_client;
-        uint8_t msg[LABEL_LEN + 2 * PEER_NONCE_SIZE + 8], *p = msg;
-        size_t out_len = 0;
+        uint8_t msg[LABEL_LEN + 2 * PEER_NONCE_SIZE + 8 + LABEL_UNSEALED_LEN], *p = msg;
+        size_t out_len = 0, msg_len = LABEL_LEN + 2 * PEER_NONCE_SIZE + 8;
 
         memcpy(p, server ? LABEL_SERVER : LABEL_CLIENT, LABEL_LEN);
         p += LABEL_LEN;
@@ -171,8 +182,12 @@ void peer_mac(const uint8_t *psk, size_t psk_len, bool server,
         p += PEER_NONCE_SIZE;
         put_le32(p, client_node);
         put_le32(p + 4, server_node);
+        if (!frames_sealed) {
+                memcpy(p + 8, LABEL_UNSEALED, LABEL_UNSEALED_LEN);
+                msg_len += LABEL_UNSEALED_LEN;
+        }
 
-        if (EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, psk, psk_len, msg, sizeof(msg), out,
+        if (EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, psk, psk_len, msg, msg_len, out,
                       PEER_MAC_SIZE, &out_len) &&
             out_len == PEER_MAC_SIZE)
                 return;

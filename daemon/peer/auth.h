@@ -76,6 +76,19 @@ void peer_mac(const uint8_t *psk, size_t psk_len, bool server,
               const uint8_t nonce_client[PEER_NONCE_SIZE],
               const uint8_t nonce_server[PEER_NONCE_SIZE], uint32_t client_node,
               uint32_t server_node, uint8_t out[PEER_MAC_SIZE]);
+/*
+ * The same for a node whose frames after the handshake carry no MAC
+ * ([cluster] peer_frame_mac = no, trusted networks only): the message MACed
+ * ends in the 15 ASCII bytes "frames-unsealed" as well.  Two nodes that
+ * disagree on the setting therefore fail the handshake (as with different
+ * keys) instead of misreading each other's frames, and without the key
+ * nobody can talk a link into going without MACs.  peer_mac() is
+ * peer_mac_sealed(..., true, ...).
+ */
+void peer_mac_sealed(const uint8_t *psk, size_t psk_len, bool server,
+                     const uint8_t nonce_client[PEER_NONCE_SIZE],
+                     const uint8_t nonce_server[PEER_NONCE_SIZE], uint32_t client_node,
+                     uint32_t server_node, bool frames_sealed, uint8_t out[PEER_MAC_SIZE]);
 
 /*
  * The per-direction keys of the frame MACs (peer/framemac.h) of one link,

@@ -2143,6 +2143,10 @@ static int link_keys(struct plink *l) {
         uint8_t c2s[PEER_FRAME_KEY_SIZE], s2c[PEER_FRAME_KEY_SIZE];
         int r;
 
+        /* [cluster] peer_frame_mac = no: frames go without tags (both sides
+         * agreed: the handshake MAC covers the setting) */
+        if (!ps->opts.frame_mac)
+                return 0;
         if (l->client)
                 r = peer_frame_keys(ps->psk, ps->psk_len, l->nonce_own, l->nonce_peer, self,
                                     l->node, c2s, s2c);
@@ -2208,20 +2212,21 @@ static void handle_handshake(struct plink *l, const struct peer_msg *m) {
                 r.hello_reply.node_index = self;
                 r.hello_reply.node_count = ps->opts.topo.count;
                 memcpy(r.hello_reply.nonce, l->nonce_own, PEER_NONCE_SIZE);
-                peer_mac(ps->psk, ps->psk_len, true, l->nonce_peer, l->nonce_own, l->node, self,
-                         r.hello_reply.mac);
+                peer_mac_sealed(ps->psk, ps->psk_len, true, l->nonce_peer, l->nonce_own, l->node,
+                                self, ps->opts.frame_mac, r.hello_reply.mac);
                 l->state = L_AUTH;
                 link_send(l, &r);
                 return;
         }
         if (!l->client && l->state == L_AUTH && m->hdr.type == PEER_MSG_AUTH) {
                 uint8_t want[PEER_MAC_SIZE];
-                peer_mac(ps->psk, ps->psk_len, false, l->nonce_peer, l->nonce_own, l->node, self,
-                         want);
+                peer_mac_sealed(ps->psk, ps->psk_len, false, l->nonce_peer, l->nonce_own, l->node,
+                                self, ps->opts.frame_mac, want);
                 if (!peer_mac_equal(want, m->auth.mac)) {
                         send_error(l, 0, -EACCES, "authentication failed");
                         link_close(l, -EACCES, "authentication failed: claiming node %u, it does "
-                                   "not know the pre-shared key", l->node);
+                                   "not know the pre-shared key (or its [cluster] "
+                                   "peer_frame_mac differs)", l->node);
                         return;
                 }
                 struct peer_msg ok = { .hdr.type = PEER_MSG_AUTH_OK };
@@ -2239,17 +2244,18 @@ static void handle_handshake(struct plink *l, const struct peer_msg *m) {
                         return;
                 }
                 memcpy(l->nonce_peer, h->nonce, PEER_NONCE_SIZE);
-                peer_mac(ps->psk, ps->psk_len, true, l->nonce_own, l->nonce_peer, self, l->node,
-                         want);
+                peer_mac_sealed(ps->psk, ps->psk_len, true, l->nonce_own, l->nonce_peer, self, l->node,
+                                ps->opts.frame_mac, want);
                 if (!peer_mac_equal(want, h->mac)) {
                         log_error("peers: authentication failed: node %u at %s does not know the "
-                                  "pre-shared key", l->node, l->addr);
+                                  "pre-shared key (or its [cluster] peer_frame_mac differs)",
+                                  l->node, l->addr);
                         link_close(l, -EACCES, "authentication failed");
                         return;
                 }
                 struct peer_msg a = { .hdr.type = PEER_MSG_AUTH };
-                peer_mac(ps->psk, ps->psk_len, false, l->nonce_own, l->nonce_peer, self, l->node,
-                         a.auth.mac);
+                peer_mac_sealed(ps->psk, ps->psk_len, false, l->nonce_own, l->nonce_peer, self, l->node,
+                                ps->opts.frame_mac, a.auth.mac);
                 l->state = L_AUTH;
                 link_send(l, &a);
                 return;

@@ -99,7 +99,69 @@ def hello_v1():
     return peerproxy.frame(1, peerproxy.HELLO, 0, 1, body)
 
 
+def frame_mac_switch(tmp):
+    """[cluster] peer_frame_mac = no, on trusted networks: both nodes must say
+    so (the handshake MAC covers the setting), and then frames go untagged."""
+    psk = write_psk(os.path.join(tmp, "psk-switch"))
+
+    def pair(tag, off0, off1):
+        p0, p1 = free_ports(2)
+        common = ["--cluster-node-count=2", "--cluster-replication-factor=2",
+                  "--cluster-psk-file=" + psk,
+                  "--cluster-peers=127.0.0.1:%d,127.0.0.1:%d" % (p0, p1)]
+        nodes = []
+        for i, off in enumerate((off0, off1)):
+            d = Daemon(tmp, name="%s%d" % (tag, i), pool="64M", slot="4M",
+                       extra=common + ["--cluster-node-index=%d" % i] +
+                       (["--cluster-peer-frame-mac=no"] if off else []))
+            d.node = i
+            nodes.append(d.start())
+        return nodes
+
+    log("7. node 0 without frame MACs, node 1 with them: the handshake fails, saying why")
+    a0, a1 = pair("mix", True, False)
+    try:
+        wait_until(lambda: "peer_frame_mac differs" in a0.read_log(), 20,
+                   what="node 0 naming the setting when node 1 refuses it")
+        check("carry no MAC" in a0.read_log(), "node 0 did not warn that its frames go "
+              "unauthenticated")
+        check("authenticated" not in " ".join(ln for ln in a1.read_log().splitlines()
+                                             if "link from node 0" in ln),
+              "node 1 authenticated a node with another peer_frame_mac")
+    finally:
+        for d in (a0, a1):
+            check_log_clean(d)
+            d.kill()
+
+    log("8. both without frame MACs: replication works, untagged")
+    b0, b1 = pair("off", True, True)
+    try:
+        b0.rank("save", "--job", JOB, "--step", STEP, "--rank", 0, "--world", 1,
+                "--shards", shards_arg(SHARDS), "--seed", SEED)
+        b0.rank("commit", "--job", JOB, "--step", STEP)
+        p = b0.rank("wait", "--job", JOB, "--step", STEP, "--tier", "replicated",
+                    "--timeout", 60000, check_rc=False, timeout=90)
+        check(p.returncode == 0, "no replication between two nodes without frame MACs: %s\n%s"
+              % (p.stderr, b0.read_log()[-3000:]))
+        for name, _ in SHARDS:
+            check(read(os.path.join(replica_dir(b1), name)) ==
+                  read(os.path.join(local_dir(b0), name)),
+                  "replica shard %s differs from the sender's" % name)
+        for d in (b0, b1):
+            check_log_clean(d)
+            rc = d.stop()
+            check(rc == 0, "node %d exited %s on SIGTERM" % (d.node, rc))
+    finally:
+        for d in (b0, b1):
+            d.kill()
+
+
 def main(tmp):
+    two_nodes(tmp)
+    frame_mac_switch(tmp)
+
+
+def two_nodes(tmp):
     p0, p1 = free_ports(2)
     proxy = peerproxy.PeerProxy(p1)
     psk = write_psk(os.path.join(tmp, "psk"))

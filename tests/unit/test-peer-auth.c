@@ -69,6 +69,10 @@ static void from_hex(uint8_t *out, const char *hex, size_t n) {
  */
 #define SERVER_MAC_HEX "392c43e9c61ccdb9cbfa0b2169c37fed44c04020a3437bfbcca4b2b75243fe68"
 #define CLIENT_MAC_HEX "7ef38bcf8b84bf4c4bb90c4b2dc59ee1501e3fe505b2695a2041b2701c899c0d"
+/* The same with "frames-unsealed" appended ([cluster] peer_frame_mac = no),
+ * from Python's hmac module over the bytes docs/peer-protocol.md gives. */
+#define SERVER_UNSEALED_HEX "f9e6c1a5416f44cd99ecbce8f167e8a46fa7711aadb2586ede1fadf9081e367e"
+#define CLIENT_UNSEALED_HEX "c685172dea72173badcffa573b393160ce6fd50941603847cbc2611b93392bc2"
 
 static void test_mac(void) {
         const uint8_t *key = (const uint8_t *)KEY;
@@ -115,6 +119,20 @@ static void test_mac(void) {
         /* Deterministic. */
         peer_mac(key, key_len, true, nc, ns, 3, 0x01020304, other);
         CHECK(peer_mac_equal(other, server), "same inputs, same MAC");
+
+        /* A node without frame MACs computes other MACs, so a link between
+         * nodes that disagree fails the handshake. */
+        uint8_t want[PEER_MAC_SIZE];
+        peer_mac_sealed(key, key_len, true, nc, ns, 3, 0x01020304, true, other);
+        CHECK(peer_mac_equal(other, server), "peer_mac is peer_mac_sealed(..., true, ...)");
+        from_hex(want, SERVER_UNSEALED_HEX, PEER_MAC_SIZE);
+        peer_mac_sealed(key, key_len, true, nc, ns, 3, 0x01020304, false, other);
+        CHECK(peer_mac_equal(other, want), "unsealed server MAC known answer");
+        CHECK(!peer_mac_equal(other, server), "unsealed and sealed server MACs differ");
+        from_hex(want, CLIENT_UNSEALED_HEX, PEER_MAC_SIZE);
+        peer_mac_sealed(key, key_len, false, nc, ns, 3, 0x01020304, false, other);
+        CHECK(peer_mac_equal(other, want), "unsealed client MAC known answer");
+        CHECK(!peer_mac_equal(other, client), "unsealed and sealed client MACs differ");
 
         /* peer_mac_equal looks at every byte. */
         for (size_t i = 0; i < PEER_MAC_SIZE; i++) {
