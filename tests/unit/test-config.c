@@ -490,6 +490,7 @@ static void check_numeric_defaults(const struct config *c) {
               (unsigned long long)c->cluster_peer_handshake_timeout_ms);
         CHECK(c->cluster_peer_keepalive_ms == 15000, "peer_keepalive %llu",
               (unsigned long long)c->cluster_peer_keepalive_ms);
+        CHECK(c->cluster_peer_frame_mac, "peer_frame_mac defaults to yes");
         CHECK(c->cluster_peer_unauthenticated_max == 64, "peer_unauthenticated_max %u",
               c->cluster_peer_unauthenticated_max);
         CHECK(c->cluster_peer_unauthenticated_per_address == 4,
