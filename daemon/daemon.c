@@ -404,7 +404,7 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
                 .connect_timeout_ms = cfg->cluster_peer_connect_timeout_ms,
                 .handshake_timeout_ms = cfg->cluster_peer_handshake_timeout_ms,
                 .keepalive_ms = cfg->cluster_peer_keepalive_ms,
-                .frame_mac = cfg->cluster_peer_frame_mac,
+                .frames_unsealed = !cfg->cluster_peer_frame_mac,
                 .unauth_max = cfg->cluster_peer_unauthenticated_max,
                 .unauth_per_address = cfg->cluster_peer_unauthenticated_per_address,
                 .keep = cfg->keep,

@@ -2145,7 +2145,7 @@ static int link_keys(struct plink *l) {
 
         /* [cluster] peer_frame_mac = no: frames go without tags (both sides
          * agreed: the handshake MAC covers the setting) */
-        if (!ps->opts.frame_mac)
+        if (ps->opts.frames_unsealed)
                 return 0;
         if (l->client)
                 r = peer_frame_keys(ps->psk, ps->psk_len, l->nonce_own, l->nonce_peer, self,
@@ -2213,7 +2213,7 @@ static void handle_handshake(struct plink *l, const struct peer_msg *m) {
                 r.hello_reply.node_count = ps->opts.topo.count;
                 memcpy(r.hello_reply.nonce, l->nonce_own, PEER_NONCE_SIZE);
                 peer_mac_sealed(ps->psk, ps->psk_len, true, l->nonce_peer, l->nonce_own, l->node,
-                                self, ps->opts.frame_mac, r.hello_reply.mac);
+                                self, !ps->opts.frames_unsealed, r.hello_reply.mac);
                 l->state = L_AUTH;
                 link_send(l, &r);
                 return;
@@ -2221,7 +2221,7 @@ static void handle_handshake(struct plink *l, const struct peer_msg *m) {
         if (!l->client && l->state == L_AUTH && m->hdr.type == PEER_MSG_AUTH) {
                 uint8_t want[PEER_MAC_SIZE];
                 peer_mac_sealed(ps->psk, ps->psk_len, false, l->nonce_peer, l->nonce_own, l->node,
-                                self, ps->opts.frame_mac, want);
+                                self, !ps->opts.frames_unsealed, want);
                 if (!peer_mac_equal(want, m->auth.mac)) {
                         send_error(l, 0, -EACCES, "authentication failed");
                         link_close(l, -EACCES, "authentication failed: claiming node %u, it does "
@@ -2245,7 +2245,7 @@ static void handle_handshake(struct plink *l, const struct peer_msg *m) {
                 }
                 memcpy(l->nonce_peer, h->nonce, PEER_NONCE_SIZE);
                 peer_mac_sealed(ps->psk, ps->psk_len, true, l->nonce_own, l->nonce_peer, self, l->node,
-                                ps->opts.frame_mac, want);
+                                !ps->opts.frames_unsealed, want);
                 if (!peer_mac_equal(want, h->mac)) {
                         log_error("peers: authentication failed: node %u at %s does not know the "
                                   "pre-shared key (or its [cluster] peer_frame_mac differs)",
@@ -2255,7 +2255,7 @@ static void handle_handshake(struct plink *l, const struct peer_msg *m) {
                 }
                 struct peer_msg a = { .hdr.type = PEER_MSG_AUTH };
                 peer_mac_sealed(ps->psk, ps->psk_len, false, l->nonce_own, l->nonce_peer, self, l->node,
-                                ps->opts.frame_mac, a.auth.mac);
+                                !ps->opts.frames_unsealed, a.auth.mac);
                 l->state = L_AUTH;
                 link_send(l, &a);
                 return;

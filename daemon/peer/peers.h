@@ -55,7 +55,9 @@ struct peers_options {
         uint64_t connect_timeout_ms;
         uint64_t handshake_timeout_ms;   /* accept (or connect) to authenticated; 0: none */
         uint64_t keepalive_ms;           /* TCP keepalive idle time; 0: off */
-        bool frame_mac;                  /* MAC every frame after the handshake (default) */
+        /* [cluster] peer_frame_mac = no: frames after the handshake go
+         * without tags (false, the zero value, is the safe default) */
+        bool frames_unsealed;
         uint32_t unauth_max;             /* accepted, unauthenticated links; 0: no cap */
         uint32_t unauth_per_address;     /* of them from one address; 0: no cap */
         uint32_t keep;                   /* committed steps kept per job in each area */

@@ -160,7 +160,6 @@ static void setup(void) {
                 .listen_port = 0,
                 .psk = (const uint8_t *)psk,
                 .psk_len = strlen(psk),
-                .frame_mac = true,
                 .connect_timeout_ms = 100,
                 .keep = 2,
                 .pool_wait_ms = 100,
