@@ -3,7 +3,7 @@
  * acceptor — the accept loop of a listening socket that never spins.
  *
  * Both listeners (the client socket in server.c and the peer port in
- * peers.c) accept through one of these.  What it adds to a bare accept4()
+ * peer/link.c) accept through one of these.  What it adds to a bare accept4()
  * loop is what a hostile or merely busy machine needs:
  *
  *   - EMFILE/ENFILE: the epoll watch stays readable while the backlog

@@ -20,6 +20,10 @@
  * only after its every block matched the manifest's CRC32C, the files were
  * fsynced and the rank directory renamed into place.
  *
+ * The tier is built in layers under peer/ (docs/architecture.md): link
+ * (transport) <- transfer (one rank) <- replication, neighbour_restore
+ * (policy); peers.c puts them together behind this API.
+ *
  * Loop thread only.
  */
 #pragma once
@@ -34,16 +38,10 @@
 #include "io/loop.h"
 #include "io/worker.h"
 #include "local/store.h"
+#include "peer/replica_area.h"
 #include "pool/pool.h"
 
 struct peers;
-
-/* What this node holds of another node's ranks. */
-struct replica_area {
-        uint32_t src;
-        struct store *store;
-        struct catalog *catalog;
-};
 
 struct peers_options {
         struct topology topo;

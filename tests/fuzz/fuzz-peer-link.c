@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzz target: the peer link state machine (daemon/peer/peers.c) -- the
+ * Fuzz target: the peer link state machine (daemon/peer/link.c, transfer.c) -- the
  * framing, the handshake, the frame MACs and what an authenticated node's
  * messages make the daemon do (rank transfers into a replica area, LIST,
  * GET_RANK, PING, ERROR).  fuzz-peer covers the codec alone.

@@ -11,7 +11,13 @@ two graphs:
   headers  one node per daemon/ header; an edge when one includes another.
 
 A cycle in either is printed with the include lines that make it, and the
-exit status is 1.  Includes that do not resolve to a daemon/ file (proto/,
+exit status is 1.
+
+Within a folder listed in LAYERS the files also keep to their layers: a file
+may include only its own header and those of lower layers (peer/: link knows
+nothing of ranks, transfer nothing of replication or restores, replication
+and neighbour_restore nothing of each other).  A file of such a folder that
+is in no layer fails too, so that a new one gets a place.  Includes that do not resolve to a daemon/ file (proto/,
 system headers, generated ckptd-config.h) are outside the graph.
 
 Usage: include-graph.py DAEMON_DIR
@@ -21,6 +27,39 @@ import re
 import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+# folder: layers, lowest first; each a list of file stems (x.c and x.h)
+LAYERS = {
+    'peer': [['auth', 'rkeys', 'replica_area'], ['framemac'], ['link'], ['transfer'],
+             ['replication', 'neighbour_restore'], ['peers']],
+}
+
+
+def stem_of(rel):
+    return os.path.splitext(os.path.basename(rel))[0]
+
+
+def layer_errors(files, includes):
+    """Lines saying which include breaks a folder's layering."""
+    errors = []
+    for folder, layers in LAYERS.items():
+        rank = {stem: i for i, layer in enumerate(layers) for stem in layer}
+        for rel in sorted(files):
+            if module_of(rel) != folder:
+                continue
+            src = stem_of(rel)
+            if src not in rank:
+                errors.append(f'{rel}: in no layer of {folder}/ (add it to LAYERS)')
+                continue
+            for lineno, inc in includes.get(rel, []):
+                if module_of(inc) != folder or stem_of(inc) == src:
+                    continue
+                dst = stem_of(inc)
+                if dst not in rank or rank[dst] >= rank[src]:
+                    errors.append(f'{rel}:{lineno}: #include "{inc}": {folder}/{dst} is not '
+                                  f'below {folder}/{src}')
+    return errors
 
 
 def module_of(rel):
@@ -70,7 +109,7 @@ def main():
         print(f'include-graph: no headers under {root}', file=sys.stderr)
         return 2
 
-    modules, headers, why = {}, {}, {}
+    modules, headers, why, includes = {}, {}, {}, {}
     for rel, path in sorted(files.items()):
         with open(path, encoding='utf-8') as fh:
             text = fh.read()
@@ -82,6 +121,7 @@ def main():
                             for m in INCLUDE.finditer(text)):
             if inc not in files:
                 continue
+            includes.setdefault(rel, []).append((lineno, inc))
             dst = module_of(inc)
             if dst != src:
                 modules[src].add(dst)
@@ -98,6 +138,9 @@ def main():
             print(f'include-graph: a circle between {name}: {" -> ".join(cycle)}')
             for a, b in zip(cycle, cycle[1:]):
                 print(f'  {why[(a, b)]}')
+    for line in layer_errors(files, includes):
+        failed = True
+        print(f'include-graph: a layer broken: {line}')
     if failed:
         return 1
     order = ', '.join(f'{m} -> {{{", ".join(sorted(modules[m]))}}}'

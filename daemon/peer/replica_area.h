@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * replica_area — what this node holds of another node's ranks: a replica
+ * area per source node, <state>/replica/node-<src>/{jobs/...,catalog.db},
+ * with the same layout, manifests and checks as the local tier and its
+ * own catalog; and the areas' retention.
+ *
+ * The areas are created and owned by daemon.c (one per replication
+ * source) and borrowed by peer/replication (which fills them) and
+ * peer/neighbour_restore (which answers from them).
+ *
+ * Loop thread only.
+ */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "catalog/catalog.h"
+#include "local/store.h"
+
+struct replica_area {
+        uint32_t src;
+        struct store *store;
+        struct catalog *catalog;
+};
+
+/* The area of src's ranks among areas[0..n), or NULL. */
+struct replica_area *replica_area_for(struct replica_area *areas, size_t n, uint32_t src);
+/* The area that holds (job, step, rank), or NULL. */
+struct replica_area *replica_area_holding(struct replica_area *areas, size_t n, const char *job,
+                                          uint64_t step, uint32_t rank);
+/* Keep the newest `keep` committed steps of job in an area (0: all);
+ * pinned ones stay. */
+void replica_area_retention(struct store *store, struct catalog *catalog, const char *job,
+                            uint32_t keep);

@@ -1,0 +1,317 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * replication — the steps owed to each target and their ranks' journey
+ * (see replication.h).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "peer/replication.h"
+#include "peer/transfer.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+/* A step owed to one target: each rank to send, in flight, or acknowledged. */
+enum { RANK_TODO, RANK_SENDING, RANK_ACKED };
+
+struct rstep {
+        struct list link;
+        struct replication *r;
+        struct repl_target *t;
+        char job[CKPT_NAME_MAX + 1];
+        uint64_t step;
+        uint32_t *ranks;
+        uint8_t *rstate;           /* RANK_* per entry of ranks */
+        size_t nranks;
+        uint32_t inflight, acked;
+        int status;                /* the first failure; reported once nothing is in flight */
+        char msg[PEER_ERRMSG_MAX + 1];
+};
+
+void replication_target_init(struct replication *r, size_t slot, struct dialer *d) {
+        struct repl_target *t = &r->targets[slot];
+        t->d = d;
+        list_init(&t->steps);
+        t->steps_pending = 0;
+}
+
+static void rstep_free(struct rstep *rs) {
+        list_unlink(&rs->link);
+        free(rs->ranks);
+        free(rs->rstate);
+        free(rs);
+}
+
+void replication_clear(struct replication *r) {
+        for (size_t i = 0; i < r->ntargets; i++) {
+                struct repl_target *t = &r->targets[i];
+                while (!list_empty(&t->steps))
+                        rstep_free(list_first_entry(&t->steps, struct rstep, link));
+        }
+}
+
+/* The step owed to t, or NULL. */
+static struct rstep *rstep_find(struct repl_target *t, const char *job, uint64_t step) {
+        struct list *pos;
+        list_for_each(pos, &t->steps) {
+                struct rstep *o = list_entry(pos, struct rstep, link);
+                if (o->step == step && !strcmp(o->job, job))
+                        return o;
+        }
+        return NULL;
+}
+
+static int rstep_queue(struct replication *r, struct repl_target *t, const char *job,
+                       uint64_t step) {
+        if (rstep_find(t, job, step))
+                return 0;
+        struct rstep *rs = calloc(1, sizeof(*rs));
+        if (!rs)
+                return -ENOMEM;
+        rs->r = r;
+        rs->t = t;
+        snprintf(rs->job, sizeof(rs->job), "%s", job);
+        rs->step = step;
+        rs->ranks = calloc(256, sizeof(uint32_t));
+        rs->rstate = calloc(256, 1);
+        if (!rs->ranks || !rs->rstate ||
+            catalog_ranks(r->catalog, job, step, rs->ranks, 256, &rs->nranks) < 0) {
+                free(rs->ranks);
+                free(rs->rstate);
+                free(rs);
+                return -EIO;
+        }
+        list_init(&rs->link);
+        list_add_tail(&t->steps, &rs->link);
+        t->steps_pending++;
+        return 0;
+}
+
+static void rstep_done(struct rstep *rs, int status, const char *msg) {
+        struct repl_target *t = rs->t;
+        struct replication *r = rs->r;
+        uint32_t node = t->d->node;
+        char job[CKPT_NAME_MAX + 1];
+        uint64_t step = rs->step;
+
+        snprintf(job, sizeof(job), "%s", rs->job);
+        if (status == 0) {
+                /* (void): a replication state a fault lost (catalog.c logs it) leaves the step
+                 * pending, so it is offered to the target again at the next connect */
+                (void)catalog_repl_set(r->catalog, job, step, node, CATALOG_REPL_DONE, NULL);
+                log_info("peers: job %s step %" PRIu64 " replicated to node %u", job, step, node);
+        } else {
+                /* (void): a replication state a fault lost (catalog.c logs it) leaves the step
+                 * pending, so it is offered to the target again at the next connect */
+                (void)catalog_repl_set(r->catalog, job, step, node, CATALOG_REPL_FAILED, msg);
+                log_error("peers: node %u refused job %s step %" PRIu64 ": %s (%s); it stays "
+                          "degraded until the node is back or the step is retried", node, job,
+                          step, msg, strerror(-status));
+        }
+        t->steps_pending--;
+        rstep_free(rs);
+        if (r->on_changed)
+                r->on_changed(r->userdata, job, step);
+}
+
+/* Nothing of rs in flight: report it if every rank was acknowledged or
+ * one failed.  true: rs is gone. */
+static bool rstep_check(struct rstep *rs) {
+        if (rs->inflight)
+                return false;
+        if (rs->status < 0) {
+                rstep_done(rs, rs->status, rs->msg);
+                return true;
+        }
+        if (rs->acked == rs->nranks) {
+                rstep_done(rs, 0, NULL);
+                return true;
+        }
+        return false;
+}
+
+static void rstep_fail(struct rstep *rs, int status, const char *msg) {
+        if (rs->status < 0)
+                return; /* the first failure is the one reported */
+        rs->status = status < 0 ? status : -EIO;
+        snprintf(rs->msg, sizeof(rs->msg), "%s", msg);
+}
+
+/* The link closed with tx's rank unacknowledged: it is sent again after
+ * the reconnect. */
+static void rank_lost(struct tx *tx) {
+        struct rstep *rs = tx->owner;
+        rs->rstate[tx->owner_idx] = RANK_TODO;
+        rs->inflight--;
+}
+
+void replication_pump(struct replication *r, size_t slot, struct plink *l) {
+        struct repl_target *t = &r->targets[slot];
+        struct list *pos, *tmp;
+
+        list_for_each_safe(pos, tmp, &t->steps) {
+                struct rstep *rs = list_entry(pos, struct rstep, link);
+                for (size_t i = 0; i < rs->nranks && l->nout < TRANSFER_WINDOW && rs->status == 0;
+                     i++) {
+                        if (rs->rstate[i] != RANK_TODO)
+                                continue;
+                        int err = 0;
+                        struct tx *tx = transfer_tx_new(l, r->store, rs->job, rs->step,
+                                                        rs->ranks[i], PEER_PURPOSE_REPLICATE,
+                                                        r->self, ++l->next_stream, &err);
+                        if (!tx) {
+                                /* gone locally (retention) or unreadable: nothing to owe */
+                                log_warn("peers: job %s step %" PRIu64 " rank %u cannot be read "
+                                         "for replication: %s", rs->job, rs->step, rs->ranks[i],
+                                         strerror(-err));
+                                rstep_fail(rs, err, "the rank cannot be read on its node");
+                                break;
+                        }
+                        tx->owner = rs;
+                        tx->owner_idx = i;
+                        tx->lost = rank_lost;
+                        rs->rstate[i] = RANK_SENDING;
+                        rs->inflight++;
+                        link_out_add(l, &tx->out);
+                }
+                rstep_check(rs);
+                if (l->nout >= TRANSFER_WINDOW)
+                        break;
+        }
+}
+
+void replication_rank_acked(struct replication *r, struct plink *l, const struct peer_msg *m) {
+        struct tx *tx = transfer_tx_find(l, m->hdr.stream);
+        if (!tx || !tx->out.ended || !tx->owner || link_out_on_wire(l, &tx->out)) {
+                link_close(l, -EPROTO, "RANK_ACK for a transfer not in flight");
+                return;
+        }
+        struct rstep *rs = tx->owner;
+        size_t i = tx->owner_idx;
+        link_out_remove(l, &tx->out);
+        rs->inflight--;
+        if (m->rank_ack.status < 0) {
+                rs->rstate[i] = RANK_TODO;
+                rstep_fail(rs, m->rank_ack.status, m->rank_ack.message);
+        } else {
+                rs->rstate[i] = RANK_ACKED;
+                rs->acked++;
+        }
+        rstep_check(rs);
+        r->pump(r->owner, l->dialer->slot);
+}
+
+struct pending_walk {
+        struct replication *r;
+        struct repl_target *t;
+};
+
+static int pending_cb(void *userdata, const char *job, uint64_t step) {
+        struct pending_walk *w = userdata;
+        rstep_queue(w->r, w->t, job, step);
+        return 0;
+}
+
+void replication_connected(struct replication *r, size_t slot) {
+        struct repl_target *t = &r->targets[slot];
+        struct pending_walk w = { .r = r, .t = t };
+
+        /* catch up: everything owed to this node, from the catalog */
+        int e = catalog_repl_pending_foreach(r->catalog, t->d->node, pending_cb, &w);
+        /* pending_cb never stops the walk: a non-zero result is the
+         * catalog's; what was not queued now is queued at the next connect */
+        if (e < 0)
+                log_warn("peers: node %u: cannot list the steps owed to it: %s", t->d->node,
+                         strerror(-e));
+}
+
+int replication_step_committed(struct replication *r, const char *job, uint64_t step) {
+        for (size_t i = 0; i < r->ntargets; i++) {
+                struct repl_target *t = &r->targets[i];
+                int e = catalog_repl_set(r->catalog, job, step, t->d->node, CATALOG_REPL_PENDING,
+                                         NULL);
+                if (e < 0)
+                        return e;
+                rstep_queue(r, t, job, step);
+                r->pump(r->owner, i);
+        }
+        return 0;
+}
+
+int replication_replicated(struct replication *r, const char *job, uint64_t step) {
+        uint32_t done, total;
+        int e = catalog_repl_counts(r->catalog, job, step, &done, &total);
+        if (e < 0)
+                return e;
+        return total >= r->ntargets && done >= r->ntargets ? 1 : 0;
+}
+
+/* The newest `keep` committed steps of each job (all if keep is 0): what
+ * a target keeps of this node's after its own retention. */
+struct step_list {
+        struct rkeys steps;        /* rank unused */
+        uint32_t keep, in_job;
+};
+
+static int step_list_committed(void *userdata, const char *job, uint64_t step, uint8_t state) {
+        struct step_list *sl = userdata;
+        const struct rkeys *ks = &sl->steps;
+        if (state != CKPT_STATE_COMMITTED)
+                return 0;
+        /* by job, newest step first */
+        if (ks->n == 0 || strcmp(ks->v[ks->n - 1].job, job))
+                sl->in_job = 0;
+        if (sl->keep && sl->in_job >= sl->keep)
+                return 0;
+        sl->in_job++;
+        return rkeys_add(&sl->steps, job, step, 0);
+}
+
+/*
+ * The target listed every rank of this node it holds.  A committed step
+ * of ours with a rank it lacks, and not on its way there already, lost its
+ * replica there (a replaced disk, a wiped replica area): it is owed again,
+ * from its ranks the target lacks.  Without this a replacement target
+ * would hold this node's checkpoints only from the next save on.  Only
+ * the steps the target's retention keeps: an older one (pinned here) would
+ * be sent and deleted there on every reconnect.
+ */
+void replication_reseed(struct replication *r, size_t slot, const struct rkeys *held) {
+        struct repl_target *t = &r->targets[slot];
+        struct step_list sl = { .keep = r->keep };
+        uint32_t ranks[256];
+
+        if (catalog_ckpt_foreach(r->catalog, NULL, step_list_committed, &sl) < 0) {
+                free(sl.steps.v);
+                return;
+        }
+        for (size_t i = 0; i < sl.steps.n; i++) {
+                const char *job = sl.steps.v[i].job;
+                uint64_t step = sl.steps.v[i].step;
+                size_t n = 0, lacking = 0;
+
+                if (rstep_find(t, job, step) ||
+                    catalog_ranks(r->catalog, job, step, ranks, 256, &n) < 0)
+                        continue;
+                for (size_t k = 0; k < MIN(n, (size_t)256); k++)
+                        lacking += !rkeys_has(held, job, step, ranks[k]);
+                if (!lacking)
+                        continue;
+                log_notice("peers: node %u lacks %zu of this node's %zu ranks of job %s step %" PRIu64
+                           " (a new disk?): sending them again", t->d->node, lacking, n, job, step);
+                if (catalog_repl_set(r->catalog, job, step, t->d->node, CATALOG_REPL_PENDING, NULL) < 0 ||
+                    rstep_queue(r, t, job, step) < 0)
+                        continue;
+                struct rstep *rs = rstep_find(t, job, step);
+                for (size_t k = 0; k < rs->nranks; k++) {
+                        if (rkeys_has(held, job, step, rs->ranks[k])) {
+                                rs->rstate[k] = RANK_ACKED;
+                                rs->acked++;
+                        }
+                }
+        }
+        free(sl.steps.v);
+}
