@@ -7,8 +7,8 @@
  *           TODO -> PutObject -> DONE                          (size <= part_size)
  *   step    OBJECTS -> MANIFEST -> COMMIT (coordinator: list, read, PUT
  *           If-None-Match; others: HEAD) -> DONE | FAILED
- *   retention (coordinator, per job): list steps, find the newest `keep`
- *           with COMMIT, delete older step prefixes (COMMIT first).
+ *
+ * Retention (the coordinator, after each COMMIT) is remote/bucket_retention.
  *
  * One step uploads objects at a time (the queue's head), so an older step
  * reaches the store first; steps waiting for other nodes' manifests only
@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "remote/bucket_retention.h"
 #include "remote/flush.h"
 #include "remote/objects.h"
 #include "util/cleanup.h"
@@ -122,29 +123,6 @@ struct fstep {
         size_t commit_len;
 };
 
-/* Remote retention of one job, one request at a time. */
-enum ret_phase { RET_LIST_STEPS, RET_HEAD, RET_LIST_KEYS, RET_DELETE };
-
-struct fret {
-        struct list link;
-        struct flusher *f;
-        char job[CKPT_NAME_MAX + 1];
-        enum ret_phase phase;
-        bool again;               /* asked to run again while running */
-        uint64_t *steps;          /* ascending */
-        size_t nsteps, cap;
-        size_t cursor;            /* HEAD walk: index from the end */
-        uint32_t committed_seen;
-        size_t cut;               /* steps[0..cut) are deleted */
-        size_t del_step;
-        struct s3_object_list olist;
-        char token[S3_TOKEN_MAX + 1];
-        char (*keys)[S3_KEY_MAX + 1];
-        size_t nkeys, kcap, del_next;
-        struct s3_request req;
-        bool busy;
-};
-
 struct flusher {
         struct loop *loop;
         struct s3_client *s3;
@@ -156,7 +134,7 @@ struct flusher {
         void (*on_changed)(void *userdata, const char *job, uint64_t step);
         void *userdata;
         struct list steps;        /* struct fstep, FIFO */
-        struct list retention;    /* struct fret */
+        struct bucket_retention *retention; /* the coordinator runs it after each COMMIT */
         uint32_t inflight;        /* object requests outstanding */
         uint32_t budget;
         uint32_t uploads_active;
@@ -170,7 +148,6 @@ struct flusher {
 static void step_pump(struct fstep *st);
 static void flusher_pump(struct flusher *f);
 static void commit_phase_start(struct fstep *st);
-static void retention_start(struct flusher *f, const char *job);
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
@@ -973,7 +950,7 @@ static void step_done(struct fstep *st) {
         if (f->on_changed)
                 f->on_changed(f->userdata, job, step);
         if (f->opts.node_index == 0)
-                retention_start(f, job);
+                bucket_retention_run(f->retention, job);
 }
 
 /* ---- COMMIT ------------------------------------------------------------------------------- */
@@ -1473,221 +1450,7 @@ const char *flush_last_error_job(struct flusher *f) {
 
 void flush_set_keep(struct flusher *f, uint32_t keep) {
         f->opts.keep = keep;
-}
-
-/* ---- remote retention ---------------------------------------------------------------------- */
-
-static void ret_next(struct fret *rt);
-
-static void ret_finish(struct fret *rt) {
-        struct flusher *f = rt->f;
-        bool again = rt->again;
-        char job[CKPT_NAME_MAX + 1];
-
-        snprintf(job, sizeof(job), "%s", rt->job);
-        list_unlink(&rt->link);
-        free(rt->steps);
-        free(rt->keys);
-        free(rt->olist.objects);
-        free(rt->olist.prefixes);
-        free(rt);
-        if (again && !f->freeing)
-                retention_start(f, job);
-}
-
-static void ret_done(struct s3_request *req, int error) {
-        struct fret *rt = container_of(req, struct fret, req);
-        struct flusher *f = rt->f;
-
-        rt->busy = false;
-        if (error == -ECANCELED || f->freeing) {
-                ret_finish(rt);
-                return;
-        }
-        switch (rt->phase) {
-        case RET_LIST_STEPS:
-        case RET_LIST_KEYS:
-                if (error < 0) {
-                        log_warn("retention (store): job %s: listing failed: %s", rt->job,
-                                    strerror(-error));
-                        ret_finish(rt);
-                        return;
-                }
-                if (rt->phase == RET_LIST_STEPS) {
-                        char dir[OBJECT_KEY_MAX + 1];
-                        object_key_steps_dir(dir, sizeof(dir), f->prefix, rt->job);
-                        for (size_t i = 0; i < rt->olist.prefix_count; i++) {
-                                uint64_t step;
-                                if (object_key_parse_step_dir(dir, rt->olist.prefixes[i].prefix,
-                                                              &step) < 0)
-                                        continue;
-                                if (rt->nsteps == rt->cap) {
-                                        size_t cap = rt->cap ? rt->cap * 2 : 64;
-                                        uint64_t *n = realloc(rt->steps, cap * sizeof(*n));
-                                        if (!n) {
-                                                ret_finish(rt);
-                                                return;
-                                        }
-                                        rt->steps = n;
-                                        rt->cap = cap;
-                                }
-                                rt->steps[rt->nsteps++] = step;
-                        }
-                } else {
-                        for (size_t i = 0; i < rt->olist.count; i++) {
-                                if (rt->nkeys == rt->kcap) {
-                                        size_t cap = rt->kcap ? rt->kcap * 2 : 64;
-                                        void *n = realloc(rt->keys, cap * sizeof(*rt->keys));
-                                        if (!n) {
-                                                ret_finish(rt);
-                                                return;
-                                        }
-                                        rt->keys = n;
-                                        rt->kcap = cap;
-                                }
-                                snprintf(rt->keys[rt->nkeys++], sizeof(rt->keys[0]), "%s",
-                                         rt->olist.objects[i].key);
-                        }
-                }
-                if (rt->olist.truncated) {
-                        snprintf(rt->token, sizeof(rt->token), "%s", rt->olist.next_token);
-                } else {
-                        rt->token[0] = 0;
-                        if (rt->phase == RET_LIST_STEPS) {
-                                rt->phase = RET_HEAD;
-                                rt->cursor = 0;
-                                rt->cut = 0;
-                        } else {
-                                /* COMMIT first: a reader must never trust a
-                                 * step whose shards are going away. */
-                                for (size_t i = 0; i < rt->nkeys; i++) {
-                                        size_t l = strlen(rt->keys[i]);
-                                        if (l >= 7 && !strcmp(rt->keys[i] + l - 7, "/COMMIT") &&
-                                            i > 0) {
-                                                char tmp[S3_KEY_MAX + 1];
-                                                memcpy(tmp, rt->keys[0], sizeof(tmp));
-                                                memcpy(rt->keys[0], rt->keys[i], sizeof(tmp));
-                                                memcpy(rt->keys[i], tmp, sizeof(tmp));
-                                                break;
-                                        }
-                                }
-                                rt->phase = RET_DELETE;
-                                rt->del_next = 0;
-                        }
-                }
-                break;
-        case RET_HEAD: {
-                if (error < 0 && error != -ENOENT) {
-                        ret_finish(rt);
-                        return;
-                }
-                size_t idx = rt->nsteps - 1 - rt->cursor;
-                if (error == 0 && ++rt->committed_seen == f->opts.keep)
-                        rt->cut = idx; /* everything older goes */
-                rt->cursor++;
-                break;
-        }
-        case RET_DELETE:
-                if (error < 0)
-                        log_warn("retention (store): delete %s: %s", rt->keys[rt->del_next],
-                                    strerror(-error));
-                rt->del_next++;
-                break;
-        }
-        ret_next(rt);
-}
-
-static void ret_next(struct fret *rt) {
-        struct flusher *f = rt->f;
-        char buf[OBJECT_KEY_MAX + 1];
-        int r = 0;
-
-        rt->req = (struct s3_request){ .done = ret_done };
-        for (;;) {
-                switch (rt->phase) {
-                case RET_LIST_STEPS:
-                        object_key_steps_dir(buf, sizeof(buf), f->prefix, rt->job);
-                        rt->olist.count = rt->olist.prefix_count = 0;
-                        r = s3_list_objects(f->s3, &rt->req, buf, "/", rt->token, &rt->olist);
-                        goto started;
-                case RET_HEAD:
-                        if (rt->committed_seen >= f->opts.keep || rt->cursor >= rt->nsteps) {
-                                if (rt->cut == 0) {
-                                        ret_finish(rt);
-                                        return;
-                                }
-                                rt->del_step = 0;
-                                goto next_step;
-                        }
-                        object_key_commit(buf, sizeof(buf), f->prefix, rt->job,
-                                          rt->steps[rt->nsteps - 1 - rt->cursor]);
-                        r = s3_head_object(f->s3, &rt->req, buf);
-                        goto started;
-                case RET_LIST_KEYS:
-                        object_key_step_dir(buf, sizeof(buf), f->prefix, rt->job,
-                                            rt->steps[rt->del_step]);
-                        rt->olist.count = 0;
-                        r = s3_list_objects(f->s3, &rt->req, buf, NULL, rt->token, &rt->olist);
-                        goto started;
-                case RET_DELETE:
-                        if (rt->del_next < rt->nkeys) {
-                                r = s3_delete_object(f->s3, &rt->req, rt->keys[rt->del_next]);
-                                goto started;
-                        }
-                        log_info("retention (store): job %s step %" PRIu64 " removed (%zu "
-                                 "objects, keep %u)", rt->job, rt->steps[rt->del_step], rt->nkeys,
-                                 f->opts.keep);
-                        rt->del_step++;
-                        goto next_step;
-                }
-        next_step:
-                /* the next step below the cut that is not pinned */
-                while (rt->del_step < rt->cut &&
-                       catalog_pinned(f->catalog, rt->job, rt->steps[rt->del_step]) == 1)
-                        rt->del_step++;
-                if (rt->del_step >= rt->cut) {
-                        ret_finish(rt);
-                        return;
-                }
-                rt->phase = RET_LIST_KEYS;
-                rt->nkeys = 0;
-                rt->token[0] = 0;
-        }
-started:
-        if (r < 0) {
-                log_warn("retention (store): job %s: %s", rt->job, strerror(-r));
-                ret_finish(rt);
-                return;
-        }
-        rt->busy = true;
-}
-
-static void retention_start(struct flusher *f, const char *job) {
-        struct list *pos, *tmp;
-
-        list_for_each_safe(pos, tmp, &f->retention) {
-                struct fret *rt = list_entry(pos, struct fret, link);
-                if (!strcmp(rt->job, job)) {
-                        rt->again = true;
-                        return;
-                }
-        }
-        struct fret *rt = calloc(1, sizeof(*rt));
-        if (!rt)
-                return;
-        rt->f = f;
-        snprintf(rt->job, sizeof(rt->job), "%s", job);
-        rt->olist.objects = calloc(S3_LIST_MAX, sizeof(*rt->olist.objects));
-        rt->olist.prefixes = calloc(S3_LIST_MAX, sizeof(*rt->olist.prefixes));
-        rt->olist.capacity = S3_LIST_MAX;
-        list_init(&rt->link);
-        list_add_tail(&f->retention, &rt->link);
-        if (!rt->olist.objects || !rt->olist.prefixes) {
-                ret_finish(rt);
-                return;
-        }
-        rt->phase = RET_LIST_STEPS;
-        ret_next(rt);
+        bucket_retention_set_keep(f->retention, keep);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
@@ -1714,7 +1477,11 @@ int flush_new(struct flusher **out, struct loop *loop, struct s3_client *s3,
         f->on_changed = on_changed;
         f->userdata = userdata;
         list_init(&f->steps);
-        list_init(&f->retention);
+        int r = bucket_retention_new(&f->retention, s3, catalog, f->prefix, opts->keep);
+        if (r < 0) {
+                free(f);
+                return r;
+        }
         *out = f;
         return 0;
 }
@@ -1728,13 +1495,7 @@ struct flusher *flush_free(struct flusher *f) {
          * only drops its accounting (no step frees itself meanwhile).  The
          * catalog keeps each step's progress for the next start. */
         f->freeing = true;
-        list_for_each_safe(pos, tmp, &f->retention) {
-                struct fret *rt = list_entry(pos, struct fret, link);
-                if (rt->busy)
-                        s3_request_cancel(f->s3, &rt->req); /* frees rt */
-                else
-                        ret_finish(rt);
-        }
+        f->retention = bucket_retention_free(f->retention);
         list_for_each_safe(pos, tmp, &f->steps) {
                 struct fstep *st = list_entry(pos, struct fstep, link);
                 st->phase = STEP_FAILED;
