@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * flush — committed steps from the local tier to the object store.  See
- * flush.h for the protocol; this file is three state machines:
+ * flush.h for the protocol.  This file owns the queue of steps (struct
+ * flusher, struct fstep) and the upload of this node's part of each:
  *
  *   object  TODO -> (CreateMultipartUpload | ListParts) -> PARTS -> COMPLETING -> DONE
  *           TODO -> PutObject -> DONE                          (size <= part_size)
- *   step    OBJECTS -> MANIFEST -> COMMIT (coordinator: list, read, PUT
- *           If-None-Match; others: HEAD) -> DONE | FAILED
+ *   step    OBJECTS -> MANIFEST -> COMMIT -> DONE | FAILED
  *
- * Retention (the coordinator, after each COMMIT) is remote/bucket_retention.
+ * The step's COMMIT phase is remote/cluster_commit (coordinator: list,
+ * read, PUT If-None-Match; others: HEAD); after a COMMIT the coordinator
+ * runs the store's retention, remote/bucket_retention.  Both report back
+ * through callbacks and write no catalog state; the step's remote_state is
+ * written here only.
  *
  * One step uploads objects at a time (the queue's head), so an older step
  * reaches the store first; steps waiting for other nodes' manifests only
@@ -24,10 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "remote/bucket_retention.h"
+#include "remote/cluster_commit.h"
 #include "remote/flush.h"
 #include "remote/objects.h"
 #include "util/cleanup.h"
@@ -41,13 +45,8 @@ _Static_assert(CATALOG_UPLOAD_ID_MAX == S3_UPLOAD_ID_MAX, "upload id bound");
 _Static_assert(CATALOG_ETAG_MAX == S3_ETAG_MAX, "etag bound");
 _Static_assert(CATALOG_PART_NUMBER_MAX == S3_PART_NUMBER_MAX, "part number bound");
 
-#define FLUSH_POLL_MIN_MS 100
-#define FLUSH_POLL_MAX_MS 5000
 #define FLUSH_STALL_MIN_MS 1000
 #define FLUSH_STALL_MAX_MS 60000
-/* A node manifest is a few bytes per MiB of checkpoint; anything bigger
- * than this is not one of ours. */
-#define FLUSH_MANIFEST_MAX (256u << 20)
 
 enum obj_phase {
         OBJ_TODO,
@@ -104,23 +103,13 @@ struct fstep {
         struct list parts;        /* struct fpart in flight */
         bool stalled;             /* waiting out a retryable failure */
         uint64_t stall_ms;
-        struct loop_timer timer;
-        uint64_t poll_ms;
-        struct s3_request req;    /* manifest PUT, listing, GETs, COMMIT */
+        struct loop_timer timer;  /* a stall's pause, then the reap */
+        struct s3_request req;    /* the node manifest PUT */
         bool req_busy;
-        char *text;               /* our manifest, then a fetched one */
+        char *text;               /* our node manifest */
         size_t text_len;
         int text_fd;              /* memfd body for a manifest over 1 MiB */
-        /* coordinator */
-        struct s3_object_list olist;
-        uint64_t *manifest_sizes; /* node_count entries, UINT64_MAX: missing */
-        uint32_t manifests_seen;
-        uint32_t fetch_next;
-        struct node_manifest **nms;
-        char **texts;
-        size_t *lens;
-        char *commit_text;
-        size_t commit_len;
+        struct cluster_commit *commit; /* STEP_COMMIT, and after */
 };
 
 struct flusher {
@@ -147,7 +136,7 @@ struct flusher {
 
 static void step_pump(struct fstep *st);
 static void flusher_pump(struct flusher *f);
-static void commit_phase_start(struct fstep *st);
+static void step_commit_start(struct fstep *st);
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
@@ -160,10 +149,6 @@ static void set_last_error(struct flusher *f, const char *job, const char *fmt, 
         va_start(ap, fmt);
         vsnprintf(f->last_error, sizeof(f->last_error), fmt, ap);
         va_end(ap);
-}
-
-static bool step_is_coordinator(const struct fstep *st) {
-        return st->f->opts.node_index == 0;
 }
 
 static void obj_close(struct fobj *o) {
@@ -192,25 +177,18 @@ static void step_free(struct fstep *st) {
         free(st->text);
         if (st->text_fd >= 0)
                 close(st->text_fd);
-        free(st->olist.objects);
-        free(st->manifest_sizes);
-        if (st->nms) {
-                for (uint32_t i = 0; i < st->f->opts.node_count; i++) {
-                        node_manifest_free(st->nms[i]);
-                        free(st->texts[i]);
-                }
-        }
-        free(st->nms);
-        free(st->texts);
-        free(st->lens);
-        free(st->commit_text);
+        cluster_commit_free(st->commit);
         free(st);
+}
+
+/* A request of the step is at the S3 client. */
+static bool step_busy(const struct fstep *st) {
+        return st->inflight > 0 || st->req_busy || (st->commit && cluster_commit_busy(st->commit));
 }
 
 static void step_reap(struct loop_timer *t) {
         struct fstep *st = container_of(t, struct fstep, timer);
-        if ((st->phase == STEP_DONE || st->phase == STEP_FAILED) && st->inflight == 0 &&
-            !st->req_busy)
+        if ((st->phase == STEP_DONE || st->phase == STEP_FAILED) && !step_busy(st))
                 step_free(st);
 }
 
@@ -220,8 +198,7 @@ static void step_reap(struct loop_timer *t) {
 static void step_maybe_free(struct fstep *st) {
         if (st->f->freeing)
                 return; /* flush_free() frees every step itself */
-        if ((st->phase == STEP_DONE || st->phase == STEP_FAILED) && st->inflight == 0 &&
-            !st->req_busy)
+        if ((st->phase == STEP_DONE || st->phase == STEP_FAILED) && !step_busy(st))
                 loop_timer_start(st->f->loop, &st->timer, 0, step_reap);
 }
 
@@ -240,6 +217,8 @@ static void step_cancel_all(struct fstep *st) {
         }
         if (st->req_busy)
                 s3_request_cancel(f->s3, &st->req);
+        if (st->commit)
+                cluster_commit_stop(st->commit);
 }
 
 static void step_fail(struct fstep *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -929,7 +908,7 @@ static void manifest_put_done(struct s3_request *req, int error) {
         (void)catalog_ckpt_remote_set(f->catalog, st->job, st->step, CATALOG_REMOTE_MANIFEST, NULL);
         free(st->text);
         st->text = NULL;
-        commit_phase_start(st);
+        step_commit_start(st);
         /* The object queue may move to the next step now. */
         flusher_pump(f);
 }
@@ -953,287 +932,46 @@ static void step_done(struct fstep *st) {
                 bucket_retention_run(f->retention, job);
 }
 
-/* ---- COMMIT ------------------------------------------------------------------------------- */
+/* ---- COMMIT (remote/cluster_commit) ------------------------------------------------------- */
 
-static void commit_poll_later(struct fstep *st);
-static void commit_list(struct fstep *st, const char *token);
-static void commit_fetch_next(struct fstep *st);
-
-static void commit_head_done(struct s3_request *req, int error) {
-        struct fstep *st = container_of(req, struct fstep, req);
-
-        if (!step_req_ended(st))
-                return;
-        if (error == 0) {
-                step_done(st);
-        } else if (error == -ENOENT) {
-                commit_poll_later(st);
-        } else if (error != -ECANCELED) {
-                if (req->result.permanent) {
-                        char why[400];
-                        s3_result_describe(&req->result, error, why, sizeof(why));
-                        step_fail(st, "HeadObject COMMIT: %s", why);
-                } else {
-                        commit_poll_later(st);
-                }
-        }
+static void step_commit_done(void *userdata) {
+        step_done(userdata);
 }
 
-static void commit_head(struct fstep *st) {
+static void step_commit_failed(void *userdata, const char *msg) {
+        step_fail(userdata, "%s", msg);
+}
+
+static void step_commit_idle(void *userdata) {
+        step_maybe_free(userdata);
+}
+
+static const struct cluster_commit_ops step_commit_ops = {
+        .done = step_commit_done,
+        .failed = step_commit_failed,
+        .idle = step_commit_idle,
+};
+
+/* This node's manifest is in the store (or was before a restart). */
+static void step_commit_start(struct fstep *st) {
         struct flusher *f = st->f;
-        char key[OBJECT_KEY_MAX + 1];
-
-        object_key_commit(key, sizeof(key), f->prefix, st->job, st->step);
-        st->req = (struct s3_request){ .done = commit_head_done };
-        int r = s3_head_object(f->s3, &st->req, key);
-        if (r < 0) {
-                step_fail(st, "cannot start HeadObject %s: %s", key, strerror(-r));
-                return;
-        }
-        st->req_busy = true;
-}
-
-static void commit_poll_timeout(struct loop_timer *t) {
-        struct fstep *st = container_of(t, struct fstep, timer);
-        if (step_is_coordinator(st))
-                commit_list(st, NULL);
-        else
-                commit_head(st);
-}
-
-static void commit_poll_later(struct fstep *st) {
-        st->poll_ms = st->poll_ms ? MIN(st->poll_ms * 2, FLUSH_POLL_MAX_MS) : FLUSH_POLL_MIN_MS;
-        loop_timer_start(st->f->loop, &st->timer, st->poll_ms, commit_poll_timeout);
-}
-
-static void commit_put_done(struct s3_request *req, int error) {
-        struct fstep *st = container_of(req, struct fstep, req);
-
-        if (!step_req_ended(st))
-                return;
-        if (error == 0 || error == -EEXIST) {
-                /* -EEXIST: another coordinator (or our own earlier attempt
-                 * whose answer was lost) wrote it first; it was built from
-                 * the same manifests. */
-                if (error == -EEXIST)
-                        log_info("flush: job %s step %" PRIu64 ": COMMIT already written",
-                                 st->job, st->step);
-                step_done(st);
-                return;
-        }
-        if (error == -ECANCELED)
-                return;
-        if (!req->result.permanent) {
-                commit_poll_later(st);
-                return;
-        }
-        char why[400];
-        s3_result_describe(&req->result, error, why, sizeof(why));
-        step_fail(st, "PutObject COMMIT: %s", why);
-}
-
-static void commit_write(struct fstep *st) {
-        struct flusher *f = st->f;
-        char err[256] = "";
-        char key[OBJECT_KEY_MAX + 1];
-        struct commit_object co = { 0 };
-        uint32_t n = f->opts.node_count;
-
-        int r = commit_object_build(&co, (const struct node_manifest *const *)st->nms,
-                                    (const char *const *)st->texts, st->lens, n, (int64_t)time(NULL),
-                                    err, sizeof(err));
-        if (r < 0) {
-                step_fail(st, "the node manifests do not make a checkpoint: %s", err);
-                return;
-        }
-        free(st->commit_text);
-        st->commit_text = NULL;
-        r = commit_object_format(&co, &st->commit_text, &st->commit_len);
-        commit_object_clear(&co);
-        if (r < 0 || st->commit_len > S3_MEMORY_BODY_MAX) {
-                step_fail(st, "cannot format the COMMIT object: %s",
-                          r < 0 ? strerror(-r) : "too large");
-                return;
-        }
-        object_key_commit(key, sizeof(key), f->prefix, st->job, st->step);
-        struct s3_body body = s3_body_mem(st->commit_text, st->commit_len);
-        st->req = (struct s3_request){ .done = commit_put_done };
-        r = s3_put_object(f->s3, &st->req, key, &body, S3_PUT_IF_NONE_MATCH);
-        if (r < 0) {
-                step_fail(st, "cannot start PutObject %s: %s", key, strerror(-r));
-                return;
-        }
-        st->req_busy = true;
-}
-
-static void commit_get_done(struct s3_request *req, int error) {
-        struct fstep *st = container_of(req, struct fstep, req);
-        uint32_t node = st->fetch_next;
-
-        if (!step_req_ended(st))
-                return;
-        if (error < 0) {
-                if (error == -ECANCELED)
-                        return;
-                if (req->result.permanent && error != -ENOENT && error != -EFBIG) {
-                        char why[400];
-                        s3_result_describe(&req->result, error, why, sizeof(why));
-                        step_fail(st, "GetObject of node %u's manifest: %s", node, why);
-                        return;
-                }
-                /* rewritten meanwhile (size changed) or gone: list again */
-                commit_poll_later(st);
-                return;
-        }
-        int r = node_manifest_parse(&st->nms[node], st->texts[node], st->lens[node]);
-        if (r < 0) {
-                step_fail(st, "node %u's manifest in the store is malformed (%s)", node,
-                          strerror(-r));
-                return;
-        }
-        if (strcmp(st->nms[node]->job, st->job) || st->nms[node]->step != st->step ||
-            st->nms[node]->node != node || st->nms[node]->node_count != st->f->opts.node_count) {
-                step_fail(st, "node %u's manifest describes job %s step %" PRIu64 " node %u of %u",
-                          node, st->nms[node]->job, st->nms[node]->step, st->nms[node]->node,
-                          st->nms[node]->node_count);
-                return;
-        }
-        st->fetch_next++;
-        commit_fetch_next(st);
-}
-
-static void commit_fetch_next(struct fstep *st) {
-        struct flusher *f = st->f;
-        uint32_t n = f->opts.node_count;
-        char key[OBJECT_KEY_MAX + 1];
-
-        if (st->fetch_next >= n) {
-                commit_write(st);
-                return;
-        }
-        uint32_t node = st->fetch_next;
-        uint64_t size = st->manifest_sizes[node];
-        node_manifest_free(st->nms[node]);
-        st->nms[node] = NULL;
-        free(st->texts[node]);
-        st->texts[node] = malloc(size ? size : 1);
-        st->lens[node] = size;
-        if (!st->texts[node]) {
-                step_fail(st, "out of memory");
-                return;
-        }
-        object_key_node_manifest(key, sizeof(key), f->prefix, st->job, st->step, node);
-        st->req = (struct s3_request){ .done = commit_get_done };
-        int r = s3_get_object(f->s3, &st->req, key, st->texts[node], size);
-        if (r < 0) {
-                step_fail(st, "cannot start GetObject %s: %s", key, strerror(-r));
-                return;
-        }
-        st->req_busy = true;
-}
-
-static void commit_list_done(struct s3_request *req, int error) {
-        struct fstep *st = container_of(req, struct fstep, req);
-        struct flusher *f = st->f;
-        uint32_t n = f->opts.node_count;
-        char dir[OBJECT_KEY_MAX + 1];
-
-        if (!step_req_ended(st))
-                return;
-        if (error < 0) {
-                if (error == -ECANCELED)
-                        return;
-                if (req->result.permanent) {
-                        char why[400];
-                        s3_result_describe(&req->result, error, why, sizeof(why));
-                        step_fail(st, "listing the node manifests: %s", why);
-                } else {
-                        commit_poll_later(st);
-                }
-                return;
-        }
-        object_key_step_dir(dir, sizeof(dir), f->prefix, st->job, st->step);
-        size_t dlen = strlen(dir);
-        for (size_t i = 0; i < st->olist.count; i++) {
-                const struct s3_object *ob = &st->olist.objects[i];
-                unsigned node;
-                char tail[32];
-                if (strncmp(ob->key, dir, dlen))
-                        continue;
-                if (sscanf(ob->key + dlen, "nodes/%u.manifes%31s", &node, tail) != 2 ||
-                    strcmp(tail, "t") || node >= n)
-                        continue;
-                char expect[OBJECT_KEY_MAX + 1];
-                object_key_node_manifest(expect, sizeof(expect), f->prefix, st->job, st->step,
-                                         node);
-                if (strcmp(expect, ob->key) || ob->size > FLUSH_MANIFEST_MAX)
-                        continue;
-                if (st->manifest_sizes[node] == UINT64_MAX)
-                        st->manifests_seen++;
-                st->manifest_sizes[node] = ob->size;
-        }
-        if (st->olist.truncated) {
-                char token[S3_TOKEN_MAX + 1];
-                snprintf(token, sizeof(token), "%s", st->olist.next_token);
-                commit_list(st, token);
-                return;
-        }
-        if (st->manifests_seen < n) {
-                log_debug("flush: job %s step %" PRIu64 ": %u of %u node manifests present",
-                          st->job, st->step, st->manifests_seen, n);
-                commit_poll_later(st);
-                return;
-        }
-        st->fetch_next = 0;
-        commit_fetch_next(st);
-}
-
-static void commit_list(struct fstep *st, const char *token) {
-        struct flusher *f = st->f;
-        uint32_t n = f->opts.node_count;
-        char prefix[OBJECT_KEY_MAX + 16];
-
-        if (!token) {
-                for (uint32_t i = 0; i < n; i++)
-                        st->manifest_sizes[i] = UINT64_MAX;
-                st->manifests_seen = 0;
-        }
-        object_key_step_dir(prefix, sizeof(prefix), f->prefix, st->job, st->step);
-        strncat(prefix, "nodes/", sizeof(prefix) - strlen(prefix) - 1);
-        st->olist.count = 0;
-        st->req = (struct s3_request){ .done = commit_list_done };
-        int r = s3_list_objects(f->s3, &st->req, prefix, NULL, token, &st->olist);
-        if (r < 0) {
-                step_fail(st, "cannot start ListObjectsV2 %s: %s", prefix, strerror(-r));
-                return;
-        }
-        st->req_busy = true;
-}
-
-static void commit_phase_start(struct fstep *st) {
-        struct flusher *f = st->f;
-        uint32_t n = f->opts.node_count;
 
         st->phase = STEP_COMMIT;
-        st->poll_ms = 0;
-        if (!step_is_coordinator(st)) {
-                commit_head(st);
-                return;
-        }
-        if (!st->manifest_sizes) {
-                st->manifest_sizes = calloc(n, sizeof(*st->manifest_sizes));
-                st->nms = calloc(n, sizeof(*st->nms));
-                st->texts = calloc(n, sizeof(*st->texts));
-                st->lens = calloc(n, sizeof(*st->lens));
-                st->olist.objects = calloc(S3_LIST_MAX, sizeof(*st->olist.objects));
-                st->olist.capacity = S3_LIST_MAX;
-                if (!st->manifest_sizes || !st->nms || !st->texts || !st->lens ||
-                    !st->olist.objects) {
+        if (!st->commit) {
+                const struct cluster_commit_options co = {
+                        .prefix = f->prefix,
+                        .job = st->job,
+                        .step = st->step,
+                        .node_index = f->opts.node_index,
+                        .node_count = f->opts.node_count,
+                };
+                int r = cluster_commit_new(&st->commit, f->loop, f->s3, &co, &step_commit_ops, st);
+                if (r < 0) {
                         step_fail(st, "out of memory");
                         return;
                 }
         }
-        commit_list(st, NULL);
+        cluster_commit_start(st->commit);
 }
 
 /* ---- the pump ------------------------------------------------------------------------------ */
@@ -1353,7 +1091,7 @@ static int step_queue(struct flusher *f, const char *job, uint64_t step, uint8_t
 
         if (remote_state == CATALOG_REMOTE_MANIFEST) {
                 /* our part is in the store; only COMMIT is missing */
-                commit_phase_start(st);
+                step_commit_start(st);
                 return 0;
         }
         r = step_load(st);
