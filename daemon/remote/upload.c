@@ -149,6 +149,24 @@ static void obj_done(struct upload *o, const char *etag) {
                   o->multipart ? ", multipart" : "");
 }
 
+/* The store lost the multipart upload (aborted, or never completed): the
+ * object goes back to TODO and is uploaded again under a new upload id. */
+static void obj_start_over(struct upload *o) {
+        struct upload_batch *b = o->b;
+
+        o->upload_id[0] = 0;
+        /* (void): parts left behind by a fault (catalog.c logs it) are of an upload id no
+         * longer recorded: never completed, and cleared with the next upload id */
+        (void)catalog_remote_parts_clear(b->catalog, b->job, b->step, o->rank, o->shard);
+        free(o->part_state);
+        free(o->parts);
+        o->part_state = NULL;
+        o->parts = NULL;
+        o->phase = OBJ_TODO;
+        b->counters->uploads_active--;
+        obj_close(o);
+}
+
 static int obj_open(struct upload *o) {
         struct upload_batch *b = o->b;
         if (o->fd >= 0)
@@ -244,17 +262,7 @@ static void head_after_complete_done(struct s3_request *req, int error) {
                 /* The upload is gone and the object is not there (or is
                  * someone else's): start the object over. */
                 log_warn("flush: upload of %s vanished; uploading it again", o->key);
-                o->upload_id[0] = 0;
-                /* (void): parts left behind by a fault (catalog.c logs it) are of an upload id
-                 * no longer recorded: never completed, and cleared with the next upload id */
-                (void)catalog_remote_parts_clear(b->catalog, b->job, b->step, o->rank, o->shard);
-                free(o->part_state);
-                free(o->parts);
-                o->part_state = NULL;
-                o->parts = NULL;
-                o->phase = OBJ_TODO;
-                b->counters->uploads_active--;
-                obj_close(o);
+                obj_start_over(o);
         } else {
                 o->phase = OBJ_PARTS;
                 obj_request_failed(o, "HeadObject", &req->result, error);
@@ -340,19 +348,7 @@ static void part_done(struct s3_request *req, int error) {
                         free(p);
                         res.permanent = false;
                         if (o->parts_inflight == 0) {
-                                o->upload_id[0] = 0;
-                                /* (void): parts left behind by a fault (catalog.c logs it) are
-                                 * of an upload id no longer recorded: never completed, and
-                                 * cleared with the next upload id */
-                                (void)catalog_remote_parts_clear(b->catalog, b->job, b->step,
-                                                                 o->rank, o->shard);
-                                free(o->part_state);
-                                free(o->parts);
-                                o->part_state = NULL;
-                                o->parts = NULL;
-                                o->phase = OBJ_TODO;
-                                b->counters->uploads_active--;
-                                obj_close(o);
+                                obj_start_over(o);
                         }
                         b->ops->stall(b->userdata, "UploadPart (upload vanished)", &res, error);
                         b->ops->pump(b->userdata);
