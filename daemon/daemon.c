@@ -744,6 +744,13 @@ struct daemon *daemon_free(struct daemon *d) {
                 loop_watch_del(d->loop, &d->signal_watch);
                 close(d->signal_fd);
         }
+        /* From here on the S3 client starts nothing: the worker pool goes
+         * next, and cancelling a request (fetch_free, flush_free below)
+         * would otherwise hand the next body waiting for its Content-MD5 to
+         * the freed pool (test_remote.py case 9).  What is held stays held
+         * until s3_client_free() cancels it. */
+        if (d->s3)
+                s3_client_pause(d->s3, true);
         /* workers first: their done() callbacks may still reference saves
          * the server owns */
         d->workers = worker_pool_free(d->workers);

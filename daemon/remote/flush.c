@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * flush — committed steps from the local tier to the object store.  See
- * flush.h for the protocol; this file is three state machines:
+ * flush.h for the protocol.  This file owns the queue of steps (struct
+ * flusher, struct fstep), each step's way through
  *
- *   object  TODO -> (CreateMultipartUpload | ListParts) -> PARTS -> COMPLETING -> DONE
- *           TODO -> PutObject -> DONE                          (size <= part_size)
- *   step    OBJECTS -> MANIFEST -> COMMIT (coordinator: list, read, PUT
- *           If-None-Match; others: HEAD) -> DONE | FAILED
- *   retention (coordinator, per job): list steps, find the newest `keep`
- *           with COMMIT, delete older step prefixes (COMMIT first).
+ *   OBJECTS -> MANIFEST -> COMMIT -> DONE | FAILED
+ *
+ * and its remote_state in the catalog (written here only).  The phases'
+ * requests belong to the modules below, which report back through the ops
+ * given to them: OBJECTS is remote/upload (this node's shards, PutObject or
+ * multipart), MANIFEST this node's manifest PUT (here), COMMIT
+ * remote/cluster_commit (coordinator: list, read, PUT If-None-Match;
+ * others: HEAD); after a COMMIT the coordinator runs the store's retention,
+ * remote/bucket_retention.
  *
  * One step uploads objects at a time (the queue's head), so an older step
  * reaches the store first; steps waiting for other nodes' manifests only
@@ -24,69 +28,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "remote/bucket_retention.h"
+#include "remote/cluster_commit.h"
 #include "remote/flush.h"
 #include "remote/objects.h"
+#include "remote/upload.h"
 #include "util/cleanup.h"
 #include "util/list.h"
 #include "util/log.h"
 
-/* The catalog keeps its own types; this is where the object store's records
- * cross into it, so the bounds must agree here. */
-_Static_assert(CATALOG_KEY_MAX == S3_KEY_MAX, "object key bound");
-_Static_assert(CATALOG_UPLOAD_ID_MAX == S3_UPLOAD_ID_MAX, "upload id bound");
-_Static_assert(CATALOG_ETAG_MAX == S3_ETAG_MAX, "etag bound");
-_Static_assert(CATALOG_PART_NUMBER_MAX == S3_PART_NUMBER_MAX, "part number bound");
-
-#define FLUSH_POLL_MIN_MS 100
-#define FLUSH_POLL_MAX_MS 5000
 #define FLUSH_STALL_MIN_MS 1000
 #define FLUSH_STALL_MAX_MS 60000
-/* A node manifest is a few bytes per MiB of checkpoint; anything bigger
- * than this is not one of ours. */
-#define FLUSH_MANIFEST_MAX (256u << 20)
-
-enum obj_phase {
-        OBJ_TODO,
-        OBJ_STARTING,   /* CreateMultipartUpload or ListParts in flight */
-        OBJ_PARTS,
-        OBJ_COMPLETING, /* CompleteMultipartUpload (or a HEAD after it) */
-        OBJ_PUTTING,    /* the single PutObject */
-        OBJ_DONE,
-};
-
-enum part_state { PART_TODO, PART_INFLIGHT, PART_DONE };
-
-struct fstep;
-
-struct fobj {
-        struct fstep *st;
-        uint32_t rank;
-        char shard[CKPT_NAME_MAX + 1];
-        uint64_t size;
-        char key[OBJECT_KEY_MAX + 1];
-        enum obj_phase phase;
-        int fd;
-        bool multipart;
-        char upload_id[S3_UPLOAD_ID_MAX + 1];
-        uint64_t part_size;
-        uint32_t nparts, parts_done, parts_inflight, next_part;
-        uint8_t *part_state;      /* nparts entries */
-        struct s3_part *parts;    /* index number - 1; etag valid when done */
-        struct s3_request req;    /* PUT / create / list / complete / head */
-        bool req_busy;
-        struct s3_part_list list;
-        unsigned list_marker;
-};
-
-struct fpart {
-        struct list link;         /* on fstep.parts while in flight */
-        struct s3_request req;
-        struct fobj *o;
-        uint32_t number;
-};
 
 enum step_phase { STEP_OBJECTS, STEP_MANIFEST, STEP_COMMIT, STEP_DONE, STEP_FAILED };
 
@@ -97,52 +51,16 @@ struct fstep {
         uint64_t step;
         uint32_t world_size;
         enum step_phase phase;
-        struct fobj *objs;
-        size_t nobjs, next_obj, objs_done;
-        uint32_t inflight;        /* requests of this step at the S3 client */
-        struct list parts;        /* struct fpart in flight */
+        struct upload_batch uploads; /* STEP_OBJECTS: this node's shards */
         bool stalled;             /* waiting out a retryable failure */
         uint64_t stall_ms;
-        struct loop_timer timer;
-        uint64_t poll_ms;
-        struct s3_request req;    /* manifest PUT, listing, GETs, COMMIT */
+        struct loop_timer timer;  /* a stall's pause, then the reap */
+        struct s3_request req;    /* the node manifest PUT */
         bool req_busy;
-        char *text;               /* our manifest, then a fetched one */
+        char *text;               /* our node manifest */
         size_t text_len;
         int text_fd;              /* memfd body for a manifest over 1 MiB */
-        /* coordinator */
-        struct s3_object_list olist;
-        uint64_t *manifest_sizes; /* node_count entries, UINT64_MAX: missing */
-        uint32_t manifests_seen;
-        uint32_t fetch_next;
-        struct node_manifest **nms;
-        char **texts;
-        size_t *lens;
-        char *commit_text;
-        size_t commit_len;
-};
-
-/* Remote retention of one job, one request at a time. */
-enum ret_phase { RET_LIST_STEPS, RET_HEAD, RET_LIST_KEYS, RET_DELETE };
-
-struct fret {
-        struct list link;
-        struct flusher *f;
-        char job[CKPT_NAME_MAX + 1];
-        enum ret_phase phase;
-        bool again;               /* asked to run again while running */
-        uint64_t *steps;          /* ascending */
-        size_t nsteps, cap;
-        size_t cursor;            /* HEAD walk: index from the end */
-        uint32_t committed_seen;
-        size_t cut;               /* steps[0..cut) are deleted */
-        size_t del_step;
-        struct s3_object_list olist;
-        char token[S3_TOKEN_MAX + 1];
-        char (*keys)[S3_KEY_MAX + 1];
-        size_t nkeys, kcap, del_next;
-        struct s3_request req;
-        bool busy;
+        struct cluster_commit *commit; /* STEP_COMMIT, and after */
 };
 
 struct flusher {
@@ -156,11 +74,8 @@ struct flusher {
         void (*on_changed)(void *userdata, const char *job, uint64_t step);
         void *userdata;
         struct list steps;        /* struct fstep, FIFO */
-        struct list retention;    /* struct fret */
-        uint32_t inflight;        /* object requests outstanding */
-        uint32_t budget;
-        uint32_t uploads_active;
-        uint64_t bytes_uploaded;
+        struct bucket_retention *retention; /* the coordinator runs it after each COMMIT */
+        struct upload_counters uploads; /* of every step's objects */
         uint32_t steps_failed;
         char last_error[CKPT_ERRMSG_MAX + 1];
         char last_error_job[CKPT_NAME_MAX + 1]; /* whose it is: STATUS shows it to them */
@@ -169,8 +84,7 @@ struct flusher {
 
 static void step_pump(struct fstep *st);
 static void flusher_pump(struct flusher *f);
-static void commit_phase_start(struct fstep *st);
-static void retention_start(struct flusher *f, const char *job);
+static void step_commit_start(struct fstep *st);
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
@@ -185,55 +99,26 @@ static void set_last_error(struct flusher *f, const char *job, const char *fmt, 
         va_end(ap);
 }
 
-static bool step_is_coordinator(const struct fstep *st) {
-        return st->f->opts.node_index == 0;
-}
-
-static void obj_close(struct fobj *o) {
-        if (o->fd >= 0) {
-                close(o->fd);
-                o->fd = -1;
-        }
-}
-
-static void obj_clear(struct fobj *o) {
-        obj_close(o);
-        free(o->part_state);
-        free(o->parts);
-        free(o->list.parts);
-        o->part_state = NULL;
-        o->parts = NULL;
-        o->list.parts = NULL;
-}
-
 static void step_free(struct fstep *st) {
         loop_timer_cancel(&st->timer);
         list_unlink(&st->link);
-        for (size_t i = 0; i < st->nobjs; i++)
-                obj_clear(&st->objs[i]);
-        free(st->objs);
+        upload_batch_clear(&st->uploads);
         free(st->text);
         if (st->text_fd >= 0)
                 close(st->text_fd);
-        free(st->olist.objects);
-        free(st->manifest_sizes);
-        if (st->nms) {
-                for (uint32_t i = 0; i < st->f->opts.node_count; i++) {
-                        node_manifest_free(st->nms[i]);
-                        free(st->texts[i]);
-                }
-        }
-        free(st->nms);
-        free(st->texts);
-        free(st->lens);
-        free(st->commit_text);
+        cluster_commit_free(st->commit);
         free(st);
+}
+
+/* A request of the step is at the S3 client. */
+static bool step_busy(const struct fstep *st) {
+        return st->uploads.inflight > 0 || st->req_busy ||
+               (st->commit && cluster_commit_busy(st->commit));
 }
 
 static void step_reap(struct loop_timer *t) {
         struct fstep *st = container_of(t, struct fstep, timer);
-        if ((st->phase == STEP_DONE || st->phase == STEP_FAILED) && st->inflight == 0 &&
-            !st->req_busy)
+        if ((st->phase == STEP_DONE || st->phase == STEP_FAILED) && !step_busy(st))
                 step_free(st);
 }
 
@@ -243,8 +128,7 @@ static void step_reap(struct loop_timer *t) {
 static void step_maybe_free(struct fstep *st) {
         if (st->f->freeing)
                 return; /* flush_free() frees every step itself */
-        if ((st->phase == STEP_DONE || st->phase == STEP_FAILED) && st->inflight == 0 &&
-            !st->req_busy)
+        if ((st->phase == STEP_DONE || st->phase == STEP_FAILED) && !step_busy(st))
                 loop_timer_start(st->f->loop, &st->timer, 0, step_reap);
 }
 
@@ -252,17 +136,12 @@ static void step_maybe_free(struct fstep *st) {
  * and, seeing STEP_FAILED, only drops its accounting. */
 static void step_cancel_all(struct fstep *st) {
         struct flusher *f = st->f;
-        struct list *pos, *tmp;
 
-        for (size_t i = 0; i < st->nobjs; i++)
-                if (st->objs[i].req_busy)
-                        s3_request_cancel(f->s3, &st->objs[i].req);
-        list_for_each_safe(pos, tmp, &st->parts) {
-                struct fpart *p = list_entry(pos, struct fpart, link);
-                s3_request_cancel(f->s3, &p->req);
-        }
+        upload_batch_cancel(&st->uploads);
         if (st->req_busy)
                 s3_request_cancel(f->s3, &st->req);
+        if (st->commit)
+                cluster_commit_stop(st->commit);
 }
 
 static void step_fail(struct fstep *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -278,13 +157,7 @@ static void step_fail(struct fstep *st, const char *fmt, ...) {
         va_end(ap);
         st->phase = STEP_FAILED;
         f->steps_failed++;
-        for (size_t i = 0; i < st->nobjs; i++) {
-                struct fobj *o = &st->objs[i];
-                if (o->phase != OBJ_TODO && o->phase != OBJ_DONE) {
-                        f->uploads_active--;
-                        o->phase = OBJ_TODO;
-                }
-        }
+        upload_batch_stop(&st->uploads);
         set_last_error(f, st->job, "job %s step %" PRIu64 ": %s", st->job, st->step, msg);
         log_error("flush: job %s step %" PRIu64 " stopped: %s (fix the cause, then SIGHUP "
                   "or restart ckptd to retry)", st->job, st->step, msg);
@@ -348,29 +221,8 @@ static void step_request_failed(struct fstep *st, const char *what, const char *
         step_fail(st, "%s %s (bucket %s): %s", what, key, st->f->bucket, why);
 }
 
-/* The object's own request went to the S3 client. */
-static void obj_req_started(struct fobj *o) {
-        o->req_busy = true;
-        o->st->inflight++;
-        o->st->f->inflight++;
-}
-
-/* Bookkeeping every object request's done() starts with.  false: the step
- * failed meanwhile, and there is nothing more to do. */
-static bool obj_req_ended(struct fobj *o) {
-        struct fstep *st = o->st;
-
-        o->req_busy = false;
-        st->inflight--;
-        st->f->inflight--;
-        if (st->phase != STEP_FAILED)
-                return true;
-        step_maybe_free(st);
-        flusher_pump(st->f);
-        return false;
-}
-
-/* The same for the step's own request (manifest, listing, COMMIT). */
+/* Bookkeeping the step's own request's done() starts with (the node
+ * manifest PUT).  false: the step failed meanwhile. */
 static bool step_req_ended(struct fstep *st) {
         st->req_busy = false;
         if (st->phase != STEP_FAILED)
@@ -379,428 +231,44 @@ static bool step_req_ended(struct fstep *st) {
         return false;
 }
 
-/* ---- objects ------------------------------------------------------------------------------ */
+/* ---- objects (remote/upload) ------------------------------------------------------------- */
 
-static void obj_done(struct fobj *o, const char *etag) {
-        struct fstep *st = o->st;
+/* ops->failed of both remote/upload and remote/cluster_commit. */
+static void step_failed(void *userdata, const char *msg) {
+        step_fail(userdata, "%s", msg);
+}
+
+static void step_upload_request_failed(void *userdata, const char *what, const char *key,
+                                       const struct s3_result *res, int error) {
+        step_request_failed(userdata, what, key, res, error);
+}
+
+static void step_upload_stall(void *userdata, const char *what, const struct s3_result *res,
+                              int error) {
+        step_stall(userdata, what, res, error);
+}
+
+static void step_upload_pump(void *userdata) {
+        step_pump(userdata);
+}
+
+/* A request of a failed step ended: it may go now, and the next step may
+ * have the budget. */
+static void step_upload_idle(void *userdata) {
+        struct fstep *st = userdata;
         struct flusher *f = st->f;
 
-        o->phase = OBJ_DONE;
-        obj_close(o);
-        st->objs_done++;
-        f->uploads_active--;
-        /* (void): an upload record a fault lost (catalog.c logs it) costs uploading the object
-         * again after a crash, not data */
-        (void)catalog_remote_object_set(f->catalog, st->job, st->step, o->rank, o->shard, o->key,
-                                        o->size, CATALOG_OBJECT_DONE,
-                                        o->multipart ? o->upload_id : NULL,
-                                        o->multipart ? o->part_size : 0, etag, NULL);
-        log_debug("flush: %s done (%" PRIu64 " bytes%s)", o->key, o->size,
-                  o->multipart ? ", multipart" : "");
+        step_maybe_free(st);
+        flusher_pump(f);
 }
 
-static int obj_open(struct fobj *o) {
-        struct fstep *st = o->st;
-        if (o->fd >= 0)
-                return 0;
-        int r = store_shard_open_buffered(st->f->store, st->job, st->step, o->rank, o->shard,
-                                          &o->fd);
-        if (r < 0)
-                step_fail(st, "cannot open shard %s of rank %u on local disk: %s", o->shard,
-                          o->rank, strerror(-r));
-        return r;
-}
-
-static void put_done(struct s3_request *req, int error) {
-        struct fobj *o = container_of(req, struct fobj, req);
-        struct fstep *st = o->st;
-        struct flusher *f = st->f;
-
-        if (!obj_req_ended(o))
-                return;
-        if (error == 0) {
-                f->bytes_uploaded += o->size;
-                obj_done(o, req->result.etag);
-        } else {
-                o->phase = OBJ_TODO;
-                f->uploads_active--;
-                obj_close(o);
-                step_request_failed(st, "PutObject", o->key, &req->result, error);
-        }
-        step_pump(st);
-}
-
-static void obj_start_put(struct fobj *o) {
-        struct fstep *st = o->st;
-        struct flusher *f = st->f;
-        struct s3_body body;
-
-        if (o->size > 0) {
-                if (obj_open(o) < 0)
-                        return;
-                body = s3_body_fd(o->fd, 0, o->size);
-        } else {
-                body = s3_body_mem("", 0);
-        }
-        o->req = (struct s3_request){ .done = put_done };
-        int r = s3_put_object(f->s3, &o->req, o->key, &body, 0);
-        if (r < 0) {
-                step_fail(st, "cannot start PutObject %s: %s", o->key, strerror(-r));
-                return;
-        }
-        o->phase = OBJ_PUTTING;
-        o->req_busy = true;
-        f->uploads_active++;
-        st->inflight++;
-        f->inflight++;
-}
-
-static uint64_t part_length(const struct fobj *o, uint32_t number) {
-        uint64_t off = (uint64_t)(number - 1) * o->part_size;
-        return MIN(o->part_size, o->size - off);
-}
-
-static int obj_parts_alloc(struct fobj *o) {
-        o->nparts = (uint32_t)((o->size + o->part_size - 1) / o->part_size);
-        o->part_state = calloc(o->nparts, 1);
-        o->parts = calloc(o->nparts, sizeof(*o->parts));
-        if (!o->part_state || !o->parts)
-                return -ENOMEM;
-        for (uint32_t i = 0; i < o->nparts; i++)
-                o->parts[i].number = i + 1;
-        o->parts_done = o->parts_inflight = o->next_part = 0;
-        return 0;
-}
-
-static void part_mark_done(struct fobj *o, uint32_t number, const char *etag) {
-        struct s3_part *p = &o->parts[number - 1];
-        if (o->part_state[number - 1] == PART_DONE)
-                return;
-        o->part_state[number - 1] = PART_DONE;
-        snprintf(p->etag, sizeof(p->etag), "%s", etag);
-        p->size = part_length(o, number);
-        o->parts_done++;
-}
-
-static void complete_done(struct s3_request *req, int error);
-
-static void head_after_complete_done(struct s3_request *req, int error) {
-        struct fobj *o = container_of(req, struct fobj, req);
-        struct fstep *st = o->st;
-        struct flusher *f = st->f;
-
-        if (!obj_req_ended(o))
-                return;
-        if (error == 0 && req->result.bytes == o->size) {
-                obj_done(o, req->result.etag);
-        } else if (error == -ENOENT || (error == 0 && req->result.bytes != o->size)) {
-                /* The upload is gone and the object is not there (or is
-                 * someone else's): start the object over. */
-                log_warn("flush: upload of %s vanished; uploading it again", o->key);
-                o->upload_id[0] = 0;
-                /* (void): parts left behind by a fault (catalog.c logs it) are of an upload id
-                 * no longer recorded: never completed, and cleared with the next upload id */
-                (void)catalog_remote_parts_clear(f->catalog, st->job, st->step, o->rank, o->shard);
-                free(o->part_state);
-                free(o->parts);
-                o->part_state = NULL;
-                o->parts = NULL;
-                o->phase = OBJ_TODO;
-                f->uploads_active--;
-                obj_close(o);
-        } else {
-                o->phase = OBJ_PARTS;
-                step_request_failed(st, "HeadObject", o->key, &req->result, error);
-        }
-        step_pump(st);
-}
-
-static void obj_head(struct fobj *o) {
-        struct fstep *st = o->st;
-        struct flusher *f = st->f;
-
-        o->req = (struct s3_request){ .done = head_after_complete_done };
-        int r = s3_head_object(f->s3, &o->req, o->key);
-        if (r < 0) {
-                step_fail(st, "cannot start HeadObject %s: %s", o->key, strerror(-r));
-                return;
-        }
-        obj_req_started(o);
-}
-
-static void obj_complete(struct fobj *o) {
-        struct fstep *st = o->st;
-        struct flusher *f = st->f;
-
-        o->phase = OBJ_COMPLETING;
-        o->req = (struct s3_request){ .done = complete_done };
-        int r = s3_complete_multipart_upload(f->s3, &o->req, o->key, o->upload_id, o->parts,
-                                             o->nparts);
-        if (r < 0) {
-                step_fail(st, "cannot start CompleteMultipartUpload %s: %s", o->key, strerror(-r));
-                return;
-        }
-        obj_req_started(o);
-}
-
-static void complete_done(struct s3_request *req, int error) {
-        struct fobj *o = container_of(req, struct fobj, req);
-        struct fstep *st = o->st;
-
-        if (!obj_req_ended(o))
-                return;
-        if (error == 0) {
-                /* radosgw answers with an empty ETag: the catalog keeps
-                 * what there is; nothing depends on it. */
-                obj_done(o, req->result.etag);
-        } else if (error == -ENOENT && req->result.attempts > 1) {
-                /* An earlier attempt completed it and its answer was lost. */
-                obj_head(o);
-        } else {
-                o->phase = OBJ_PARTS;
-                step_request_failed(st, "CompleteMultipartUpload", o->key, &req->result, error);
-        }
-        step_pump(st);
-}
-
-static void part_done(struct s3_request *req, int error) {
-        struct fpart *p = container_of(req, struct fpart, req);
-        struct fobj *o = p->o;
-        struct fstep *st = o->st;
-        struct flusher *f = st->f;
-        uint32_t n = p->number;
-
-        st->inflight--;
-        f->inflight--;
-        o->parts_inflight--;
-        list_unlink(&p->link);
-        if (st->phase == STEP_FAILED) {
-                free(p);
-                step_maybe_free(st);
-                flusher_pump(f);
-                return;
-        }
-        if (error == 0) {
-                f->bytes_uploaded += part_length(o, n);
-                part_mark_done(o, n, req->result.etag);
-                /* (void): a part record a fault lost (catalog.c logs it) is found again by
-                 * ListParts after a crash, or re-uploaded */
-                (void)catalog_remote_part_add(f->catalog, st->job, st->step, o->rank, o->shard, n,
-                                              req->result.etag, part_length(o, n));
-        } else {
-                o->part_state[n - 1] = PART_TODO;
-                o->next_part = MIN(o->next_part, n - 1);
-                if (error == -ENOENT) {
-                        /* NoSuchUpload: aborted behind our back (lifecycle
-                         * rule, operator).  The object starts over. */
-                        struct s3_result res = req->result;
-                        free(p);
-                        res.permanent = false;
-                        if (o->parts_inflight == 0) {
-                                o->upload_id[0] = 0;
-                                /* (void): parts left behind by a fault (catalog.c logs it) are
-                                 * of an upload id no longer recorded: never completed, and
-                                 * cleared with the next upload id */
-                                (void)catalog_remote_parts_clear(f->catalog, st->job, st->step,
-                                                                 o->rank, o->shard);
-                                free(o->part_state);
-                                free(o->parts);
-                                o->part_state = NULL;
-                                o->parts = NULL;
-                                o->phase = OBJ_TODO;
-                                f->uploads_active--;
-                                obj_close(o);
-                        }
-                        step_stall(st, "UploadPart (upload vanished)", &res, error);
-                        step_pump(st);
-                        return;
-                }
-                char what[64];
-                snprintf(what, sizeof(what), "UploadPart %u", n);
-                step_request_failed(st, what, o->key, &req->result, error);
-        }
-        free(p);
-        step_pump(st);
-}
-
-/* Start the next part of o that is neither done nor in flight: 1 started,
- * 0 none left to start, < 0 failed (step failed). */
-static int obj_start_part(struct fobj *o) {
-        struct fstep *st = o->st;
-        struct flusher *f = st->f;
-
-        while (o->next_part < o->nparts && o->part_state[o->next_part] != PART_TODO)
-                o->next_part++;
-        if (o->next_part >= o->nparts)
-                return 0;
-        uint32_t n = ++o->next_part;
-        struct fpart *p = calloc(1, sizeof(*p));
-        if (!p) {
-                step_fail(st, "out of memory");
-                return -ENOMEM;
-        }
-        p->o = o;
-        p->number = n;
-        list_init(&p->link);
-        p->req.done = part_done;
-        struct s3_body body = s3_body_fd(o->fd, (uint64_t)(n - 1) * o->part_size,
-                                         part_length(o, n));
-        int r = s3_upload_part(f->s3, &p->req, o->key, o->upload_id, n, &body);
-        if (r < 0) {
-                free(p);
-                step_fail(st, "cannot start UploadPart %u of %s: %s", n, o->key, strerror(-r));
-                return r;
-        }
-        o->part_state[n - 1] = PART_INFLIGHT;
-        o->parts_inflight++;
-        list_add_tail(&st->parts, &p->link);
-        st->inflight++;
-        f->inflight++;
-        return 1;
-}
-
-static void create_done(struct s3_request *req, int error) {
-        struct fobj *o = container_of(req, struct fobj, req);
-        struct fstep *st = o->st;
-        struct flusher *f = st->f;
-
-        if (!obj_req_ended(o))
-                return;
-        if (error < 0) {
-                o->phase = OBJ_TODO;
-                f->uploads_active--;
-                obj_close(o);
-                step_request_failed(st, "CreateMultipartUpload", o->key, &req->result, error);
-                step_pump(st);
-                return;
-        }
-        snprintf(o->upload_id, sizeof(o->upload_id), "%s", req->result.upload_id);
-        /* Recorded before any part is sent: after a crash the upload is
-         * found again instead of orphaned. */
-        /* (void): parts left behind by a fault (catalog.c logs it) are of an upload id no
-         * longer recorded: never completed, and cleared with the next upload id */
-        (void)catalog_remote_parts_clear(f->catalog, st->job, st->step, o->rank, o->shard);
-        /* (void): an upload record a fault lost (catalog.c logs it) costs uploading the object
-         * again after a crash, not data */
-        (void)catalog_remote_object_set(f->catalog, st->job, st->step, o->rank, o->shard, o->key,
-                                        o->size, CATALOG_OBJECT_UPLOADING, o->upload_id,
-                                        o->part_size, NULL, NULL);
-        /* (void): catalog_flush() logs a failed commit and drops the batch; reconcile
-         * re-derives the rows from the manifests at the next start */
-        (void)catalog_flush(f->catalog);
-        o->phase = OBJ_PARTS;
-        step_pump(st);
-}
-
-static void list_parts_next(struct fobj *o);
-
-static void list_parts_done(struct s3_request *req, int error) {
-        struct fobj *o = container_of(req, struct fobj, req);
-        struct fstep *st = o->st;
-        struct flusher *f = st->f;
-
-        if (!obj_req_ended(o))
-                return;
-        if (error == -ENOENT) {
-                /* The upload is gone: completed just before the crash (then
-                 * the object is there), or aborted.  HEAD decides. */
-                o->phase = OBJ_COMPLETING;
-                obj_head(o);
-                return;
-        }
-        if (error < 0) {
-                o->phase = OBJ_TODO;
-                f->uploads_active--;
-                obj_close(o);
-                step_request_failed(st, "ListParts", o->key, &req->result, error);
-                step_pump(st);
-                return;
-        }
-        /* A part the store lists with the size we would send is ours: it
-         * was checked against its Content-MD5 when it arrived, and the
-         * shard file never changes.  Anything else is sent (again). */
-        for (size_t i = 0; i < o->list.count; i++) {
-                const struct s3_part *p = &o->list.parts[i];
-                if (p->number < 1 || p->number > o->nparts || p->size != part_length(o, p->number))
-                        continue;
-                if (o->part_state[p->number - 1] != PART_DONE)
-                        /* (void): a part record a fault lost (catalog.c logs it) is found
-                         * again by ListParts after a crash, or re-uploaded */
-                        (void)catalog_remote_part_add(f->catalog, st->job, st->step, o->rank,
-                                                      o->shard, p->number, p->etag, p->size);
-                part_mark_done(o, p->number, p->etag);
-        }
-        if (o->list.truncated && o->list.next_marker > o->list_marker) {
-                o->list_marker = o->list.next_marker;
-                list_parts_next(o);
-                return;
-        }
-        log_info("flush: resuming upload of %s: %u of %u parts already in the store", o->key,
-                 o->parts_done, o->nparts);
-        o->phase = OBJ_PARTS;
-        step_pump(st);
-}
-
-static void list_parts_next(struct fobj *o) {
-        struct fstep *st = o->st;
-        struct flusher *f = st->f;
-
-        if (!o->list.parts) {
-                o->list.parts = calloc(S3_LIST_MAX, sizeof(*o->list.parts));
-                if (!o->list.parts) {
-                        step_fail(st, "out of memory");
-                        return;
-                }
-                o->list.capacity = S3_LIST_MAX;
-        }
-        o->list.count = 0;
-        o->req = (struct s3_request){ .done = list_parts_done };
-        int r = s3_list_parts(f->s3, &o->req, o->key, o->upload_id, o->list_marker, &o->list);
-        if (r < 0) {
-                step_fail(st, "cannot start ListParts %s: %s", o->key, strerror(-r));
-                return;
-        }
-        obj_req_started(o);
-}
-
-/* Begin a multipart object: resume the recorded upload or create one. */
-static void obj_start_multipart(struct fobj *o) {
-        struct fstep *st = o->st;
-        struct flusher *f = st->f;
-
-        if (obj_open(o) < 0)
-                return;
-        if (!o->parts && obj_parts_alloc(o) < 0) {
-                step_fail(st, "out of memory");
-                return;
-        }
-        f->uploads_active++;
-        o->phase = OBJ_STARTING;
-        if (o->upload_id[0]) {
-                /* Parts the catalog recorded are done; ListParts adds any
-                 * whose answer the crash lost. */
-                size_t count = 0;
-                struct catalog_part *rec = calloc(o->nparts, sizeof(*rec));
-                if (rec && catalog_remote_parts(f->catalog, st->job, st->step, o->rank, o->shard,
-                                                rec, o->nparts, &count) == 0) {
-                        for (size_t i = 0; i < count; i++)
-                                if (rec[i].number >= 1 && rec[i].number <= o->nparts &&
-                                    rec[i].size == part_length(o, rec[i].number))
-                                        part_mark_done(o, rec[i].number, rec[i].etag);
-                }
-                free(rec);
-                o->list_marker = 0;
-                list_parts_next(o);
-                return;
-        }
-        o->req = (struct s3_request){ .done = create_done };
-        int r = s3_create_multipart_upload(f->s3, &o->req, o->key);
-        if (r < 0) {
-                step_fail(st, "cannot start CreateMultipartUpload %s: %s", o->key, strerror(-r));
-                return;
-        }
-        obj_req_started(o);
-}
+static const struct upload_ops step_upload_ops = {
+        .failed = step_failed,
+        .request_failed = step_upload_request_failed,
+        .stall = step_upload_stall,
+        .pump = step_upload_pump,
+        .idle = step_upload_idle,
+};
 
 /* ---- the step ----------------------------------------------------------------------------- */
 
@@ -841,51 +309,14 @@ static int step_load(struct fstep *st) {
                 }
                 nobjs += m->nshards;
         }
-        st->objs = calloc(nobjs ? nobjs : 1, sizeof(*st->objs));
-        if (!st->objs)
-                return -ENOMEM;
+        r = upload_batch_reserve(&st->uploads, nobjs);
+        if (r < 0)
+                return r;
         for (uint32_t i = 0; i < nm->nranks; i++) {
-                const struct manifest *m = nm->ranks[i];
-                for (uint32_t k = 0; k < m->nshards; k++) {
-                        struct fobj *o = &st->objs[st->nobjs++];
-                        const struct manifest_shard *sh = &m->shards[k];
-                        o->st = st;
-                        o->fd = -1;
-                        o->rank = m->rank;
-                        o->size = sh->size;
-                        snprintf(o->shard, sizeof(o->shard), "%s", sh->name);
-                        r = object_key_shard(o->key, sizeof(o->key), f->prefix, st->job, st->step,
-                                             m->rank, sh->name);
-                        if (r < 0)
-                                return r;
-                        o->part_size = f->opts.part_size;
-                        o->multipart = o->size > o->part_size;
-
-                        struct catalog_remote_object ro;
-                        if (catalog_remote_object_get(f->catalog, st->job, st->step, m->rank,
-                                                      sh->name, &ro) == 0 &&
-                            !strcmp(ro.key, o->key) && ro.size == o->size) {
-                                if (ro.state == CATALOG_OBJECT_DONE) {
-                                        o->phase = OBJ_DONE;
-                                        st->objs_done++;
-                                        continue;
-                                }
-                                if (ro.upload_id[0] && ro.part_size >= (5u << 20)) {
-                                        /* resume with the part size it began with */
-                                        o->multipart = true;
-                                        o->part_size = ro.part_size;
-                                        snprintf(o->upload_id, sizeof(o->upload_id), "%s",
-                                                 ro.upload_id);
-                                        continue;
-                                }
-                        }
-                        /* (void): an upload record a fault lost (catalog.c logs it) costs
-                         * uploading the object again after a crash, not data */
-                        (void)catalog_remote_object_set(f->catalog, st->job, st->step, m->rank,
-                                                        sh->name, o->key, o->size,
-                                                        CATALOG_OBJECT_PENDING, NULL, 0, NULL,
-                                                        NULL);
-                }
+                r = upload_batch_add_rank(&st->uploads, nm->ranks[i], f->prefix,
+                                          f->opts.part_size);
+                if (r < 0)
+                        return r;
         }
         r = node_manifest_format(nm, &st->text, &st->text_len);
         if (r < 0)
@@ -946,13 +377,13 @@ static void manifest_put_done(struct s3_request *req, int error) {
                 return;
         }
         log_info("flush: job %s step %" PRIu64 ": node %u manifest stored (%zu objects)",
-                 st->job, st->step, f->opts.node_index, st->nobjs);
+                 st->job, st->step, f->opts.node_index, st->uploads.nobjs);
         /* (void): remote_state only records the flusher's progress; an update a fault lost
          * (catalog.c logs it) makes a later flush redo work, it loses no data */
         (void)catalog_ckpt_remote_set(f->catalog, st->job, st->step, CATALOG_REMOTE_MANIFEST, NULL);
         free(st->text);
         st->text = NULL;
-        commit_phase_start(st);
+        step_commit_start(st);
         /* The object queue may move to the next step now. */
         flusher_pump(f);
 }
@@ -973,290 +404,45 @@ static void step_done(struct fstep *st) {
         if (f->on_changed)
                 f->on_changed(f->userdata, job, step);
         if (f->opts.node_index == 0)
-                retention_start(f, job);
+                bucket_retention_run(f->retention, job);
 }
 
-/* ---- COMMIT ------------------------------------------------------------------------------- */
+/* ---- COMMIT (remote/cluster_commit) ------------------------------------------------------- */
 
-static void commit_poll_later(struct fstep *st);
-static void commit_list(struct fstep *st, const char *token);
-static void commit_fetch_next(struct fstep *st);
-
-static void commit_head_done(struct s3_request *req, int error) {
-        struct fstep *st = container_of(req, struct fstep, req);
-
-        if (!step_req_ended(st))
-                return;
-        if (error == 0) {
-                step_done(st);
-        } else if (error == -ENOENT) {
-                commit_poll_later(st);
-        } else if (error != -ECANCELED) {
-                if (req->result.permanent) {
-                        char why[400];
-                        s3_result_describe(&req->result, error, why, sizeof(why));
-                        step_fail(st, "HeadObject COMMIT: %s", why);
-                } else {
-                        commit_poll_later(st);
-                }
-        }
+static void step_commit_done(void *userdata) {
+        step_done(userdata);
 }
 
-static void commit_head(struct fstep *st) {
+static void step_commit_idle(void *userdata) {
+        step_maybe_free(userdata);
+}
+
+static const struct cluster_commit_ops step_commit_ops = {
+        .done = step_commit_done,
+        .failed = step_failed,
+        .idle = step_commit_idle,
+};
+
+/* This node's manifest is in the store (or was before a restart). */
+static void step_commit_start(struct fstep *st) {
         struct flusher *f = st->f;
-        char key[OBJECT_KEY_MAX + 1];
-
-        object_key_commit(key, sizeof(key), f->prefix, st->job, st->step);
-        st->req = (struct s3_request){ .done = commit_head_done };
-        int r = s3_head_object(f->s3, &st->req, key);
-        if (r < 0) {
-                step_fail(st, "cannot start HeadObject %s: %s", key, strerror(-r));
-                return;
-        }
-        st->req_busy = true;
-}
-
-static void commit_poll_timeout(struct loop_timer *t) {
-        struct fstep *st = container_of(t, struct fstep, timer);
-        if (step_is_coordinator(st))
-                commit_list(st, NULL);
-        else
-                commit_head(st);
-}
-
-static void commit_poll_later(struct fstep *st) {
-        st->poll_ms = st->poll_ms ? MIN(st->poll_ms * 2, FLUSH_POLL_MAX_MS) : FLUSH_POLL_MIN_MS;
-        loop_timer_start(st->f->loop, &st->timer, st->poll_ms, commit_poll_timeout);
-}
-
-static void commit_put_done(struct s3_request *req, int error) {
-        struct fstep *st = container_of(req, struct fstep, req);
-
-        if (!step_req_ended(st))
-                return;
-        if (error == 0 || error == -EEXIST) {
-                /* -EEXIST: another coordinator (or our own earlier attempt
-                 * whose answer was lost) wrote it first; it was built from
-                 * the same manifests. */
-                if (error == -EEXIST)
-                        log_info("flush: job %s step %" PRIu64 ": COMMIT already written",
-                                 st->job, st->step);
-                step_done(st);
-                return;
-        }
-        if (error == -ECANCELED)
-                return;
-        if (!req->result.permanent) {
-                commit_poll_later(st);
-                return;
-        }
-        char why[400];
-        s3_result_describe(&req->result, error, why, sizeof(why));
-        step_fail(st, "PutObject COMMIT: %s", why);
-}
-
-static void commit_write(struct fstep *st) {
-        struct flusher *f = st->f;
-        char err[256] = "";
-        char key[OBJECT_KEY_MAX + 1];
-        struct commit_object co = { 0 };
-        uint32_t n = f->opts.node_count;
-
-        int r = commit_object_build(&co, (const struct node_manifest *const *)st->nms,
-                                    (const char *const *)st->texts, st->lens, n, (int64_t)time(NULL),
-                                    err, sizeof(err));
-        if (r < 0) {
-                step_fail(st, "the node manifests do not make a checkpoint: %s", err);
-                return;
-        }
-        free(st->commit_text);
-        st->commit_text = NULL;
-        r = commit_object_format(&co, &st->commit_text, &st->commit_len);
-        commit_object_clear(&co);
-        if (r < 0 || st->commit_len > S3_MEMORY_BODY_MAX) {
-                step_fail(st, "cannot format the COMMIT object: %s",
-                          r < 0 ? strerror(-r) : "too large");
-                return;
-        }
-        object_key_commit(key, sizeof(key), f->prefix, st->job, st->step);
-        struct s3_body body = s3_body_mem(st->commit_text, st->commit_len);
-        st->req = (struct s3_request){ .done = commit_put_done };
-        r = s3_put_object(f->s3, &st->req, key, &body, S3_PUT_IF_NONE_MATCH);
-        if (r < 0) {
-                step_fail(st, "cannot start PutObject %s: %s", key, strerror(-r));
-                return;
-        }
-        st->req_busy = true;
-}
-
-static void commit_get_done(struct s3_request *req, int error) {
-        struct fstep *st = container_of(req, struct fstep, req);
-        uint32_t node = st->fetch_next;
-
-        if (!step_req_ended(st))
-                return;
-        if (error < 0) {
-                if (error == -ECANCELED)
-                        return;
-                if (req->result.permanent && error != -ENOENT && error != -EFBIG) {
-                        char why[400];
-                        s3_result_describe(&req->result, error, why, sizeof(why));
-                        step_fail(st, "GetObject of node %u's manifest: %s", node, why);
-                        return;
-                }
-                /* rewritten meanwhile (size changed) or gone: list again */
-                commit_poll_later(st);
-                return;
-        }
-        int r = node_manifest_parse(&st->nms[node], st->texts[node], st->lens[node]);
-        if (r < 0) {
-                step_fail(st, "node %u's manifest in the store is malformed (%s)", node,
-                          strerror(-r));
-                return;
-        }
-        if (strcmp(st->nms[node]->job, st->job) || st->nms[node]->step != st->step ||
-            st->nms[node]->node != node || st->nms[node]->node_count != st->f->opts.node_count) {
-                step_fail(st, "node %u's manifest describes job %s step %" PRIu64 " node %u of %u",
-                          node, st->nms[node]->job, st->nms[node]->step, st->nms[node]->node,
-                          st->nms[node]->node_count);
-                return;
-        }
-        st->fetch_next++;
-        commit_fetch_next(st);
-}
-
-static void commit_fetch_next(struct fstep *st) {
-        struct flusher *f = st->f;
-        uint32_t n = f->opts.node_count;
-        char key[OBJECT_KEY_MAX + 1];
-
-        if (st->fetch_next >= n) {
-                commit_write(st);
-                return;
-        }
-        uint32_t node = st->fetch_next;
-        uint64_t size = st->manifest_sizes[node];
-        node_manifest_free(st->nms[node]);
-        st->nms[node] = NULL;
-        free(st->texts[node]);
-        st->texts[node] = malloc(size ? size : 1);
-        st->lens[node] = size;
-        if (!st->texts[node]) {
-                step_fail(st, "out of memory");
-                return;
-        }
-        object_key_node_manifest(key, sizeof(key), f->prefix, st->job, st->step, node);
-        st->req = (struct s3_request){ .done = commit_get_done };
-        int r = s3_get_object(f->s3, &st->req, key, st->texts[node], size);
-        if (r < 0) {
-                step_fail(st, "cannot start GetObject %s: %s", key, strerror(-r));
-                return;
-        }
-        st->req_busy = true;
-}
-
-static void commit_list_done(struct s3_request *req, int error) {
-        struct fstep *st = container_of(req, struct fstep, req);
-        struct flusher *f = st->f;
-        uint32_t n = f->opts.node_count;
-        char dir[OBJECT_KEY_MAX + 1];
-
-        if (!step_req_ended(st))
-                return;
-        if (error < 0) {
-                if (error == -ECANCELED)
-                        return;
-                if (req->result.permanent) {
-                        char why[400];
-                        s3_result_describe(&req->result, error, why, sizeof(why));
-                        step_fail(st, "listing the node manifests: %s", why);
-                } else {
-                        commit_poll_later(st);
-                }
-                return;
-        }
-        object_key_step_dir(dir, sizeof(dir), f->prefix, st->job, st->step);
-        size_t dlen = strlen(dir);
-        for (size_t i = 0; i < st->olist.count; i++) {
-                const struct s3_object *ob = &st->olist.objects[i];
-                unsigned node;
-                char tail[32];
-                if (strncmp(ob->key, dir, dlen))
-                        continue;
-                if (sscanf(ob->key + dlen, "nodes/%u.manifes%31s", &node, tail) != 2 ||
-                    strcmp(tail, "t") || node >= n)
-                        continue;
-                char expect[OBJECT_KEY_MAX + 1];
-                object_key_node_manifest(expect, sizeof(expect), f->prefix, st->job, st->step,
-                                         node);
-                if (strcmp(expect, ob->key) || ob->size > FLUSH_MANIFEST_MAX)
-                        continue;
-                if (st->manifest_sizes[node] == UINT64_MAX)
-                        st->manifests_seen++;
-                st->manifest_sizes[node] = ob->size;
-        }
-        if (st->olist.truncated) {
-                char token[S3_TOKEN_MAX + 1];
-                snprintf(token, sizeof(token), "%s", st->olist.next_token);
-                commit_list(st, token);
-                return;
-        }
-        if (st->manifests_seen < n) {
-                log_debug("flush: job %s step %" PRIu64 ": %u of %u node manifests present",
-                          st->job, st->step, st->manifests_seen, n);
-                commit_poll_later(st);
-                return;
-        }
-        st->fetch_next = 0;
-        commit_fetch_next(st);
-}
-
-static void commit_list(struct fstep *st, const char *token) {
-        struct flusher *f = st->f;
-        uint32_t n = f->opts.node_count;
-        char prefix[OBJECT_KEY_MAX + 16];
-
-        if (!token) {
-                for (uint32_t i = 0; i < n; i++)
-                        st->manifest_sizes[i] = UINT64_MAX;
-                st->manifests_seen = 0;
-        }
-        object_key_step_dir(prefix, sizeof(prefix), f->prefix, st->job, st->step);
-        strncat(prefix, "nodes/", sizeof(prefix) - strlen(prefix) - 1);
-        st->olist.count = 0;
-        st->req = (struct s3_request){ .done = commit_list_done };
-        int r = s3_list_objects(f->s3, &st->req, prefix, NULL, token, &st->olist);
-        if (r < 0) {
-                step_fail(st, "cannot start ListObjectsV2 %s: %s", prefix, strerror(-r));
-                return;
-        }
-        st->req_busy = true;
-}
-
-static void commit_phase_start(struct fstep *st) {
-        struct flusher *f = st->f;
-        uint32_t n = f->opts.node_count;
 
         st->phase = STEP_COMMIT;
-        st->poll_ms = 0;
-        if (!step_is_coordinator(st)) {
-                commit_head(st);
-                return;
-        }
-        if (!st->manifest_sizes) {
-                st->manifest_sizes = calloc(n, sizeof(*st->manifest_sizes));
-                st->nms = calloc(n, sizeof(*st->nms));
-                st->texts = calloc(n, sizeof(*st->texts));
-                st->lens = calloc(n, sizeof(*st->lens));
-                st->olist.objects = calloc(S3_LIST_MAX, sizeof(*st->olist.objects));
-                st->olist.capacity = S3_LIST_MAX;
-                if (!st->manifest_sizes || !st->nms || !st->texts || !st->lens ||
-                    !st->olist.objects) {
+        if (!st->commit) {
+                const struct cluster_commit_options co = {
+                        .prefix = f->prefix,
+                        .job = st->job,
+                        .step = st->step,
+                        .node_index = f->opts.node_index,
+                        .node_count = f->opts.node_count,
+                };
+                int r = cluster_commit_new(&st->commit, f->loop, f->s3, &co, &step_commit_ops, st);
+                if (r < 0) {
                         step_fail(st, "out of memory");
                         return;
                 }
         }
-        commit_list(st, NULL);
+        cluster_commit_start(st->commit);
 }
 
 /* ---- the pump ------------------------------------------------------------------------------ */
@@ -1275,49 +461,10 @@ static void step_pump(struct fstep *st) {
         }
         if (st->stalled)
                 return;
-        /* multipart objects already open: parts, completion */
-        for (size_t i = 0; i < st->nobjs && st->phase == STEP_OBJECTS; i++) {
-                struct fobj *o = &st->objs[i];
-                if (o->phase != OBJ_PARTS)
-                        continue;
-                while (f->inflight < f->budget && st->phase == STEP_OBJECTS)
-                        if (obj_start_part(o) <= 0)
-                                break;
-                if (o->parts_done == o->nparts && o->parts_inflight == 0 && !o->req_busy)
-                        obj_complete(o);
-        }
-        /* new objects */
-        while (st->phase == STEP_OBJECTS && f->inflight < f->budget && st->next_obj < st->nobjs) {
-                struct fobj *o = &st->objs[st->next_obj];
-                if (o->phase != OBJ_TODO) {
-                        st->next_obj++;
-                        continue;
-                }
-                if (o->multipart || o->upload_id[0])
-                        obj_start_multipart(o);
-                else
-                        obj_start_put(o);
-                st->next_obj++;
-                if (o->phase == OBJ_PARTS)
-                        while (f->inflight < f->budget && st->phase == STEP_OBJECTS &&
-                               obj_start_part(o) > 0)
-                                ;
-        }
+        upload_batch_pump(&st->uploads);
         if (st->phase != STEP_OBJECTS)
                 return;
-        /* objects sent back to TODO by a stall are picked up again */
-        if (st->next_obj >= st->nobjs && st->objs_done < st->nobjs) {
-                for (size_t i = 0; i < st->nobjs; i++)
-                        if (st->objs[i].phase == OBJ_TODO) {
-                                st->next_obj = i;
-                                if (f->inflight < f->budget) {
-                                        step_pump(st);
-                                        return;
-                                }
-                                break;
-                        }
-        }
-        if (st->objs_done == st->nobjs && st->inflight == 0) {
+        if (upload_batch_done(&st->uploads)) {
                 st->phase = STEP_MANIFEST;
                 st->stall_ms = 0;
                 manifest_put(st);
@@ -1367,16 +514,17 @@ static int step_queue(struct flusher *f, const char *job, uint64_t step, uint8_t
                 return -ENOMEM;
         st->f = f;
         st->text_fd = -1;
-        list_init(&st->parts);
         snprintf(st->job, sizeof(st->job), "%s", job);
         st->step = step;
+        upload_batch_init(&st->uploads, f->s3, f->catalog, f->store, st->job, step, &f->uploads,
+                          &step_upload_ops, st);
         st->world_size = e.world_size;
         list_init(&st->link);
         list_add_tail(&f->steps, &st->link);
 
         if (remote_state == CATALOG_REMOTE_MANIFEST) {
                 /* our part is in the store; only COMMIT is missing */
-                commit_phase_start(st);
+                step_commit_start(st);
                 return 0;
         }
         r = step_load(st);
@@ -1388,7 +536,7 @@ static int step_queue(struct flusher *f, const char *job, uint64_t step, uint8_t
          * (catalog.c logs it) makes a later flush redo work, it loses no data */
         (void)catalog_ckpt_remote_set(f->catalog, job, step, CATALOG_REMOTE_FLUSHING, NULL);
         log_info("flush: job %s step %" PRIu64 ": %zu objects to upload (%zu already in the store)",
-                 job, step, st->nobjs - st->objs_done, st->objs_done);
+                 job, step, st->uploads.nobjs - st->uploads.objs_done, st->uploads.objs_done);
         flusher_pump(f);
         return 0;
 }
@@ -1451,9 +599,9 @@ void flush_status(struct flusher *f, struct ckpt_rep_status *out) {
         }
         out->remote_steps_pending = pending;
         out->remote_steps_failed = f->steps_failed;
-        out->remote_uploads_active = f->uploads_active;
+        out->remote_uploads_active = f->uploads.uploads_active;
         out->remote_requests_active = s.active;
-        out->remote_bytes_uploaded = f->bytes_uploaded;
+        out->remote_bytes_uploaded = f->uploads.bytes_uploaded;
         out->remote_bytes_downloaded = s.bytes_received;
         for (int i = 0; i < S3_OP_COUNT; i++) {
                 out->remote_requests += s.requests[i];
@@ -1473,221 +621,7 @@ const char *flush_last_error_job(struct flusher *f) {
 
 void flush_set_keep(struct flusher *f, uint32_t keep) {
         f->opts.keep = keep;
-}
-
-/* ---- remote retention ---------------------------------------------------------------------- */
-
-static void ret_next(struct fret *rt);
-
-static void ret_finish(struct fret *rt) {
-        struct flusher *f = rt->f;
-        bool again = rt->again;
-        char job[CKPT_NAME_MAX + 1];
-
-        snprintf(job, sizeof(job), "%s", rt->job);
-        list_unlink(&rt->link);
-        free(rt->steps);
-        free(rt->keys);
-        free(rt->olist.objects);
-        free(rt->olist.prefixes);
-        free(rt);
-        if (again && !f->freeing)
-                retention_start(f, job);
-}
-
-static void ret_done(struct s3_request *req, int error) {
-        struct fret *rt = container_of(req, struct fret, req);
-        struct flusher *f = rt->f;
-
-        rt->busy = false;
-        if (error == -ECANCELED || f->freeing) {
-                ret_finish(rt);
-                return;
-        }
-        switch (rt->phase) {
-        case RET_LIST_STEPS:
-        case RET_LIST_KEYS:
-                if (error < 0) {
-                        log_warn("retention (store): job %s: listing failed: %s", rt->job,
-                                    strerror(-error));
-                        ret_finish(rt);
-                        return;
-                }
-                if (rt->phase == RET_LIST_STEPS) {
-                        char dir[OBJECT_KEY_MAX + 1];
-                        object_key_steps_dir(dir, sizeof(dir), f->prefix, rt->job);
-                        for (size_t i = 0; i < rt->olist.prefix_count; i++) {
-                                uint64_t step;
-                                if (object_key_parse_step_dir(dir, rt->olist.prefixes[i].prefix,
-                                                              &step) < 0)
-                                        continue;
-                                if (rt->nsteps == rt->cap) {
-                                        size_t cap = rt->cap ? rt->cap * 2 : 64;
-                                        uint64_t *n = realloc(rt->steps, cap * sizeof(*n));
-                                        if (!n) {
-                                                ret_finish(rt);
-                                                return;
-                                        }
-                                        rt->steps = n;
-                                        rt->cap = cap;
-                                }
-                                rt->steps[rt->nsteps++] = step;
-                        }
-                } else {
-                        for (size_t i = 0; i < rt->olist.count; i++) {
-                                if (rt->nkeys == rt->kcap) {
-                                        size_t cap = rt->kcap ? rt->kcap * 2 : 64;
-                                        void *n = realloc(rt->keys, cap * sizeof(*rt->keys));
-                                        if (!n) {
-                                                ret_finish(rt);
-                                                return;
-                                        }
-                                        rt->keys = n;
-                                        rt->kcap = cap;
-                                }
-                                snprintf(rt->keys[rt->nkeys++], sizeof(rt->keys[0]), "%s",
-                                         rt->olist.objects[i].key);
-                        }
-                }
-                if (rt->olist.truncated) {
-                        snprintf(rt->token, sizeof(rt->token), "%s", rt->olist.next_token);
-                } else {
-                        rt->token[0] = 0;
-                        if (rt->phase == RET_LIST_STEPS) {
-                                rt->phase = RET_HEAD;
-                                rt->cursor = 0;
-                                rt->cut = 0;
-                        } else {
-                                /* COMMIT first: a reader must never trust a
-                                 * step whose shards are going away. */
-                                for (size_t i = 0; i < rt->nkeys; i++) {
-                                        size_t l = strlen(rt->keys[i]);
-                                        if (l >= 7 && !strcmp(rt->keys[i] + l - 7, "/COMMIT") &&
-                                            i > 0) {
-                                                char tmp[S3_KEY_MAX + 1];
-                                                memcpy(tmp, rt->keys[0], sizeof(tmp));
-                                                memcpy(rt->keys[0], rt->keys[i], sizeof(tmp));
-                                                memcpy(rt->keys[i], tmp, sizeof(tmp));
-                                                break;
-                                        }
-                                }
-                                rt->phase = RET_DELETE;
-                                rt->del_next = 0;
-                        }
-                }
-                break;
-        case RET_HEAD: {
-                if (error < 0 && error != -ENOENT) {
-                        ret_finish(rt);
-                        return;
-                }
-                size_t idx = rt->nsteps - 1 - rt->cursor;
-                if (error == 0 && ++rt->committed_seen == f->opts.keep)
-                        rt->cut = idx; /* everything older goes */
-                rt->cursor++;
-                break;
-        }
-        case RET_DELETE:
-                if (error < 0)
-                        log_warn("retention (store): delete %s: %s", rt->keys[rt->del_next],
-                                    strerror(-error));
-                rt->del_next++;
-                break;
-        }
-        ret_next(rt);
-}
-
-static void ret_next(struct fret *rt) {
-        struct flusher *f = rt->f;
-        char buf[OBJECT_KEY_MAX + 1];
-        int r = 0;
-
-        rt->req = (struct s3_request){ .done = ret_done };
-        for (;;) {
-                switch (rt->phase) {
-                case RET_LIST_STEPS:
-                        object_key_steps_dir(buf, sizeof(buf), f->prefix, rt->job);
-                        rt->olist.count = rt->olist.prefix_count = 0;
-                        r = s3_list_objects(f->s3, &rt->req, buf, "/", rt->token, &rt->olist);
-                        goto started;
-                case RET_HEAD:
-                        if (rt->committed_seen >= f->opts.keep || rt->cursor >= rt->nsteps) {
-                                if (rt->cut == 0) {
-                                        ret_finish(rt);
-                                        return;
-                                }
-                                rt->del_step = 0;
-                                goto next_step;
-                        }
-                        object_key_commit(buf, sizeof(buf), f->prefix, rt->job,
-                                          rt->steps[rt->nsteps - 1 - rt->cursor]);
-                        r = s3_head_object(f->s3, &rt->req, buf);
-                        goto started;
-                case RET_LIST_KEYS:
-                        object_key_step_dir(buf, sizeof(buf), f->prefix, rt->job,
-                                            rt->steps[rt->del_step]);
-                        rt->olist.count = 0;
-                        r = s3_list_objects(f->s3, &rt->req, buf, NULL, rt->token, &rt->olist);
-                        goto started;
-                case RET_DELETE:
-                        if (rt->del_next < rt->nkeys) {
-                                r = s3_delete_object(f->s3, &rt->req, rt->keys[rt->del_next]);
-                                goto started;
-                        }
-                        log_info("retention (store): job %s step %" PRIu64 " removed (%zu "
-                                 "objects, keep %u)", rt->job, rt->steps[rt->del_step], rt->nkeys,
-                                 f->opts.keep);
-                        rt->del_step++;
-                        goto next_step;
-                }
-        next_step:
-                /* the next step below the cut that is not pinned */
-                while (rt->del_step < rt->cut &&
-                       catalog_pinned(f->catalog, rt->job, rt->steps[rt->del_step]) == 1)
-                        rt->del_step++;
-                if (rt->del_step >= rt->cut) {
-                        ret_finish(rt);
-                        return;
-                }
-                rt->phase = RET_LIST_KEYS;
-                rt->nkeys = 0;
-                rt->token[0] = 0;
-        }
-started:
-        if (r < 0) {
-                log_warn("retention (store): job %s: %s", rt->job, strerror(-r));
-                ret_finish(rt);
-                return;
-        }
-        rt->busy = true;
-}
-
-static void retention_start(struct flusher *f, const char *job) {
-        struct list *pos, *tmp;
-
-        list_for_each_safe(pos, tmp, &f->retention) {
-                struct fret *rt = list_entry(pos, struct fret, link);
-                if (!strcmp(rt->job, job)) {
-                        rt->again = true;
-                        return;
-                }
-        }
-        struct fret *rt = calloc(1, sizeof(*rt));
-        if (!rt)
-                return;
-        rt->f = f;
-        snprintf(rt->job, sizeof(rt->job), "%s", job);
-        rt->olist.objects = calloc(S3_LIST_MAX, sizeof(*rt->olist.objects));
-        rt->olist.prefixes = calloc(S3_LIST_MAX, sizeof(*rt->olist.prefixes));
-        rt->olist.capacity = S3_LIST_MAX;
-        list_init(&rt->link);
-        list_add_tail(&f->retention, &rt->link);
-        if (!rt->olist.objects || !rt->olist.prefixes) {
-                ret_finish(rt);
-                return;
-        }
-        rt->phase = RET_LIST_STEPS;
-        ret_next(rt);
+        bucket_retention_set_keep(f->retention, keep);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
@@ -1710,11 +644,15 @@ int flush_new(struct flusher **out, struct loop *loop, struct s3_client *s3,
         snprintf(f->prefix, sizeof(f->prefix), "%s", opts->prefix ? opts->prefix : "");
         snprintf(f->bucket, sizeof(f->bucket), "%s", opts->bucket ? opts->bucket : "");
         f->opts.prefix = f->prefix;
-        f->budget = 2 * opts->concurrency;
+        f->uploads.budget = 2 * opts->concurrency;
         f->on_changed = on_changed;
         f->userdata = userdata;
         list_init(&f->steps);
-        list_init(&f->retention);
+        int r = bucket_retention_new(&f->retention, s3, catalog, f->prefix, opts->keep);
+        if (r < 0) {
+                free(f);
+                return r;
+        }
         *out = f;
         return 0;
 }
@@ -1728,16 +666,11 @@ struct flusher *flush_free(struct flusher *f) {
          * only drops its accounting (no step frees itself meanwhile).  The
          * catalog keeps each step's progress for the next start. */
         f->freeing = true;
-        list_for_each_safe(pos, tmp, &f->retention) {
-                struct fret *rt = list_entry(pos, struct fret, link);
-                if (rt->busy)
-                        s3_request_cancel(f->s3, &rt->req); /* frees rt */
-                else
-                        ret_finish(rt);
-        }
+        f->retention = bucket_retention_free(f->retention);
         list_for_each_safe(pos, tmp, &f->steps) {
                 struct fstep *st = list_entry(pos, struct fstep, link);
                 st->phase = STEP_FAILED;
+                upload_batch_stop(&st->uploads);
                 step_cancel_all(st);
         }
         list_for_each_safe(pos, tmp, &f->steps) {

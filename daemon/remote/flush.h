@@ -12,7 +12,10 @@
  *   3. the coordinator (node 0) waits until all node_count manifests are
  *      there, checks that they cover every rank exactly once and writes the
  *      step's COMMIT object with If-None-Match: * (written once even if two
- *      coordinators race); every other node waits until it sees COMMIT.
+ *      coordinators race); every other node waits until it sees COMMIT
+ *      (remote/cluster_commit);
+ *   4. the coordinator applies the store's retention to the job
+ *      (remote/bucket_retention).
  * The step reaches tier "remote" when COMMIT exists; the server is told
  * through on_changed so WAIT requests can answer.
  *

@@ -33,8 +33,8 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import (SKIP, Daemon, TestFailure, check, ctl_json, log, shards_arg,  # noqa: E402
-                     step_path, wait_until)
+from harness import (SKIP, Daemon, TestFailure, check, check_log_clean, ctl_json, log,  # noqa: E402
+                     shards_arg, step_path, wait_until)
 
 SOURCE_ROOT = os.environ.get("CKPT_SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
 S3DIR = os.path.join(SOURCE_ROOT, "tests", "s3")
@@ -859,6 +859,57 @@ def case_open_files(ctx):
     stop(d)
 
 
+# --------------------------------------------------------------------------
+# 9. SIGTERM in the middle of a flush
+
+
+def case_stop_mid_flush(ctx):
+    """A SIGTERM while a flush has requests at every stage (on the wire,
+    hashed, waiting for their Content-MD5): the daemon cancels them, exits
+    0 with nothing for the sanitizers to report, and the next start
+    finishes the flush from what the catalog recorded.
+
+    Once a heap-use-after-free that only ASan sees: the daemon freed its
+    worker pool before the flusher, and cancelling the flusher's requests
+    made the S3 client hand the next body waiting for its hash to the freed
+    pool.  To be sure bodies wait at the stop: 40 shards of 8 MiB, each one
+    PutObject (no CreateMultipartUpload first), are all handed to the S3
+    client at the commit (budget 2 * concurrency = 64), one worker thread
+    hashes them one at a time (~40 * 15 ms), and the stop comes right
+    after the commit returns."""
+    store = ctx.store
+    bucket, job, step = "remote-stop", "stop-job", 3
+    store.s3.create_bucket(bucket)
+    layouts = {r: [("s%02d" % i, 8 * MiB) for i in range(20)] for r in (0, 1)}
+    proxy = ctx.proxy()
+    proxy.body_rate = 4 * MiB  # nothing much lands before the stop
+    flags = ["--remote-part-size=8M", "--remote-concurrency=32", "--workers=1"]
+    d = ctx.daemon("stop", bucket, endpoint=proxy.endpoint, flags=flags).start()
+    save_ranks(d, job, step, 2, layouts, commit=False)
+    d.rank("commit", "--job", job, "--step", step)
+    rc = d.stop()
+    text = d.read_log()
+    puts = len(proxy.select("PutObject", ok=True))
+    log("  stopped with %d of 40 shards in the store" % puts)
+    check("objects to upload" in text,
+          "the flush of step %d had not started at the stop:\n%s" % (step, text[-3000:]))
+    check(puts < 40 and "is in the object store" not in text,
+          "the flush finished before the stop (test timing):\n%s" % text[-3000:])
+    check_log_clean(d)
+    check(rc == 0, "ckptd exited %s on SIGTERM in the middle of a flush:\n%s"
+          % (rc, text[-3000:]))
+    sp = step_prefix("", job, step)
+    check(not store.exists(bucket, sp + "COMMIT"), "COMMIT written before the stop")
+
+    proxy.body_rate = 0
+    d = ctx.daemon("stop", bucket, endpoint=proxy.endpoint, flags=flags,
+                   state_dir=d.state_dir).start()
+    wait_remote(d, job, step, 180)
+    check_bucket_holds(store, bucket, "", job, step, layouts)
+    check_objects_match_local(store, bucket, "", job, step, layouts, d.state_dir)
+    stop(d)
+    check_log_clean(d)
+
 CASES = [
     (1, "save, flush, wipe, restore from the store", case_roundtrip),
     (2, "multipart big shard and 300 small shards", case_multipart),
@@ -868,6 +919,7 @@ CASES = [
     (6, "two nodes, one COMMIT", case_two_nodes),
     (7, "retention: keep k plus pinned", case_retention),
     (8, "a restore from the store within the uid's open files", case_open_files),
+    (9, "SIGTERM in the middle of a flush", case_stop_mid_flush),
 ]
 
 

@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bucket_retention — the store's retention, one job at a time; see
+ * bucket_retention.h.  One state machine per run, one request at a time:
+ *
+ *   LIST_STEPS (ListObjectsV2 <job>/steps/ with delimiter, all pages)
+ *   -> HEAD (COMMIT of each step, newest first, until `keep` are seen)
+ *   -> per step below the cut that is not pinned:
+ *      LIST_KEYS (all of its keys) -> DELETE (COMMIT first, then the rest)
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remote/bucket_retention.h"
+#include "remote/objects.h"
+#include "util/cleanup.h"
+#include "util/list.h"
+#include "util/log.h"
+
+enum ret_phase { RET_LIST_STEPS, RET_HEAD, RET_LIST_KEYS, RET_DELETE };
+
+/* One job's run. */
+struct fret {
+        struct list link;         /* on bucket_retention.runs */
+        struct bucket_retention *br;
+        char job[CKPT_NAME_MAX + 1];
+        enum ret_phase phase;
+        bool again;               /* asked to run again while running */
+        uint64_t *steps;          /* ascending */
+        size_t nsteps, cap;
+        size_t cursor;            /* HEAD walk: index from the end */
+        uint32_t committed_seen;
+        size_t cut;               /* steps[0..cut) are deleted */
+        size_t del_step;
+        struct s3_object_list olist;
+        char token[S3_TOKEN_MAX + 1];
+        char (*keys)[S3_KEY_MAX + 1];
+        size_t nkeys, kcap, del_next;
+        struct s3_request req;
+        bool busy;
+};
+
+struct bucket_retention {
+        struct s3_client *s3;
+        struct catalog *catalog;
+        char prefix[OBJECT_KEY_MAX + 1];
+        uint32_t keep;
+        struct list runs;         /* struct fret */
+        bool freeing;
+};
+
+static void ret_next(struct fret *rt);
+
+static void ret_finish(struct fret *rt) {
+        struct bucket_retention *br = rt->br;
+        bool again = rt->again;
+        char job[CKPT_NAME_MAX + 1];
+
+        snprintf(job, sizeof(job), "%s", rt->job);
+        list_unlink(&rt->link);
+        free(rt->steps);
+        free(rt->keys);
+        free(rt->olist.objects);
+        free(rt->olist.prefixes);
+        free(rt);
+        if (again && !br->freeing)
+                bucket_retention_run(br, job);
+}
+
+static void ret_done(struct s3_request *req, int error) {
+        struct fret *rt = container_of(req, struct fret, req);
+        struct bucket_retention *br = rt->br;
+
+        rt->busy = false;
+        if (error == -ECANCELED || br->freeing) {
+                ret_finish(rt);
+                return;
+        }
+        switch (rt->phase) {
+        case RET_LIST_STEPS:
+        case RET_LIST_KEYS:
+                if (error < 0) {
+                        log_warn("retention (store): job %s: listing failed: %s", rt->job,
+                                    strerror(-error));
+                        ret_finish(rt);
+                        return;
+                }
+                if (rt->phase == RET_LIST_STEPS) {
+                        char dir[OBJECT_KEY_MAX + 1];
+                        object_key_steps_dir(dir, sizeof(dir), br->prefix, rt->job);
+                        for (size_t i = 0; i < rt->olist.prefix_count; i++) {
+                                uint64_t step;
+                                if (object_key_parse_step_dir(dir, rt->olist.prefixes[i].prefix,
+                                                              &step) < 0)
+                                                              continue;
+                                if (rt->nsteps == rt->cap) {
+                                        size_t cap = rt->cap ? rt->cap * 2 : 64;
+                                        uint64_t *n = realloc(rt->steps, cap * sizeof(*n));
+                                        if (!n) {
+                                                ret_finish(rt);
+                                                return;
+                                        }
+                                        rt->steps = n;
+                                        rt->cap = cap;
+                                }
+                                rt->steps[rt->nsteps++] = step;
+                        }
+                } else {
+                        for (size_t i = 0; i < rt->olist.count; i++) {
+                                if (rt->nkeys == rt->kcap) {
+                                        size_t cap = rt->kcap ? rt->kcap * 2 : 64;
+                                        void *n = realloc(rt->keys, cap * sizeof(*rt->keys));
+                                        if (!n) {
+                                                ret_finish(rt);
+                                                return;
+                                        }
+                                        rt->keys = n;
+                                        rt->kcap = cap;
+                                }
+                                snprintf(rt->keys[rt->nkeys++], sizeof(rt->keys[0]), "%s",
+                                         rt->olist.objects[i].key);
+                        }
+                }
+                if (rt->olist.truncated) {
+                        snprintf(rt->token, sizeof(rt->token), "%s", rt->olist.next_token);
+                } else {
+                        rt->token[0] = 0;
+                        if (rt->phase == RET_LIST_STEPS) {
+                                rt->phase = RET_HEAD;
+                                rt->cursor = 0;
+                                rt->cut = 0;
+                        } else {
+                                /* COMMIT first: a reader must never trust a
+                                 * step whose shards are going away. */
+                                for (size_t i = 0; i < rt->nkeys; i++) {
+                                        size_t l = strlen(rt->keys[i]);
+                                        if (l >= 7 && !strcmp(rt->keys[i] + l - 7, "/COMMIT") &&
+                                            i > 0) {
+                                                char tmp[S3_KEY_MAX + 1];
+                                                memcpy(tmp, rt->keys[0], sizeof(tmp));
+                                                memcpy(rt->keys[0], rt->keys[i], sizeof(tmp));
+                                                memcpy(rt->keys[i], tmp, sizeof(tmp));
+                                                break;
+                                        }
+                                }
+                                rt->phase = RET_DELETE;
+                                rt->del_next = 0;
+                        }
+                }
+                break;
+        case RET_HEAD: {
+                if (error < 0 && error != -ENOENT) {
+                        ret_finish(rt);
+                        return;
+                }
+                size_t idx = rt->nsteps - 1 - rt->cursor;
+                if (error == 0 && ++rt->committed_seen == br->keep)
+                        rt->cut = idx; /* everything older goes */
+                rt->cursor++;
+                break;
+        }
+        case RET_DELETE:
+                if (error < 0)
+                        log_warn("retention (store): delete %s: %s", rt->keys[rt->del_next],
+                                    strerror(-error));
+                rt->del_next++;
+                break;
+        }
+        ret_next(rt);
+}
+
+static void ret_next(struct fret *rt) {
+        struct bucket_retention *br = rt->br;
+        char buf[OBJECT_KEY_MAX + 1];
+        int r = 0;
+
+        rt->req = (struct s3_request){ .done = ret_done };
+        for (;;) {
+                switch (rt->phase) {
+                case RET_LIST_STEPS:
+                        object_key_steps_dir(buf, sizeof(buf), br->prefix, rt->job);
+                        rt->olist.count = rt->olist.prefix_count = 0;
+                        r = s3_list_objects(br->s3, &rt->req, buf, "/", rt->token, &rt->olist);
+                        goto started;
+                case RET_HEAD:
+                        if (rt->committed_seen >= br->keep || rt->cursor >= rt->nsteps) {
+                                if (rt->cut == 0) {
+                                        ret_finish(rt);
+                                        return;
+                                }
+                                rt->del_step = 0;
+                                goto next_step;
+                        }
+                        object_key_commit(buf, sizeof(buf), br->prefix, rt->job,
+                                          rt->steps[rt->nsteps - 1 - rt->cursor]);
+                        r = s3_head_object(br->s3, &rt->req, buf);
+                        goto started;
+                case RET_LIST_KEYS:
+                        object_key_step_dir(buf, sizeof(buf), br->prefix, rt->job,
+                                            rt->steps[rt->del_step]);
+                        rt->olist.count = 0;
+                        r = s3_list_objects(br->s3, &rt->req, buf, NULL, rt->token, &rt->olist);
+                        goto started;
+                case RET_DELETE:
+                        if (rt->del_next < rt->nkeys) {
+                                r = s3_delete_object(br->s3, &rt->req, rt->keys[rt->del_next]);
+                                goto started;
+                        }
+                        log_info("retention (store): job %s step %" PRIu64 " removed (%zu "
+                                 "objects, keep %u)", rt->job, rt->steps[rt->del_step], rt->nkeys,
+                                 br->keep);
+                        rt->del_step++;
+                        goto next_step;
+                }
+        next_step:
+                /* the next step below the cut that is not pinned */
+                while (rt->del_step < rt->cut &&
+                       catalog_pinned(br->catalog, rt->job, rt->steps[rt->del_step]) == 1)
+                        rt->del_step++;
+                if (rt->del_step >= rt->cut) {
+                        ret_finish(rt);
+                        return;
+                }
+                rt->phase = RET_LIST_KEYS;
+                rt->nkeys = 0;
+                rt->token[0] = 0;
+        }
+started:
+        if (r < 0) {
+                log_warn("retention (store): job %s: %s", rt->job, strerror(-r));
+                ret_finish(rt);
+                return;
+        }
+        rt->busy = true;
+}
+
+void bucket_retention_run(struct bucket_retention *br, const char *job) {
+        struct list *pos, *tmp;
+
+        list_for_each_safe(pos, tmp, &br->runs) {
+                struct fret *rt = list_entry(pos, struct fret, link);
+                if (!strcmp(rt->job, job)) {
+                        rt->again = true;
+                        return;
+                }
+        }
+        struct fret *rt = calloc(1, sizeof(*rt));
+        if (!rt)
+                return;
+        rt->br = br;
+        snprintf(rt->job, sizeof(rt->job), "%s", job);
+        rt->olist.objects = calloc(S3_LIST_MAX, sizeof(*rt->olist.objects));
+        rt->olist.prefixes = calloc(S3_LIST_MAX, sizeof(*rt->olist.prefixes));
+        rt->olist.capacity = S3_LIST_MAX;
+        list_init(&rt->link);
+        list_add_tail(&br->runs, &rt->link);
+        if (!rt->olist.objects || !rt->olist.prefixes) {
+                ret_finish(rt);
+                return;
+        }
+        rt->phase = RET_LIST_STEPS;
+        ret_next(rt);
+}
+
+int bucket_retention_new(struct bucket_retention **out, struct s3_client *s3,
+                         struct catalog *catalog, const char *prefix, uint32_t keep) {
+        if (!out || !s3 || !catalog || keep < 1)
+                return -EINVAL;
+        struct bucket_retention *br = calloc(1, sizeof(*br));
+        if (!br)
+                return -ENOMEM;
+        br->s3 = s3;
+        br->catalog = catalog;
+        br->keep = keep;
+        snprintf(br->prefix, sizeof(br->prefix), "%s", prefix ? prefix : "");
+        list_init(&br->runs);
+        *out = br;
+        return 0;
+}
+
+struct bucket_retention *bucket_retention_free(struct bucket_retention *br) {
+        struct list *pos, *tmp;
+
+        if (!br)
+                return NULL;
+        /* every done() runs now, sees freeing and only frees its run */
+        br->freeing = true;
+        list_for_each_safe(pos, tmp, &br->runs) {
+                struct fret *rt = list_entry(pos, struct fret, link);
+                if (rt->busy)
+                        s3_request_cancel(br->s3, &rt->req); /* frees rt */
+                else
+                        ret_finish(rt);
+        }
+        free(br);
+        return NULL;
+}
+
+void bucket_retention_set_keep(struct bucket_retention *br, uint32_t keep) {
+        br->keep = keep;
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bucket_retention — the object store's retention: per job, keep the newest
+ * `keep` steps that have a COMMIT object and delete the older step prefixes
+ * (docs/object-layout.md "Retention").
+ *
+ * Only the coordinator (node 0) runs it, after it wrote a step's COMMIT:
+ * one node deciding keeps two nodes from deleting under each other.  A job
+ * has at most one run at a time, one request at a time (list the steps,
+ * HEAD their COMMITs from the newest down, list and delete each older
+ * step's keys, COMMIT first so that no reader trusts a step whose shards
+ * are going away); a run asked for while one is going is done again after
+ * it.  Pinned steps (catalog_pinned) are never deleted.  Failures are
+ * logged and end the run: the next COMMIT starts another.
+ *
+ * Owns: struct bucket_retention and the per-job runs in it (their S3
+ * requests included).  Borrows the S3 client and the catalog (read only:
+ * pins).  Used by remote/flush.  Loop thread only.
+ */
+#pragma once
+
+#include <stdint.h>
+
+#include "catalog/catalog.h"
+#include "remote/s3.h"
+
+struct bucket_retention;
+
+/* `prefix` is the bucket's key prefix ("" for none; copied); keep >= 1
+ * (-EINVAL otherwise).  s3 and catalog are borrowed and must outlive it. */
+int bucket_retention_new(struct bucket_retention **out, struct s3_client *s3,
+                         struct catalog *catalog, const char *prefix, uint32_t keep);
+/* Cancels every run (nothing is half deleted that a later run would not
+ * finish).  Accepts NULL; returns NULL. */
+struct bucket_retention *bucket_retention_free(struct bucket_retention *br);
+
+/* SIGHUP may change keep; runs from now on use it. */
+void bucket_retention_set_keep(struct bucket_retention *br, uint32_t keep);
+
+/* Apply retention to `job`'s steps in the store, in the background. */
+void bucket_retention_run(struct bucket_retention *br, const char *job);
