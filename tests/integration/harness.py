@@ -10,6 +10,7 @@ Exit codes follow meson: 0 pass, 1 fail, 77 skip.
 """
 import os
 import random
+import re
 import resource
 import secrets
 import shutil
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 SKIP = 77
 
@@ -212,6 +214,11 @@ def check_log_clean(d):
           % (d.log_path, getattr(d, "node", "?"), rep))
 
 
+def log_lines(d, pattern):
+    """The lines of daemon d's log that match the regular expression pattern."""
+    return [ln for ln in d.read_log().splitlines() if re.search(pattern, ln)]
+
+
 def read_until(proc, prefix, what, timeout=30.0):
     """Lines of proc's stdout up to and including the first one starting
     with prefix (which is returned last)."""
@@ -234,6 +241,8 @@ def as_user(uid):
     if uid is None:
         return []
     return ["setpriv", "--reuid", str(uid), "--regid", str(uid), "--clear-groups"]
+
+
 def _ephemeral_range():
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
@@ -335,6 +344,26 @@ def wait_until(pred, timeout=5.0, interval=0.02, what="condition"):
             raise TestFailure("timed out after %.1fs waiting for %s"
                               % (timeout, what() if callable(what) else what))
         time.sleep(interval)
+
+
+def save_node(d, job, step, ranks, world, layouts, seed=0, commit=True):
+    """The ranks of one node (daemon d) save in parallel, each its shards
+    layouts[rank] (odd ranks zero-copy), then its trainer commits."""
+    procs = []
+    for r in ranks:
+        args = ["save", "--job", job, "--step", step, "--rank", r, "--world", world,
+                "--shards", shards_arg(layouts[r]), "--seed", seed]
+        if r % 2:
+            args.append("--zero-copy")
+        procs.append((r, d.rank_async(*args)))
+    for r, p in procs:
+        out, err = p.communicate(timeout=600)
+        node = "node %d " % d.node if hasattr(d, "node") else ""
+        check(p.returncode == 0, "%srank %d save of step %d failed (%d): %s\n"
+              "--- daemon log ---\n%s" % (node, r, step, p.returncode, err,
+                                          d.read_log()[-3000:]))
+    if commit:
+        d.rank("commit", "--job", job, "--step", step)
 
 
 def step_dirs(state_dir, job):
@@ -450,3 +479,90 @@ def crc32c(data):
     for b in data:
         crc = _CRC32C_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
     return crc ^ 0xFFFFFFFF
+
+
+# ---- numbered cases, each in its own directory (replication, fallback) ----------
+
+
+class CaseCtx:
+    """What one case of run_cases() started: its daemons (killed after
+    the case) and cleanups (run after them, last added first)."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.daemons = []
+        self.cleanups = []
+
+    def cleanup(self):
+        for d in self.daemons:
+            if d.alive():
+                d.kill()
+        for fn in reversed(self.cleanups):
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - cleanup goes on
+                log("   cleanup: %s" % e)
+        self.daemons, self.cleanups = [], []
+
+
+def show_daemon_logs(ctx, lines=40):
+    """The last lines above debug level of each daemon's log: CI keeps only
+    what the test prints, not the directory left for inspection."""
+    for d in ctx.daemons:
+        try:
+            with open(d.log_path, errors="replace") as f:
+                got = [ln.rstrip("\n") for ln in f if ": debug: " not in ln]
+        except OSError as e:
+            log("   (no log at %s: %s)" % (d.log_path, e))
+            continue
+        log("   --- last %d lines of %s (debug lines left out)" % (lines, d.log_path))
+        for ln in got[-lines:]:
+            log("   | " + ln)
+
+
+def run_cases(cases, env_var, prefix, exes=(CKPTD, TESTRANK)):
+    """Run the numbered cases (those in $env_var, comma-separated, if set),
+    each in its own CaseCtx; exit status for the suite."""
+    for exe in exes:
+        if not os.access(exe, os.X_OK):
+            log("FAIL: %s is not an executable" % exe)
+            return 1
+    wanted = os.environ.get(env_var)
+    wanted = {int(x) for x in wanted.split(",")} if wanted else None
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    failures, skipped = [], []
+    t_all = time.monotonic()
+    for num, title, fn in cases:
+        if wanted and num not in wanted:
+            continue
+        log("== case %d: %s" % (num, title))
+        ctx = CaseCtx(os.path.join(tmp, "c%d" % num))
+        os.mkdir(ctx.tmp)
+        t1 = time.monotonic()
+        try:
+            fn(ctx)
+            log("   ok (%.1f s)" % (time.monotonic() - t1))
+        except SkipTest as e:
+            log("   skipped: %s" % e)
+            skipped.append(num)
+        except (TestFailure, OSError, subprocess.TimeoutExpired, ValueError) as e:
+            log("   FAIL case %d (%.1f s): %s" % (num, time.monotonic() - t1, e))
+            failures.append(num)
+            show_daemon_logs(ctx)
+        except Exception:  # noqa: BLE001 - a bug in the test itself
+            log("   FAIL case %d: the test raised\n%s" % (num, traceback.format_exc()))
+            failures.append(num)
+        finally:
+            ctx.cleanup()
+    log("total %.1f s" % (time.monotonic() - t_all))
+    if failures:
+        log("failed cases: %s; left for inspection: %s" % (", ".join(map(str, failures)), tmp))
+        log("FAIL")
+        return 1
+    shutil.rmtree(tmp, ignore_errors=True)
+    ran = [n for n, _, _ in cases if (not wanted or n in wanted)]
+    if skipped and len(skipped) == len(ran):
+        log("SKIP")
+        return SKIP
+    log("PASS")
+    return 0

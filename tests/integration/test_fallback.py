@@ -28,8 +28,8 @@ Real daemons on the loopback (two nodes, one clique, no object store):
      the rank of the older step comes from the store; a node with an empty
      disk gets the store's newest COMMIT, and below a bound the newest
      under it.
-Helpers (cluster, saves, verification, sanitizer log) come from
-test_replication.py, the object store's from test_remote.py.
+Helpers (cluster, saves, verification, sanitizer log, case runner) come
+from cluster.py and harness.py, the object store's from test_remote.py.
 
 Cases can be chosen with CKPT_FALLBACK_CASES=1,3 (by number) when run by hand.
 """
@@ -47,11 +47,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from harness import (CKPTD, RAWCLIENT, SKIP, TESTRANK, SkipTest, check,  # noqa: E402
-                     log, step_path, wait_until)
-from test_replication import (Cluster, run_cases, check_log_clean, free_ports,  # noqa: E402
-                              layout, log_lines, must_verify, rank_dirs, repl_status,
-                              replica_step_path, save_node, wait_not_replicated,
-                              wait_replicated)
+                     check_log_clean, free_ports, log, log_lines, run_cases, save_node,
+                     step_path, wait_until)
+from cluster import (Cluster, layout, must_verify, rank_dirs, repl_status,  # noqa: E402
+                     replica_step_path, wait_not_replicated, wait_replicated)
 
 JOB = "fallback.job-1"
 AREA_JOB = "fallback.area-job"  # saved only by node 1: node 0 knows it from its replica area

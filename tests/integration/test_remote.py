@@ -34,7 +34,7 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from harness import (SKIP, Daemon, TestFailure, check, check_log_clean, ctl_json, log,  # noqa: E402
-                     shards_arg, step_path, wait_until)
+                     save_node, shards_arg, step_path, wait_until)
 
 SOURCE_ROOT = os.environ.get("CKPT_SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
 S3DIR = os.path.join(SOURCE_ROOT, "tests", "s3")
@@ -171,19 +171,8 @@ def check_objects_match_local(store, bucket, prefix, job, step, layouts, state_d
 
 
 def save_ranks(d, job, step, world, layouts, seed=0, commit=True):
-    procs = []
-    for r, spec in sorted(layouts.items()):
-        args = ["save", "--job", job, "--step", step, "--rank", r, "--world", world,
-                "--shards", shards_arg(spec), "--seed", seed]
-        if r % 2:
-            args.append("--zero-copy")
-        procs.append((r, d.rank_async(*args)))
-    for r, p in procs:
-        out, err = p.communicate(timeout=600)
-        check(p.returncode == 0, "rank %d save of step %d failed (%d): %s\n--- daemon log ---\n%s"
-              % (r, step, p.returncode, err, d.read_log()[-3000:]))
-    if commit:
-        d.rank("commit", "--job", job, "--step", step)
+    """Every rank of layouts saves through d, then the step is committed."""
+    save_node(d, job, step, sorted(layouts), world, layouts, seed, commit)
 
 
 def verify_ranks(d, job, step, layouts, seed=0, extra=()):

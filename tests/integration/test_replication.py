@@ -14,8 +14,10 @@ without harm; a receiver killed in the middle of a transfer never shows a
 half-written rank and catches up; a link that goes down leaves the sender
 working, degraded, and catching up once the link is back.
 
-The expected placement is computed here from the rule as the documentation
-states it, not from the daemon's code.
+The expected placement is computed (cluster.py) from the rule as the
+documentation states it, not from the daemon's code.  The cluster, its
+saves and checks, and the case runner are shared with test_fallback.py
+through cluster.py and harness.py.
 
 Cases can be chosen with CKPT_REPL_CASES=1,4 (by number) when run by hand.
 Case 6 (network namespaces) skips itself when not run as root or when
@@ -31,18 +33,17 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import (CKPTD, SKIP, TESTRANK, Daemon, SkipTest, TestFailure, ctl_json,  # noqa: E402
-                     check, check_log_clean, cluster_flags, free_ports, log, shards_arg,
-                     step_path, wait_until, write_psk)
+from harness import (Daemon, SkipTest, TestFailure, ctl_json,  # noqa: E402
+                     check, check_log_clean, log, log_lines, run_cases, step_path,
+                     save_node, wait_until, write_psk)
+from cluster import (MiB, Cluster, layout, must_verify, rank_dirs,  # noqa: E402
+                     repl_status, replica_step_path, verify_rank,
+                     wait_not_replicated, wait_replicated)
 
-MiB = 1024 * 1024
-REPL_TIMEOUT_S = 120
 JOB = "repl.job-1"
 
 PEER_MAGIC = 0x45504B43  # "CKPE"
@@ -51,123 +52,7 @@ PEER_VERSION = 2
 
 
 # --------------------------------------------------------------------------
-# placement, from docs/replication.md
-
-
-def clique_targets(n, count, jump, factor):
-    b = (n % jump) + (n // (jump * factor)) * jump * factor
-    return [b + k * jump for k in range(factor) if b + k * jump != n]
-
-
-def ring_targets(n, count, jump, factor):
-    return [(n + k * jump) % count for k in range(1, factor)]
-
-
-def targets_of(n, count, jump, factor, placement):
-    if placement == "ring":
-        return ring_targets(n, count, jump, factor)
-    return clique_targets(n, count, jump, factor)
-
-
-# --------------------------------------------------------------------------
-# helpers
-
-
-class NsDaemon(Daemon):
-    """A ckptd run inside a network namespace (ip netns exec execs it, so
-    the process is the daemon itself)."""
-
-    def __init__(self, tmp, netns, **kw):
-        super().__init__(tmp, **kw)
-        self.netns = netns
-
-    def args(self):
-        return ["ip", "netns", "exec", self.netns] + super().args()
-
-
-class Cluster:
-    """N daemons of one cluster: node i saves ranks i*rpn .. i*rpn+rpn-1."""
-
-    def __init__(self, ctx, count, factor, jump=1, placement="clique", ranks_per_node=2,
-                 pool="64M", slot="4M", hosts=None, netns=None, prefix="n"):
-        self.ctx = ctx
-        self.count, self.factor, self.jump, self.placement = count, factor, jump, placement
-        self.rpn = ranks_per_node
-        self.psk = write_psk(os.path.join(ctx.tmp, "%s-psk" % prefix))
-        if hosts is None:
-            hosts = ["127.0.0.1"] * count
-            ports = free_ports(count)
-        else:
-            ports = [17400] * count
-        self.hosts, self.ports = hosts, ports
-        self.peers = ",".join("%s:%d" % hp for hp in zip(hosts, ports))
-        self.nodes = []
-        for i in range(count):
-            extra = self.flags(i)
-            name = "%s%d" % (prefix, i)
-            if netns:
-                d = NsDaemon(ctx.tmp, netns[i], name=name, pool=pool, slot=slot, extra=extra)
-            else:
-                d = Daemon(ctx.tmp, name=name, pool=pool, slot=slot, extra=extra)
-            d.node = i
-            ctx.daemons.append(d)
-            self.nodes.append(d)
-
-    def flags(self, i, psk=None):
-        f = cluster_flags(self.peers, self.count, i, self.factor, psk or self.psk,
-                          jump=self.jump)
-        if self.placement != "clique":
-            f.append("--cluster-placement=" + self.placement)
-        return f
-
-    def start(self):
-        for d in self.nodes:
-            d.start(wait=False)
-        for d in self.nodes:
-            d.wait_ready(60)
-        return self
-
-    @property
-    def world(self):
-        return self.count * self.rpn
-
-    def ranks_of(self, n):
-        return list(range(n * self.rpn, (n + 1) * self.rpn))
-
-    def node_of(self, r):
-        return r // self.rpn
-
-    def targets(self, n):
-        return targets_of(n, self.count, self.jump, self.factor, self.placement)
-
-
-def layout(r, big=0):
-    """Shards of rank r: an empty one, a few KiB, and on every third rank
-    a MiB or two; `big` adds a shard of that many bytes."""
-    spec = [("empty", 0), ("opt.state", 4096 * (1 + r % 3) + 17 * r + 5)]
-    if r % 3 == 0:
-        spec.append(("model.weights", MiB * (1 + r % 2) + 4099 * r + 1))
-    if big:
-        spec.append(("big", big))
-    return spec
-
-
-def save_node(d, job, step, ranks, world, layouts, seed=0, commit=True):
-    """The ranks of one node save in parallel, then its trainer commits."""
-    procs = []
-    for r in ranks:
-        args = ["save", "--job", job, "--step", step, "--rank", r, "--world", world,
-                "--shards", shards_arg(layouts[r]), "--seed", seed]
-        if r % 2:
-            args.append("--zero-copy")
-        procs.append((r, d.rank_async(*args)))
-    for r, p in procs:
-        out, err = p.communicate(timeout=600)
-        check(p.returncode == 0, "node %d rank %d save of step %d failed (%d): %s\n"
-              "--- daemon log ---\n%s" % (d.node, r, step, p.returncode, err,
-                                          d.read_log()[-3000:]))
-    if commit:
-        d.rank("commit", "--job", job, "--step", step)
+# helpers of this file only (the cluster's are in cluster.py)
 
 
 def save_cluster(cl, job, step, layouts, seed=0, nodes=None):
@@ -187,61 +72,6 @@ def save_cluster(cl, job, step, layouts, seed=0, nodes=None):
         t.join()
     if errors:
         raise errors[0] if isinstance(errors[0], TestFailure) else TestFailure(str(errors[0]))
-
-
-def wait_replicated(d, job, step, timeout_s=REPL_TIMEOUT_S):
-    t0 = time.monotonic()
-    p = d.rank("wait", "--job", job, "--step", step, "--tier", "replicated",
-               "--timeout", int(timeout_s * 1000), timeout=timeout_s + 60, check_rc=False)
-    if p.returncode != 0:
-        raise TestFailure("node %d: wait --tier replicated of step %d failed (%d): %s\n"
-                          "--- its log ---\n%s" % (d.node, step, p.returncode,
-                                                   p.stderr.strip(), d.read_log()[-4000:]))
-    return time.monotonic() - t0
-
-
-def wait_not_replicated(d, job, step, ms=1500):
-    """wait --tier replicated must time out (ETIMEDOUT), not succeed or fail otherwise."""
-    p = d.rank("wait", "--job", job, "--step", step, "--tier", "replicated",
-               "--timeout", ms, check_rc=False)
-    check(p.returncode == 1 and "ETIMEDOUT" in p.stderr,
-          "node %d: wait --tier replicated of step %d should time out with ETIMEDOUT, "
-          "got exit %d: %s%s" % (d.node, step, p.returncode, p.stdout, p.stderr.strip()))
-
-
-def verify_rank(d, job, step, r, spec, seed=0):
-    """A bit-exact read of rank r through daemon d; returns the failure text or None."""
-    p = d.rank("verify", "--job", job, "--step", step, "--rank", r, "--shards",
-               shards_arg(spec), "--seed", seed, check_rc=False)
-    if p.returncode == 0:
-        return None
-    return "exit %d: %s%s" % (p.returncode, p.stdout, p.stderr.strip())
-
-
-def must_verify(d, job, step, r, spec, seed=0, what=""):
-    err = verify_rank(d, job, step, r, spec, seed)
-    check(err is None, "verify of job %s step %d rank %d through node %d%s failed: %s\n"
-          "--- its log ---\n%s" % (job, step, r, d.node, what, err, d.read_log()[-3000:]))
-
-
-def replica_step_path(state_dir, src, job, step):
-    return os.path.join(state_dir, "replica", "node-%d" % src, "jobs", job, "%020d" % step)
-
-
-def rank_dirs(path):
-    """({rank numbers of rank-N dirs}, [other dot/tmp entries]) in a step dir."""
-    try:
-        names = os.listdir(path)
-    except FileNotFoundError:
-        return set(), []
-    ranks, odd = set(), []
-    for n in names:
-        m = re.fullmatch(r"rank-(\d+)", n)
-        if m:
-            ranks.add(int(m.group(1)))
-        elif n.startswith(".") or "tmp" in n:
-            odd.append(n)
-    return ranks, odd
 
 
 def holdings(cl, job, step):
@@ -299,14 +129,6 @@ def check_rank_copy(copy_dir, local_dir, spec, what):
               "%s: %s/%s differs from the sender's local file" % (what, copy_dir, name))
 
 
-def repl_status(d):
-    doc = ctl_json(d, "status")
-    rep = doc.get("replication")
-    check(isinstance(rep, dict), "node %d: --json status has no \"replication\" object: %r"
-          % (d.node, doc))
-    return rep
-
-
 def peers_line(d):
     out = d.ctl("status").stdout
     lines = [ln for ln in out.splitlines() if ln.startswith("peers:")]
@@ -336,28 +158,6 @@ def check_healthy(d, job, step, ntargets):
     check(rows and rows[0].get("replicas") == ntargets,
           "node %d: ckptctl --json list %s: step %d should be held by %d targets: %r"
           % (d.node, job, step, ntargets, rows))
-
-
-def log_lines(d, pattern):
-    return [ln for ln in d.read_log().splitlines() if re.search(pattern, ln)]
-
-
-class Ctx:
-    def __init__(self, tmp):
-        self.tmp = tmp
-        self.daemons = []
-        self.cleanups = []
-
-    def cleanup(self):
-        for d in self.daemons:
-            if d.alive():
-                d.kill()
-        for fn in reversed(self.cleanups):
-            try:
-                fn()
-            except Exception as e:  # noqa: BLE001 - cleanup goes on
-                log("   cleanup: %s" % e)
-        self.daemons, self.cleanups = [], []
 
 
 # --------------------------------------------------------------------------
@@ -1039,69 +839,6 @@ CASES = [
     (8, "one connection carries several ranks at once, both ways", case_concurrent),
     (9, "the neighbour restarts in the middle of a restore", case_restore_interrupted),
 ]
-
-
-def show_daemon_logs(ctx, lines=40):
-    """The last lines above debug level of each daemon's log: CI keeps only
-    what the test prints, not the directory left for inspection."""
-    for d in ctx.daemons:
-        try:
-            with open(d.log_path, errors="replace") as f:
-                got = [ln.rstrip("\n") for ln in f if ": debug: " not in ln]
-        except OSError as e:
-            log("   (no log at %s: %s)" % (d.log_path, e))
-            continue
-        log("   --- last %d lines of %s (debug lines left out)" % (lines, d.log_path))
-        for ln in got[-lines:]:
-            log("   | " + ln)
-
-
-def run_cases(cases, env_var, prefix, exes=(CKPTD, TESTRANK)):
-    """Run the numbered cases (those in $env_var, comma-separated, if set),
-    each in its own Ctx; exit status for the suite."""
-    for exe in exes:
-        if not os.access(exe, os.X_OK):
-            log("FAIL: %s is not an executable" % exe)
-            return 1
-    wanted = os.environ.get(env_var)
-    wanted = {int(x) for x in wanted.split(",")} if wanted else None
-    tmp = tempfile.mkdtemp(prefix=prefix)
-    failures, skipped = [], []
-    t_all = time.monotonic()
-    for num, title, fn in cases:
-        if wanted and num not in wanted:
-            continue
-        log("== case %d: %s" % (num, title))
-        ctx = Ctx(os.path.join(tmp, "c%d" % num))
-        os.mkdir(ctx.tmp)
-        t1 = time.monotonic()
-        try:
-            fn(ctx)
-            log("   ok (%.1f s)" % (time.monotonic() - t1))
-        except SkipTest as e:
-            log("   skipped: %s" % e)
-            skipped.append(num)
-        except (TestFailure, OSError, subprocess.TimeoutExpired, ValueError) as e:
-            log("   FAIL case %d (%.1f s): %s" % (num, time.monotonic() - t1, e))
-            failures.append(num)
-            show_daemon_logs(ctx)
-        except Exception:  # noqa: BLE001 - a bug in the test itself
-            log("   FAIL case %d: the test raised\n%s" % (num, traceback.format_exc()))
-            failures.append(num)
-        finally:
-            ctx.cleanup()
-    log("total %.1f s" % (time.monotonic() - t_all))
-    if failures:
-        log("failed cases: %s; left for inspection: %s" % (", ".join(map(str, failures)), tmp))
-        log("FAIL")
-        return 1
-    shutil.rmtree(tmp, ignore_errors=True)
-    ran = [n for n, _, _ in cases if (not wanted or n in wanted)]
-    if skipped and len(skipped) == len(ran):
-        log("SKIP")
-        return SKIP
-    log("PASS")
-    return 0
 
 
 def main():
