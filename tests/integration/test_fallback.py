@@ -29,7 +29,7 @@ Real daemons on the loopback (two nodes, one clique, no object store):
      disk gets the store's newest COMMIT, and below a bound the newest
      under it.
 Helpers (cluster, saves, verification, sanitizer log, case runner) come
-from cluster.py and harness.py, the object store's from test_remote.py.
+from cluster.py and harness.py, the object store's from objstore.py.
 
 Cases can be chosen with CKPT_FALLBACK_CASES=1,3 (by number) when run by hand.
 """
@@ -51,6 +51,8 @@ from harness import (CKPTD, RAWCLIENT, SKIP, TESTRANK, SkipTest, check,  # noqa:
                      step_path, wait_until)
 from cluster import (Cluster, layout, must_verify, rank_dirs, repl_status,  # noqa: E402
                      replica_step_path, wait_not_replicated, wait_replicated)
+from objstore import (RADOSGW_SH, Store, StoreCtx, ceph_missing, radosgw_env,  # noqa: E402
+                      step_prefix, wait_remote)
 
 JOB = "fallback.job-1"
 AREA_JOB = "fallback.area-job"  # saved only by node 1: node 0 knows it from its replica area
@@ -146,18 +148,16 @@ def recv_exact_packet(s):
 
 
 def start_store(ctx):
-    """A radosgw for this case (stopped by ctx.cleanup()) and test_remote's
-    helpers on it; SkipTest without Ceph."""
-    import test_remote
-    missing = [b for b in ("radosgw", "ceph-mon", "ceph-osd", "radosgw-admin")
-               if shutil.which(b) is None]
+    """A radosgw for this case (stopped by ctx.cleanup()) and a StoreCtx on
+    it; SkipTest without Ceph."""
+    missing = ceph_missing()
     if missing:
         raise SkipTest("%s not installed (tests/s3/radosgw.sh install)" % ", ".join(missing))
     rgw_dir = os.path.join(ctx.tmp, "rgw")
     for attempt in (1, 2):
-        r = subprocess.run([test_remote.RADOSGW_SH, "start", rgw_dir], stdout=subprocess.PIPE,
+        r = subprocess.run([RADOSGW_SH, "start", rgw_dir], stdout=subprocess.PIPE,
                            text=True, timeout=300)
-        ctx.cleanups.append(lambda: subprocess.run([test_remote.RADOSGW_SH, "stop", rgw_dir]))
+        ctx.cleanups.append(lambda: subprocess.run([RADOSGW_SH, "stop", rgw_dir]))
         if r.returncode == SKIP:
             raise SkipTest("radosgw.sh start: Ceph not installed")
         if r.returncode == 0:
@@ -165,8 +165,7 @@ def start_store(ctx):
         # the bootstrap sometimes loses a mon command on a loaded machine
         log("   radosgw.sh start exited %d (attempt %d)" % (r.returncode, attempt))
     check(r.returncode == 0, "radosgw.sh start exited %d" % r.returncode)
-    env = dict(line.split("=", 1) for line in r.stdout.split() if "=" in line)
-    return test_remote, test_remote.Ctx(ctx.tmp, test_remote.Store(env))
+    return StoreCtx(ctx.tmp, Store(radosgw_env(r.stdout)))
 
 
 def stop_clean(ctx, nodes):
@@ -480,7 +479,7 @@ def case_neighbour(ctx):
 
 def case_store(ctx):
     t0 = time.monotonic()
-    tr, rctx = start_store(ctx)
+    rctx = start_store(ctx)
     ctx.cleanups.append(rctx.cleanup)  # runs first: daemons before the gateway
     log("   radosgw up after %.1f s" % (time.monotonic() - t0))
     bucket, job, world = "fallback", "fallback.job-3", 2
@@ -493,11 +492,11 @@ def case_store(ctx):
     for step in (5, 10):
         save_node(n0, job, step, [0], world, layouts, seed=step)
         save_node(n1, job, step, [1], world, layouts, seed=step)
-        tr.wait_remote(n0, job, step)
+        wait_remote(n0, job, step)
     # node 1 is lost before it saved step 20: node 0 committed its rank of
     # it, the store has node 0's manifest of it and never a COMMIT
     save_node(n0, job, 20, [0], world, layouts, seed=20)
-    sp = tr.step_prefix("", job, 20)
+    sp = step_prefix("", job, 20)
     wait_until(lambda: rctx.store.exists(bucket, sp + "nodes/0.manifest"), timeout=120,
                interval=0.2, what="node 0's manifest of step 20 in the bucket")
     check(not rctx.store.exists(bucket, sp + "COMMIT"), "step 20 has a COMMIT object")

@@ -33,94 +33,16 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import (SKIP, Daemon, TestFailure, check, check_log_clean, ctl_json, log,  # noqa: E402
+from harness import (SKIP, TestFailure, check, check_log_clean, ctl_json, log,  # noqa: E402
                      save_node, shards_arg, step_path, wait_until)
-
-SOURCE_ROOT = os.environ.get("CKPT_SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
-S3DIR = os.path.join(SOURCE_ROOT, "tests", "s3")
-RADOSGW_SH = os.path.join(S3DIR, "radosgw.sh")
-sys.path.insert(0, S3DIR)
-import s3check  # noqa: E402
-from faultproxy import Proxy  # noqa: E402
+from objstore import (RADOSGW_SH, Store, StoreCtx, ceph_missing, radosgw_env,  # noqa: E402
+                      s3check, step_prefix, wait_remote)
 
 MiB = 1024 * 1024
-WAIT_REMOTE_S = 240
 
 
 # --------------------------------------------------------------------------
-# helpers
-
-
-class Store:
-    """The radosgw of this run, and an s3check client on it (direct, no
-    proxy) for inspecting buckets."""
-
-    def __init__(self, env):
-        self.endpoint = env["endpoint"]
-        self.port = int(self.endpoint.rsplit(":", 1)[1])
-        self.access_key = env["access_key"]
-        self.secret_key = env["secret_key"]
-        self.region = env["region"]
-        self.s3 = s3check.S3Client(self.endpoint, self.access_key, self.secret_key,
-                                   self.region)
-
-    def objects(self, bucket, prefix=""):
-        """{key: size} under prefix."""
-        return {k: size for k, size, _ in self.s3.list_objects(bucket, prefix=prefix)}
-
-    def exists(self, bucket, key):
-        return self.s3.request("HEAD", bucket, key).status == 200
-
-
-class Ctx:
-    def __init__(self, tmp, store):
-        self.tmp = tmp
-        self.store = store
-        self.daemons = []
-        self.proxies = []
-
-    def proxy(self, policy=None):
-        p = Proxy(self.store.port, policy=policy).start()
-        self.proxies.append(p)
-        return p
-
-    def daemon(self, name, bucket, endpoint=None, flags=(), conf=None, creds="env",
-               secret=None, state_dir=None, pool="256M", slot="16M", node=None):
-        """A ckptd with the object-store tier on.  conf: a config file
-        (then endpoint/bucket come from it); creds 'env' puts the keys in
-        the daemon's environment, None leaves them out."""
-        extra = []
-        if conf:
-            extra += ["--config", conf]
-        else:
-            extra += ["--remote-endpoint=" + (endpoint or self.store.endpoint),
-                      "--remote-bucket=" + bucket, "--remote-region=" + self.store.region,
-                      "--remote-addressing=path"]
-        if node is not None:
-            extra += ["--cluster-node-index=%d" % node[0], "--cluster-node-count=%d" % node[1]]
-        extra += list(flags)
-        d = Daemon(self.tmp, name=name, state_dir=state_dir, pool=pool, slot=slot, extra=extra)
-        # nothing of the caller's AWS setup may leak in; HOME has no ~/.aws
-        d.env = {k: v for k, v in d.env.items()
-                 if not k.startswith("AWS_") and not k.startswith("SLURM_")}
-        d.env["HOME"] = self.tmp
-        if creds == "env":
-            d.env["AWS_ACCESS_KEY_ID"] = self.store.access_key
-            d.env["AWS_SECRET_ACCESS_KEY"] = secret or self.store.secret_key
-        self.daemons.append(d)
-        return d
-
-    def cleanup(self):
-        for d in self.daemons:
-            if d.alive():
-                d.kill()
-        for p in self.proxies:
-            p.stop()
-        self.daemons, self.proxies = [], []
-
-
-def step_prefix(prefix, job, step):
-    return ("%s/" % prefix if prefix else "") + "jobs/%s/steps/%020d/" % (job, step)
+# helpers of this file only (the store's are in objstore.py)
 
 
 def expected_objects(prefix, job, step, layouts, nodes=(0,)):
@@ -179,13 +101,6 @@ def verify_ranks(d, job, step, layouts, seed=0, extra=()):
     for r, spec in sorted(layouts.items()):
         d.rank("verify", "--job", job, "--step", step, "--rank", r, "--shards",
                shards_arg(spec), "--seed", seed, *extra)
-
-
-def wait_remote(d, job, step, timeout_s=WAIT_REMOTE_S):
-    t0 = time.monotonic()
-    d.rank("wait", "--job", job, "--step", step, "--tier", "remote",
-           "--timeout", int(timeout_s * 1000), timeout=timeout_s + 60)
-    log("  step %d reached tier remote after %.1f s" % (step, time.monotonic() - t0))
 
 
 def latest(d, job):
@@ -918,8 +833,7 @@ def main():
         if not os.access(exe, os.X_OK):
             log("FAIL: %s is not an executable" % exe)
             return 1
-    missing = [b for b in ("radosgw", "ceph-mon", "ceph-osd", "radosgw-admin")
-               if shutil.which(b) is None]
+    missing = ceph_missing()
     if missing:
         log("SKIP: %s not installed (tests/s3/radosgw.sh install)" % ", ".join(missing))
         return SKIP
@@ -944,7 +858,7 @@ def main():
             log("SKIP: radosgw.sh start: Ceph not installed")
             return SKIP
         check(r.returncode == 0, "radosgw.sh start exited %d" % r.returncode)
-        env = dict(line.split("=", 1) for line in r.stdout.split() if "=" in line)
+        env = radosgw_env(r.stdout)
         check({"endpoint", "access_key", "secret_key", "region"} <= set(env),
               "radosgw.sh start printed %r" % r.stdout)
         log("radosgw up at %s after %.1f s" % (env["endpoint"], time.monotonic() - t0))
@@ -954,7 +868,7 @@ def main():
             if wanted and num not in wanted:
                 continue
             log("== case %d: %s" % (num, title))
-            ctx = Ctx(os.path.join(tmp, "c%d" % num), store)
+            ctx = StoreCtx(os.path.join(tmp, "c%d" % num), store)
             os.mkdir(ctx.tmp)
             t1 = time.monotonic()
             try:

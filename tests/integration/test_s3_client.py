@@ -41,11 +41,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import SKIP, TestFailure, check, log  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE_ROOT = os.environ.get("CKPT_SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
-RADOSGW_SH = os.path.join(SOURCE_ROOT, "tests", "s3", "radosgw.sh")
-sys.path.insert(0, os.path.join(SOURCE_ROOT, "tests", "s3"))
+from objstore import RADOSGW_SH, ceph_missing, radosgw_env  # noqa: E402
+# tests/s3, on the path objstore sets
 from faultproxy import FaultProxy  # noqa: E402
 CLIENT = os.environ.get("CKPT_TEST_S3_CLIENT", "build/tests/test-s3-client")
 
@@ -60,8 +57,7 @@ def main():
     if not os.access(CLIENT, os.X_OK):
         log("FAIL: %s is not an executable (build test-s3-client first)" % CLIENT)
         return 1
-    missing = [b for b in ("radosgw", "ceph-mon", "ceph-osd", "radosgw-admin")
-               if shutil.which(b) is None]
+    missing = ceph_missing()
     if missing:
         log("SKIP: %s not installed (tests/s3/radosgw.sh install)" % ", ".join(missing))
         return SKIP
@@ -79,7 +75,7 @@ def main():
             rc = SKIP
             return rc
         check(r.returncode == 0, "radosgw.sh start exited %d" % r.returncode)
-        env = dict(line.split("=", 1) for line in r.stdout.split() if "=" in line)
+        env = radosgw_env(r.stdout)
         check({"endpoint", "access_key", "secret_key", "region"} <= set(env),
               "radosgw.sh start printed %r" % r.stdout)
         log("radosgw up at %s after %.1f s" % (env["endpoint"], time.monotonic() - t0))
