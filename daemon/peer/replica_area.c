@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* replica_area — the replica areas and their retention (see replica_area.h). */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 
 #include "peer/replica_area.h"
+#include "retention/retention.h"
 #include "util/log.h"
 
 struct replica_area *replica_area_for(struct replica_area *areas, size_t n, uint32_t src) {
@@ -22,46 +22,32 @@ struct replica_area *replica_area_holding(struct replica_area *areas, size_t n, 
         return NULL;
 }
 
-struct ret_list {
-        uint64_t *steps;
-        size_t n, cap;
-};
-
-static int ret_collect(void *userdata, const char *job, uint64_t step, uint8_t state) {
-        struct ret_list *l = userdata;
-        (void)job;
-        if (state != CKPT_STATE_COMMITTED)
-                return 0;
-        if (l->n == l->cap) {
-                size_t cap = l->cap ? l->cap * 2 : 16;
-                uint64_t *n = realloc(l->steps, cap * sizeof(*n));
-                if (!n)
-                        return -ENOMEM;
-                l->steps = n;
-                l->cap = cap;
-        }
-        l->steps[l->n++] = step;
-        return 0;
-}
-
-/* catalog_ckpt_foreach lists newest first. */
+/* The areas' deleter under the one policy (retention/). */
 void replica_area_retention(struct store *store, struct catalog *catalog, const char *job,
                             uint32_t keep) {
-        struct ret_list l = { 0 };
-        if (keep == 0 || catalog_ckpt_foreach(catalog, job, ret_collect, &l) < 0) {
-                free(l.steps);
+        const struct retention_policy policy = {
+                .keep = keep,
+                .uncommitted = RETENTION_UNCOMMITTED_KEEP,
+        };
+        struct retention_plan plan;
+
+        if (keep == 0) /* keeps all: not even worth listing */
+                return;
+        if (retention_plan_from_catalog(&plan, catalog, job, &policy) <= 0) {
+                retention_plan_clear(&plan);
                 return;
         }
-        for (size_t i = keep; i < l.n; i++) {
-                if (catalog_pinned(catalog, job, l.steps[i]) == 1)
+        for (size_t i = 0; i < plan.n; i++) {
+                uint64_t step = plan.steps[i].step;
+                if (!retention_verdict_drops(plan.verdicts[i]))
                         continue;
-                if (store_step_delete(store, job, l.steps[i]) == 0) {
+                if (store_step_delete(store, job, step) == 0) {
                         /* (void): the files are gone; a row a fault left behind (catalog.c
                          * logs it) is forgotten by reconcile at the next start */
-                        (void)catalog_ckpt_delete(catalog, job, l.steps[i]);
+                        (void)catalog_ckpt_delete(catalog, job, step);
                         log_info("peers: replica of job %s step %" PRIu64 " removed by retention "
-                                 "(keep %u)", job, l.steps[i], keep);
+                                 "(keep %u)", job, step, keep);
                 }
         }
-        free(l.steps);
+        retention_plan_clear(&plan);
 }

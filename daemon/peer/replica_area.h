@@ -31,6 +31,6 @@ struct replica_area *replica_area_for(struct replica_area *areas, size_t n, uint
 struct replica_area *replica_area_holding(struct replica_area *areas, size_t n, const char *job,
                                           uint64_t step, uint32_t rank);
 /* Keep the newest `keep` committed steps of job in an area (0: all);
- * pinned ones stay. */
+ * pinned ones stay, uncommitted ones too (retention/ decides). */
 void replica_area_retention(struct store *store, struct catalog *catalog, const char *job,
                             uint32_t keep);

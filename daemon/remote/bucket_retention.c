@@ -4,9 +4,13 @@
  * bucket_retention.h.  One state machine per run, one request at a time:
  *
  *   LIST_STEPS (ListObjectsV2 <job>/steps/ with delimiter, all pages)
- *   -> HEAD (COMMIT of each step, newest first, until `keep` are seen)
- *   -> per step below the cut that is not pinned:
+ *   -> HEAD (COMMIT of each step, newest first, until the policy has seen
+ *      enough committed ones: retention_seen_enough)
+ *   -> retention_decide (retention/, the policy all tiers share)
+ *   -> per step it drops, oldest first:
  *      LIST_KEYS (all of its keys) -> DELETE (COMMIT first, then the rest)
+ *
+ * This file is the store's deleter; which steps go is not decided here.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -17,6 +21,7 @@
 
 #include "remote/bucket_retention.h"
 #include "remote/objects.h"
+#include "retention/retention.h"
 #include "util/cleanup.h"
 #include "util/list.h"
 #include "util/log.h"
@@ -32,10 +37,11 @@ struct fret {
         bool again;               /* asked to run again while running */
         uint64_t *steps;          /* ascending */
         size_t nsteps, cap;
-        size_t cursor;            /* HEAD walk: index from the end */
+        struct retention_step *rsteps;       /* steps[], newest first, for the policy */
+        enum retention_verdict *verdicts;    /* for rsteps[] */
+        size_t cursor;            /* HEAD walk: index into rsteps */
         uint32_t committed_seen;
-        size_t cut;               /* steps[0..cut) are deleted */
-        size_t del_step;
+        size_t del_step;          /* index into steps[] of the step being deleted */
         struct s3_object_list olist;
         char token[S3_TOKEN_MAX + 1];
         char (*keys)[S3_KEY_MAX + 1];
@@ -55,6 +61,54 @@ struct bucket_retention {
 
 static void ret_next(struct fret *rt);
 
+/* The store's policy: keep the newest `keep` committed steps; a step
+ * without COMMIT goes only once it is older than all of them (the walk
+ * stops HEADing there, so below the cut it is not known either way). */
+static struct retention_policy ret_policy(const struct bucket_retention *br) {
+        return (struct retention_policy){
+                .keep = br->keep,
+                .uncommitted = RETENTION_UNCOMMITTED_BELOW_KEPT,
+        };
+}
+
+/* May the HEAD walk stop: is every older step decided whatever it is? */
+static bool ret_seen_enough(const struct fret *rt) {
+        const struct retention_policy policy = ret_policy(rt->br);
+        return retention_seen_enough(&policy, rt->committed_seen);
+}
+
+/* All steps listed: lay them out newest first for the HEAD walk, none
+ * known to be committed yet.  0 or -ENOMEM. */
+static int ret_steps_prepare(struct fret *rt) {
+        if (rt->nsteps == 0)
+                return 0;
+        rt->rsteps = calloc(rt->nsteps, sizeof(*rt->rsteps));
+        if (!rt->rsteps)
+                return -ENOMEM;
+        for (size_t i = 0; i < rt->nsteps; i++)
+                rt->rsteps[i] = (struct retention_step){
+                        .step = rt->steps[rt->nsteps - 1 - i],
+                        .commit = RETENTION_UNKNOWN,
+                };
+        return 0;
+}
+
+/* The HEAD walk is over: ask the policy.  Pins are this node's catalog's
+ * (they keep a step here and in the store alike).  Returns the number of
+ * steps to delete, or -errno (nothing is deleted). */
+static int ret_decide(struct fret *rt) {
+        struct bucket_retention *br = rt->br;
+        const struct retention_policy policy = ret_policy(br);
+
+        if (rt->nsteps == 0)
+                return 0;
+        rt->verdicts = calloc(rt->nsteps, sizeof(*rt->verdicts));
+        if (!rt->verdicts)
+                return -ENOMEM;
+        retention_pins_from_catalog(rt->rsteps, rt->nsteps, br->catalog, rt->job);
+        return retention_decide(&policy, rt->rsteps, rt->nsteps, rt->verdicts);
+}
+
 static void ret_finish(struct fret *rt) {
         struct bucket_retention *br = rt->br;
         bool again = rt->again;
@@ -63,6 +117,8 @@ static void ret_finish(struct fret *rt) {
         snprintf(job, sizeof(job), "%s", rt->job);
         list_unlink(&rt->link);
         free(rt->steps);
+        free(rt->rsteps);
+        free(rt->verdicts);
         free(rt->keys);
         free(rt->olist.objects);
         free(rt->olist.prefixes);
@@ -130,9 +186,12 @@ static void ret_done(struct s3_request *req, int error) {
                 } else {
                         rt->token[0] = 0;
                         if (rt->phase == RET_LIST_STEPS) {
+                                if (ret_steps_prepare(rt) < 0) {
+                                        ret_finish(rt);
+                                        return;
+                                }
                                 rt->phase = RET_HEAD;
                                 rt->cursor = 0;
-                                rt->cut = 0;
                         } else {
                                 /* COMMIT first: a reader must never trust a
                                  * step whose shards are going away. */
@@ -157,9 +216,10 @@ static void ret_done(struct s3_request *req, int error) {
                         ret_finish(rt);
                         return;
                 }
-                size_t idx = rt->nsteps - 1 - rt->cursor;
-                if (error == 0 && ++rt->committed_seen == br->keep)
-                        rt->cut = idx; /* everything older goes */
+                rt->rsteps[rt->cursor].commit = error == 0 ? RETENTION_COMMITTED
+                                                           : RETENTION_UNCOMMITTED;
+                if (error == 0)
+                        rt->committed_seen++;
                 rt->cursor++;
                 break;
         }
@@ -187,8 +247,8 @@ static void ret_next(struct fret *rt) {
                         r = s3_list_objects(br->s3, &rt->req, buf, "/", rt->token, &rt->olist);
                         goto started;
                 case RET_HEAD:
-                        if (rt->committed_seen >= br->keep || rt->cursor >= rt->nsteps) {
-                                if (rt->cut == 0) {
+                        if (ret_seen_enough(rt) || rt->cursor >= rt->nsteps) {
+                                if (ret_decide(rt) <= 0) {
                                         ret_finish(rt);
                                         return;
                                 }
@@ -217,11 +277,12 @@ static void ret_next(struct fret *rt) {
                         goto next_step;
                 }
         next_step:
-                /* the next step below the cut that is not pinned */
-                while (rt->del_step < rt->cut &&
-                       catalog_pinned(br->catalog, rt->job, rt->steps[rt->del_step]) == 1)
+                /* the next step the policy drops, oldest first (rsteps[] is
+                 * steps[] reversed) */
+                while (rt->del_step < rt->nsteps &&
+                       !retention_verdict_drops(rt->verdicts[rt->nsteps - 1 - rt->del_step]))
                         rt->del_step++;
-                if (rt->del_step >= rt->cut) {
+                if (rt->del_step >= rt->nsteps) {
                         ret_finish(rt);
                         return;
                 }

@@ -10,7 +10,9 @@
  * HEAD their COMMITs from the newest down, list and delete each older
  * step's keys, COMMIT first so that no reader trusts a step whose shards
  * are going away); a run asked for while one is going is done again after
- * it.  Pinned steps (catalog_pinned) are never deleted.  Failures are
+ * it.  Which steps go is decided by the policy every tier shares
+ * (retention/, mode RETENTION_UNCOMMITTED_BELOW_KEPT); this module is the
+ * store's deleter.  Pinned steps (catalog_pinned) are never deleted.  Failures are
  * logged and end the run: the next COMMIT starts another.
  *
  * Owns: struct bucket_retention and the per-job runs in it (their S3

@@ -42,6 +42,7 @@
 #include <time.h>
 
 #include "crc32c.h"
+#include "retention/retention.h"
 #include "server/conn.h"
 #include "server/save.h"
 #include "server/server.h"
@@ -1343,40 +1344,12 @@ void step_state_free_all(struct server *srv) {
 
 /* ---- retention ------------------------------------------------------------------------------ */
 
-struct retention_item {
-        uint64_t step;
-        uint8_t state;
-};
-
-struct retention_list {
-        struct retention_item *items;
-        size_t n, cap;
-};
-
-static int retention_collect(void *userdata, const char *job, uint64_t step, uint8_t state) {
-        struct retention_list *l = userdata;
-        (void)job;
-        if (l->n == l->cap) {
-                size_t cap = l->cap ? l->cap * 2 : 32;
-                struct retention_item *it = realloc(l->items, cap * sizeof(*it));
-                if (!it)
-                        return -ENOMEM;
-                l->items = it;
-                l->cap = cap;
-        }
-        l->items[l->n].step = step;
-        l->items[l->n].state = state;
-        l->n++;
-        return 0;
-}
-
 /* May a step's files be removed now?  Not while anything works on it —
  * including a flush to the object store that has not finished: the local
  * files are its only source.  A flush that failed permanently does not
- * pin the disk (status shows the failure). */
+ * pin the disk (status shows the failure).  Pins are the policy's
+ * (retention/). */
 static bool step_idle(struct server *srv, const char *job, uint64_t step) {
-        if (catalog_pinned(srv->catalog, job, step) == 1)
-                return false;
         if (srv->flusher) {
                 uint8_t rs = 0;
                 if (flush_busy(srv->flusher, job, step))
@@ -1403,30 +1376,25 @@ static bool step_idle(struct server *srv, const char *job, uint64_t step) {
 }
 
 /*
- * Keep the newest `keep` committed steps of job; remove older committed
- * ones, and uncommitted steps older than the newest committed one (a
- * trainer that moved on will never commit them).  The newest committed
- * step is never removed: keep >= 1 and it is first in the list.
+ * The local tier's deleter under the one policy (retention/): keep the
+ * newest `keep` committed steps of job, and uncommitted steps newer than
+ * the newest committed one (a trainer that moved on will never commit the
+ * older ones).  A step the policy drops goes only once nothing works on it.
  */
 void save_retention_run(struct server *srv, const char *job) {
-        struct retention_list l = { 0 };
-        uint32_t committed = 0;
-        bool seen_committed = false;
+        const struct retention_policy policy = {
+                .keep = srv->opts.keep,
+                .uncommitted = RETENTION_UNCOMMITTED_BELOW_NEWEST,
+        };
+        struct retention_plan plan;
 
-        if (catalog_ckpt_foreach(srv->catalog, job, retention_collect, &l) < 0) {
-                free(l.items);
+        if (retention_plan_from_catalog(&plan, srv->catalog, job, &policy) <= 0) {
+                retention_plan_clear(&plan);
                 return;
         }
-        for (size_t i = 0; i < l.n; i++) {
-                uint64_t step = l.items[i].step;
-                bool drop;
-                if (l.items[i].state == CKPT_STATE_COMMITTED) {
-                        seen_committed = true;
-                        drop = ++committed > srv->opts.keep;
-                } else {
-                        drop = seen_committed;
-                }
-                if (!drop || !step_idle(srv, job, step))
+        for (size_t i = 0; i < plan.n; i++) {
+                uint64_t step = plan.steps[i].step;
+                if (!retention_verdict_drops(plan.verdicts[i]) || !step_idle(srv, job, step))
                         continue;
                 log_info("job %s step %" PRIu64 ": removed by retention (keep %u)", job, step,
                          srv->opts.keep);
@@ -1438,5 +1406,5 @@ void save_retention_run(struct server *srv, const char *job) {
                          * logs it) is forgotten by reconcile at the next start */
                         (void)catalog_ckpt_delete(srv->catalog, job, step);
         }
-        free(l.items);
+        retention_plan_clear(&plan);
 }

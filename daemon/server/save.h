@@ -102,7 +102,10 @@ int save_describe_pool(struct server *srv, uint32_t uid, char *buf, size_t len);
 void save_relieve_memory(struct server *srv);
 /* The flusher moved (job, step) in the object store: wake its waiters. */
 void save_step_changed(struct server *srv, const char *job, uint64_t step);
-/* Rebuild step knowledge at start (committed steps come from the catalog). */
+/* Remove the local steps of job that retention (retention/, mode
+ * RETENTION_UNCOMMITTED_BELOW_NEWEST) drops and nothing works on any more;
+ * run after each commit and flush, after a pin changes, at start and on
+ * reload. */
 void save_retention_run(struct server *srv, const char *job);
 void step_state_free_all(struct server *srv);
 

@@ -58,7 +58,7 @@ class Cluster:
     """N daemons of one cluster: node i saves ranks i*rpn .. i*rpn+rpn-1."""
 
     def __init__(self, ctx, count, factor, jump=1, placement="clique", ranks_per_node=2,
-                 pool="64M", slot="4M", hosts=None, netns=None, prefix="n"):
+                 pool="64M", slot="4M", hosts=None, netns=None, prefix="n", extra=None):
         self.ctx = ctx
         self.count, self.factor, self.jump, self.placement = count, factor, jump, placement
         self.rpn = ranks_per_node
@@ -72,12 +72,12 @@ class Cluster:
         self.peers = ",".join("%s:%d" % hp for hp in zip(hosts, ports))
         self.nodes = []
         for i in range(count):
-            extra = self.flags(i)
+            flags = self.flags(i) + list(extra or [])
             name = "%s%d" % (prefix, i)
             if netns:
-                d = NsDaemon(ctx.tmp, netns[i], name=name, pool=pool, slot=slot, extra=extra)
+                d = NsDaemon(ctx.tmp, netns[i], name=name, pool=pool, slot=slot, extra=flags)
             else:
-                d = Daemon(ctx.tmp, name=name, pool=pool, slot=slot, extra=extra)
+                d = Daemon(ctx.tmp, name=name, pool=pool, slot=slot, extra=flags)
             d.node = i
             ctx.daemons.append(d)
             self.nodes.append(d)

@@ -38,7 +38,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from harness import (Daemon, SkipTest, TestFailure, ctl_json,  # noqa: E402
-                     check, check_log_clean, log, log_lines, run_cases, step_path,
+                     check, check_log_clean, log, log_lines, run_cases, step_dirs, step_path,
                      save_node, wait_until, write_psk)
 from cluster import (MiB, Cluster, layout, must_verify, rank_dirs,  # noqa: E402
                      repl_status, replica_step_path, verify_rank,
@@ -827,6 +827,42 @@ def case_restore_interrupted(ctx):
         check_log_clean(d)
 
 
+# --------------------------------------------------------------------------
+# 10. replica areas follow retention: the newest `keep` committed steps
+
+
+def case_area_retention(ctx):
+    # with keep 2, after four committed steps each node's replica area of
+    # the other holds only the newest two (the policy in daemon/retention/,
+    # mode KEEP: committed steps beyond keep go), and says so in the log
+    cl = Cluster(ctx, 2, 2, prefix="keep-", extra=["--local-keep", "2"]).start()
+    layouts = {r: layout(r) for r in range(cl.world)}
+    for step in (1, 2, 3, 4):
+        save_cluster(cl, JOB, step, layouts)
+        for d in cl.nodes:
+            wait_replicated(d, JOB, step)
+    for n, d in enumerate(cl.nodes):
+        src = 1 - n
+        area = os.path.join(d.state_dir, "replica", "node-%d" % src)
+        try:
+            wait_until(lambda: step_dirs(area, JOB) == [3, 4], timeout=30,
+                       what="node %d's area of node %d to hold steps 3 and 4" % (n, src))
+        except TestFailure:
+            raise TestFailure("node %d's replica area of node %d holds steps %s, want [3, 4]"
+                              "\n--- its log ---\n%s" % (n, src, step_dirs(area, JOB),
+                                                          d.read_log()[-3000:]))
+        removed = log_lines(d, r"peers: replica of job %s step [12] removed by retention "
+                               r"\(keep 2\)" % re.escape(JOB))
+        check(len(removed) == 2, "node %d logged %d replica removals, want steps 1 and 2: %s"
+              % (n, len(removed), removed))
+        check(step_dirs(d.state_dir, JOB) == [3, 4], "node %d's own steps are %s, want [3, 4]"
+              % (n, step_dirs(d.state_dir, JOB)))
+        for r in cl.ranks_of(src):
+            must_verify(d, JOB, 4, r, layouts[r], what=" (replica after retention)")
+    for d in cl.nodes:
+        check_log_clean(d)
+
+
 CASES = [
     (1, "placement: clique 4/1/2, clique 8/2/2, ring 5/1/3", case_placement),
     (2, "a wiped node restores its ranks from its neighbours, and gets their replicas back",
@@ -838,6 +874,7 @@ CASES = [
     (7, "a receiver with a full disk refuses, nothing corrupt", case_disk_full),
     (8, "one connection carries several ranks at once, both ways", case_concurrent),
     (9, "the neighbour restarts in the middle of a restore", case_restore_interrupted),
+    (10, "replica areas keep the newest `keep` committed steps", case_area_retention),
 ]
 
 

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test-retention (meson: retention-policy) — the one retention policy, in the cases each tier relies
+ * on: the newest `keep` committed steps stay and older committed ones go;
+ * pinned steps stay and still count as kept; fewer committed than keep
+ * drops nothing committed; keep 0 keeps everything; uncommitted steps are
+ * never counted, and are dropped only as their tier's mode says (local:
+ * below the newest committed; replica areas: never; store: below the
+ * keep-th committed, where a step not HEADed is dropped too but one above
+ * it is kept); and a list out of order is refused with nothing dropped.
+ * Last, retention_plan_from_catalog on a real catalog (sqlite in a
+ * temporary directory): the rows, their states and pins it reads are the
+ * ones a tier's catalog holds.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "catalog/catalog.h"
+#include "retention/retention.h"
+
+#include "check.h"
+
+#define C RETENTION_COMMITTED
+#define U RETENTION_UNCOMMITTED
+#define X RETENTION_UNKNOWN
+
+/* Decide steps (newest first) and write one letter per verdict into out:
+ * k (newest kept), u (uncommitted kept), p (pinned), d (old, dropped),
+ * a (abandoned, dropped).  Returns retention_decide's value. */
+static int decide(uint32_t keep, enum retention_uncommitted mode,
+                  const struct retention_step *steps, size_t n, char *out) {
+        enum retention_verdict v[32];
+        const struct retention_policy p = { .keep = keep, .uncommitted = mode };
+        memset(v, 0xff, sizeof(v));
+        int r = retention_decide(&p, steps, n, v);
+        for (size_t i = 0; i < n; i++) {
+                switch (v[i]) {
+                case RETENTION_KEEP_NEWEST: out[i] = 'k'; break;
+                case RETENTION_KEEP_UNCOMMITTED: out[i] = 'u'; break;
+                case RETENTION_KEEP_PINNED: out[i] = 'p'; break;
+                case RETENTION_DROP_OLD: out[i] = 'd'; break;
+                case RETENTION_DROP_ABANDONED: out[i] = 'a'; break;
+                default: out[i] = '?'; break;
+                }
+        }
+        out[n] = 0;
+        return r;
+}
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+#define EXPECT(keep, mode, steps, want, drops)                                           \
+        do {                                                                             \
+                char got[40];                                                            \
+                int r_ = decide(keep, mode, steps, N(steps), got);                       \
+                CHECK(r_ == (drops) && !strcmp(got, want),                               \
+                      "keep %u mode %d: got %s (%d drops), want %s (%d)", (unsigned)(keep), \
+                      (int)(mode), got, r_, want, (int)(drops));                         \
+        } while (0)
+
+/* A catalog with job "j": steps 10..60, committed but 50 and 30, 20 pinned. */
+static void check_catalog_plan(void) {
+        char dir[] = "/tmp/test-retention-XXXXXX";
+        char path[64];
+        struct catalog *c = NULL;
+
+        if (!mkdtemp(dir)) {
+                CHECK(0, "mkdtemp: %s", strerror(errno));
+                return;
+        }
+        snprintf(path, sizeof(path), "%s/catalog.db", dir);
+        int r = catalog_open(&c, path);
+        CHECK(r == 0, "catalog_open: %s", strerror(-r));
+        if (r < 0)
+                goto out;
+        CHECK(catalog_job_add(c, "j", 1000) == 0, "job");
+        for (uint64_t step = 10; step <= 60; step += 10) {
+                uint8_t state = step == 50 || step == 30 ? CKPT_STATE_LOCAL : CKPT_STATE_COMMITTED;
+                CHECK(catalog_ckpt_upsert(c, "j", step, 4, state, 0) == 0, "step %u",
+                      (unsigned)step);
+        }
+        CHECK(catalog_pin(c, "j", 20, true) == 0, "pin 20");
+
+        struct retention_plan plan;
+        const struct retention_policy local = { .keep = 2,
+                                                .uncommitted = RETENTION_UNCOMMITTED_BELOW_NEWEST };
+        r = retention_plan_from_catalog(&plan, c, "j", &local);
+        /* 60 k, 50 a, 40 k, 30 a, 20 p, 10 d */
+        CHECK(r == 3 && plan.n == 6, "local plan: %d drops of %zu", r, plan.n);
+        if (plan.n == 6) {
+                const uint64_t want_step[] = { 60, 50, 40, 30, 20, 10 };
+                const enum retention_verdict want[] = {
+                        RETENTION_KEEP_NEWEST, RETENTION_DROP_ABANDONED, RETENTION_KEEP_NEWEST,
+                        RETENTION_DROP_ABANDONED, RETENTION_KEEP_PINNED, RETENTION_DROP_OLD,
+                };
+                for (size_t i = 0; i < 6; i++)
+                        CHECK(plan.steps[i].step == want_step[i] && plan.verdicts[i] == want[i],
+                              "row %zu: step %u verdict %s", i, (unsigned)plan.steps[i].step,
+                              retention_verdict_str(plan.verdicts[i]));
+        }
+        retention_plan_clear(&plan);
+        CHECK(plan.steps == NULL && plan.verdicts == NULL && plan.n == 0, "cleared");
+
+        const struct retention_policy area = { .keep = 2, .uncommitted = RETENTION_UNCOMMITTED_KEEP };
+        r = retention_plan_from_catalog(&plan, c, "j", &area);
+        CHECK(r == 1, "area plan: %d drops (want 10 only)", r);
+        retention_plan_clear(&plan);
+
+        /* a job the catalog does not know: nothing to decide */
+        r = retention_plan_from_catalog(&plan, c, "other", &local);
+        CHECK(r == 0 && plan.n == 0, "unknown job: %d, %zu steps", r, plan.n);
+        retention_plan_clear(&plan);
+out:
+        catalog_free(c);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/catalog.db-wal", dir);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/catalog.db-shm", dir);
+        unlink(path);
+        CHECK(rmdir(dir) == 0, "rmdir %s: %s", dir, strerror(errno));
+}
+
+int main(void) {
+        const enum retention_uncommitted LOCAL = RETENTION_UNCOMMITTED_BELOW_NEWEST;
+        const enum retention_uncommitted AREA = RETENTION_UNCOMMITTED_KEEP;
+        const enum retention_uncommitted STORE = RETENTION_UNCOMMITTED_BELOW_KEPT;
+
+        /* keep: the newest 3 committed stay, older committed go, in every mode */
+        const struct retention_step five[] = {
+                { 50, C, false }, { 40, C, false }, { 30, C, false }, { 20, C, false },
+                { 10, C, false },
+        };
+        EXPECT(3, LOCAL, five, "kkkdd", 2);
+        EXPECT(3, AREA, five, "kkkdd", 2);
+        EXPECT(3, STORE, five, "kkkdd", 2);
+        EXPECT(1, LOCAL, five, "kdddd", 4);  /* the newest committed never goes */
+        EXPECT(0, AREA, five, "kkkkk", 0);   /* replica areas: keep 0 keeps all */
+
+        /* fewer committed than keep: nothing committed goes */
+        const struct retention_step two[] = { { 9, C, false }, { 4, C, false } };
+        EXPECT(3, LOCAL, two, "kk", 0);
+        EXPECT(3, STORE, two, "kk", 0);
+        EXPECT(2, AREA, two, "kk", 0);
+
+        /* pins: a pinned old step stays, and counts as one of the kept (pinning
+         * does not make retention keep one more unpinned step) */
+        const struct retention_step pinned[] = {
+                { 50, C, false }, { 40, C, true }, { 30, C, false }, { 20, C, true },
+                { 10, C, false },
+        };
+        EXPECT(2, LOCAL, pinned, "kkdpd", 2);
+        EXPECT(2, AREA, pinned, "kkdpd", 2);
+        EXPECT(2, STORE, pinned, "kkdpd", 2);
+
+        /* uncommitted steps are never counted as kept; where they go differs */
+        const struct retention_step mixed[] = {
+                { 70, U, false }, /* newer than every committed: the trainer's current save */
+                { 60, C, false },
+                { 50, U, false }, /* below the newest committed */
+                { 40, C, false },
+                { 30, U, false }, /* below the keep-th committed */
+                { 20, C, false },
+                { 10, U, true },  /* pinned, would go */
+        };
+        EXPECT(2, LOCAL, mixed, "ukakadp", 3);
+        EXPECT(2, AREA, mixed, "ukukudu", 1);
+        EXPECT(2, STORE, mixed, "ukukadp", 2);
+        EXPECT(0, AREA, mixed, "ukukuku", 0);
+
+        /* no committed step at all: nothing goes, in any mode */
+        const struct retention_step none[] = { { 3, U, false }, { 2, U, false } };
+        EXPECT(1, LOCAL, none, "uu", 0);
+        EXPECT(1, AREA, none, "uu", 0);
+        EXPECT(1, STORE, none, "uu", 0);
+
+        /* the store: steps below the cut were never HEADed; they go, committed
+         * or not, unless pinned */
+        const struct retention_step walked[] = {
+                { 90, U, false }, { 80, C, false }, { 70, C, false }, { 60, X, false },
+                { 50, X, true }, { 40, X, false },
+        };
+        EXPECT(2, STORE, walked, "ukkapa", 2);
+        /* ... and a step not known to be committed above the cut stays */
+        const struct retention_step short_walk[] = { { 9, C, false }, { 8, X, false } };
+        EXPECT(2, STORE, short_walk, "ku", 0);
+        struct retention_policy store2 = { .keep = 2, .uncommitted = STORE };
+        CHECK(!retention_seen_enough(&store2, 1), "one committed of 2 is not enough");
+        CHECK(retention_seen_enough(&store2, 2), "two committed of 2 are enough");
+        struct retention_policy all = { .keep = 0, .uncommitted = AREA };
+        CHECK(!retention_seen_enough(&all, 1000), "keep 0 never has seen enough");
+
+        /* out of order (or a step twice): refused, nothing to drop */
+        const struct retention_step disorder[] = { { 1, C, false }, { 2, C, false } };
+        char got[8];
+        CHECK(decide(1, LOCAL, disorder, 2, got) == -EINVAL, "ascending list");
+        const struct retention_step twice[] = { { 2, C, false }, { 2, C, false } };
+        CHECK(decide(1, LOCAL, twice, 2, got) == -EINVAL, "a step twice");
+        struct retention_policy one = { .keep = 1, .uncommitted = LOCAL };
+        CHECK(retention_decide(&one, NULL, 0, NULL) == 0, "an empty job");
+        CHECK(retention_decide(&one, NULL, 1, NULL) == -EINVAL, "NULL steps");
+
+        for (int v = RETENTION_KEEP_NEWEST; v <= RETENTION_DROP_ABANDONED; v++)
+                CHECK(retention_verdict_str(v) && *retention_verdict_str(v), "verdict %d", v);
+        CHECK(!retention_verdict_drops(RETENTION_KEEP_PINNED), "a pinned step is kept");
+
+        check_catalog_plan();
+        return check_exit_code();
+}
