@@ -259,22 +259,25 @@ int server_take_files(struct server *srv, uint32_t uid, uint32_t n, const char *
         return r;
 }
 
-int conn_take_files(struct conn *c, uint32_t n, const char *what) {
+/* Check (take = false) or take n descriptors for c's uid; a refusal is
+ * sent to c. */
+static int conn_files(struct conn *c, uint32_t n, const char *what, bool take) {
         char msg[CKPT_ERRMSG_MAX + 1];
-        int r = server_take_files(c->srv, (uint32_t)c->uid, n, what, msg, sizeof(msg));
+        uint32_t uid = (uint32_t)c->uid;
+        int r = take ? server_take_files(c->srv, uid, n, what, msg, sizeof(msg))
+                     : files_refused(c->srv, uid, n, what, msg, sizeof(msg));
 
         if (r < 0)
                 conn_error(c, r, "%s", msg);
         return r;
 }
 
-int conn_check_files(struct conn *c, uint32_t n, const char *what) {
-        char msg[CKPT_ERRMSG_MAX + 1];
-        int r = files_refused(c->srv, (uint32_t)c->uid, n, what, msg, sizeof(msg));
+int conn_take_files(struct conn *c, uint32_t n, const char *what) {
+        return conn_files(c, n, what, true);
+}
 
-        if (r < 0)
-                conn_error(c, r, "%s", msg);
-        return r;
+int conn_check_files(struct conn *c, uint32_t n, const char *what) {
+        return conn_files(c, n, what, false);
 }
 
 int conn_check_job(struct conn *c, const char *job, bool write) {

@@ -25,7 +25,6 @@ reported as hung after a few seconds, and the test fails.
 import errno
 import json
 import os
-import re
 import select
 import signal
 import socket

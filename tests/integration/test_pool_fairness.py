@@ -22,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Daemon, SkipTest, TestFailure, check, ctl_json, log,  # noqa: E402
+from harness import (Daemon, SkipTest, check, ctl_json, log,  # noqa: E402
                      read_until, run_test, shards_arg, wait_until)
 
 NOBODY = 65534
