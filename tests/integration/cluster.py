@@ -9,6 +9,7 @@ never one another (STYLE.md "Python", tests/lint/test-imports.py).
 """
 import os
 import re
+import subprocess
 import time
 
 from harness import (Daemon, TestFailure, check, cluster_flags, ctl_json, free_ports,
@@ -174,6 +175,14 @@ def rank_dirs(path):
         elif n.startswith(".") or "tmp" in n:
             odd.append(n)
     return ranks, odd
+
+
+def ip(*args, check_rc=True):
+    """Run ip(8) ARGS (network namespaces, veth, links up and down)."""
+    p = subprocess.run(["ip"] + list(args), capture_output=True, text=True, timeout=30)
+    if check_rc and p.returncode != 0:
+        raise TestFailure("ip %s failed (%d): %s" % (" ".join(args), p.returncode, p.stderr))
+    return p
 
 
 def repl_status(d):

@@ -40,7 +40,7 @@ sys.path.insert(0, HERE)
 from harness import (Daemon, SkipTest, TestFailure, ctl_json,  # noqa: E402
                      check, check_log_clean, log, log_lines, run_cases, step_dirs, step_path,
                      save_node, wait_until, write_psk)
-from cluster import (MiB, Cluster, layout, must_verify, rank_dirs,  # noqa: E402
+from cluster import (MiB, Cluster, ip, layout, must_verify, rank_dirs,  # noqa: E402
                      repl_status, replica_step_path, verify_rank,
                      wait_not_replicated, wait_replicated)
 
@@ -561,13 +561,6 @@ def case_kill_receiver(ctx):
 
 # --------------------------------------------------------------------------
 # 6. a link that goes down and comes back (network namespaces)
-
-
-def ip(*args, check_rc=True):
-    p = subprocess.run(["ip"] + list(args), capture_output=True, text=True, timeout=30)
-    if check_rc and p.returncode != 0:
-        raise TestFailure("ip %s failed (%d): %s" % (" ".join(args), p.returncode, p.stderr))
-    return p
 
 
 def case_netns(ctx):
