@@ -13,7 +13,7 @@ import shutil
 import sys
 import time
 
-from harness import Daemon, log
+from harness import Daemon, free_ports, log, write_psk
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.environ.get("CKPT_SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
@@ -59,6 +59,13 @@ class Store:
         return self.s3.request("HEAD", bucket, key).status == 200
 
 
+def loopback_cluster(tmp, count):
+    """(peers, psk file) of a cluster of count nodes on the loopback, for
+    StoreCtx.daemon(node=(i, count), cluster=...)."""
+    peers = ",".join("127.0.0.1:%d" % p for p in free_ports(count))
+    return peers, write_psk(os.path.join(tmp, "cluster-psk-%d" % count))
+
+
 class StoreCtx:
     """What one case with the store started: its daemons (killed by
     cleanup()) and fault-injecting proxies (stopped by it)."""
@@ -75,10 +82,13 @@ class StoreCtx:
         return p
 
     def daemon(self, name, bucket, endpoint=None, flags=(), conf=None, creds="env",
-               secret=None, state_dir=None, pool="256M", slot="16M", node=None):
+               secret=None, state_dir=None, pool="256M", slot="16M", node=None, cluster=None):
         """A ckptd with the object-store tier on.  conf: a config file
         (then endpoint/bucket come from it); creds 'env' puts the keys in
-        the daemon's environment, None leaves them out."""
+        the daemon's environment, None leaves them out.  node: (index,
+        count); with count > 1, cluster = (peers, psk file) of the nodes
+        (Cluster.peers, write_psk()): the nodes agree on commits over the
+        peer protocol, replication factor 1 (no neighbour copies)."""
         extra = []
         if conf:
             extra += ["--config", conf]
@@ -88,6 +98,9 @@ class StoreCtx:
                       "--remote-addressing=path"]
         if node is not None:
             extra += ["--cluster-node-index=%d" % node[0], "--cluster-node-count=%d" % node[1]]
+        if cluster is not None:
+            extra += ["--cluster-peers=" + cluster[0], "--cluster-psk-file=" + cluster[1],
+                      "--cluster-replication-factor=1"]
         extra += list(flags)
         d = Daemon(self.tmp, name=name, state_dir=state_dir, pool=pool, slot=slot, extra=extra)
         # nothing of the caller's AWS setup may leak in; HOME has no ~/.aws

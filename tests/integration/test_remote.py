@@ -35,8 +35,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from harness import (SKIP, TestFailure, check, check_log_clean, ctl_json, log,  # noqa: E402
                      save_node, shards_arg, step_path, wait_until)
-from objstore import (RADOSGW_SH, Store, StoreCtx, ceph_missing, radosgw_env,  # noqa: E402
-                      s3check, step_prefix, wait_remote)
+from objstore import (RADOSGW_SH, Store, StoreCtx, ceph_missing,  # noqa: E402
+                      loopback_cluster, radosgw_env, s3check, step_prefix, wait_remote)
 
 MiB = 1024 * 1024
 
@@ -619,15 +619,22 @@ def case_two_nodes(ctx):
     layouts = {r: [("model", 2 * MiB + 1000 * r), ("opt", 4096 + r), ("e", 0)]
                for r in range(world)}
     p0, p1 = ctx.proxy(), ctx.proxy()
-    d0 = ctx.daemon("node0", bucket, endpoint=p0.endpoint, node=(0, 2)).start()
-    d1 = ctx.daemon("node1", bucket, endpoint=p1.endpoint, node=(1, 2)).start()
+    # two nodes of one cluster (they agree on commits over the peer port)
+    cl = loopback_cluster(ctx.tmp, 2)
+    d0 = ctx.daemon("node0", bucket, endpoint=p0.endpoint, node=(0, 2), cluster=cl).start()
+    d1 = ctx.daemon("node1", bucket, endpoint=p1.endpoint, node=(1, 2), cluster=cl).start()
     sp = step_prefix("", job, step)
 
-    save_ranks(d0, job, step, world, {0: layouts[0], 1: layouts[1]})
-    wait_until(lambda: store.exists(bucket, sp + "nodes/0.manifest"), timeout=120,
-               interval=0.2, what=lambda: "node 0's manifest in the bucket; keys %s\n"
-               "--- node 0 log ---\n%s" % (sorted(store.objects(bucket)),
-                                           d0.read_log()[-3000:]))
+    # node 0's ranks saved, node 1's not.  With the cluster-wide commit
+    # (issue 10) node 0 cannot commit the step alone any more (it used to,
+    # and flushed its manifest): its commit times out naming node 1's ranks,
+    # and the step is committed nowhere, in the store neither
+    save_ranks(d0, job, step, world, {0: layouts[0], 1: layouts[1]}, commit=False)
+    p = d0.rank("commit", "--job", job, "--step", step, "--timeout", 2000, check_rc=False,
+                timeout=60)
+    check(p.returncode == 1 and "ETIMEDOUT" in p.stderr and "2-3" in p.stderr,
+          "node 0's commit with ranks 2-3 unsaved: exit %d, expected ETIMEDOUT naming them: %s"
+          % (p.returncode, p.stderr.strip()))
     t_end = time.monotonic() + 4
     p = d0.rank("wait", "--job", job, "--step", step, "--tier", "remote", "--timeout", 2000,
                 check_rc=False, timeout=60)
@@ -638,6 +645,7 @@ def case_two_nodes(ctx):
         time.sleep(0.2)
     check(not store.exists(bucket, sp + "nodes/1.manifest"), "node 1 wrote a manifest unasked")
 
+    # node 1's ranks saved, the step committed (from node 1), flushed by both
     save_ranks(d1, job, step, world, {2: layouts[2], 3: layouts[3]})
     wait_remote(d1, job, step, 180)
     wait_remote(d0, job, step, 180)

@@ -310,8 +310,9 @@ def restore_checks(ctx, cl, repl, layouts, steps, t0):
     log("   nodes %s re-seeded the replacement's replica areas" % cl.targets(1))
 
     # and the replacement is a working member again: a new step of its own
-    # replicates to both neighbours
-    save_node(repl, JOB, 30, cl.ranks_of(1), cl.world, layouts, seed=30)
+    # replicates to both neighbours (every node saves it: a step is
+    # committed only once all its ranks are saved, issue 10)
+    save_cluster(cl, JOB, 30, layouts, seed=30)
     wait_replicated(repl, JOB, 30)
     for t in cl.targets(1):
         for r in cl.ranks_of(1):
@@ -486,9 +487,11 @@ def case_kill_receiver(ctx):
     area = replica_step_path(dst.state_dir, 0, JOB, step)
     local = os.path.join(step_path(src.state_dir, JOB, step), "rank-0")
 
-    # node 1's step: small, replicated at once
-    save_node(dst, JOB, step, [1], 2, layouts)
-    # node 0's big rank; kill node 1 once part of it has arrived
+    # node 1's rank: small, replicated at once; node 0's big rank; one
+    # commit once both are saved (a commit waits for every rank of the step,
+    # issue 10: node 1 cannot commit before node 0 saved); kill node 1 once
+    # part of node 0's rank has arrived
+    save_node(dst, JOB, step, [1], 2, layouts, commit=False)
     save_node(src, JOB, step, [0], 2, layouts)
     t0 = time.monotonic()
 
@@ -655,6 +658,9 @@ def case_disk_full(ctx):
     cl.start()
     step = 3
     layouts = {0: [("w", 40 * MiB + 123)], 1: [("w", 4096)]}
+    # both ranks saved, then one commit (a commit waits for every rank of
+    # the step, issue 10: node 0 cannot commit rank 0 of 2 alone)
+    save_node(dst, JOB, step, [1], 2, layouts, commit=False)
     save_node(src, JOB, step, [0], 2, layouts)
     # the target refuses the rank: the step is owed, not replicated, and the
     # refusal says why
@@ -669,8 +675,7 @@ def case_disk_full(ctx):
           "a read of rank 0 through the full node must fail cleanly, got: %s" % err)
     rows = {c["step"]: c for c in ctl_json(src, "list", JOB)}
     check(rows[step]["replicas"] == 0, "node 0 counts a replica on the full node: %s" % rows)
-    # the node itself keeps working: its own small rank saves and replicates
-    save_node(dst, JOB, step, [1], 2, layouts)
+    # the node itself keeps working: its own small rank replicates
     wait_replicated(dst, JOB, step)
     must_verify(src, JOB, step, 1, layouts[1], what=" (node 1's rank, held by node 0)")
     for d in cl.nodes:
@@ -722,7 +727,9 @@ def two_nodes_three_big_ranks(ctx, step, big):
     bytes.  Both nodes save step; returns (cluster, layouts)."""
     cl = Cluster(ctx, 2, 2, 1, "clique", ranks_per_node=3, pool="256M", slot="16M").start()
     layouts = {r: layout(r, big=big if r < 3 else 0) for r in range(cl.world)}
-    save_node(cl.nodes[1], JOB, step, cl.ranks_of(1), cl.world, layouts)
+    # node 1 saves first and does not commit: a commit waits for every rank
+    # of the step (issue 10); node 0's commit, after its saves, commits it
+    save_node(cl.nodes[1], JOB, step, cl.ranks_of(1), cl.world, layouts, commit=False)
     save_node(cl.nodes[0], JOB, step, cl.ranks_of(0), cl.world, layouts)
     return cl, layouts
 
