@@ -13,7 +13,7 @@ import subprocess
 import time
 
 from harness import (Daemon, TestFailure, check, cluster_flags, ctl_json, free_ports,
-                     shards_arg, write_psk)
+                     log_lines, shards_arg, wait_until, write_psk)
 
 MiB = 1024 * 1024
 REPL_TIMEOUT_S = 120
@@ -109,6 +109,18 @@ class Cluster:
 
     def targets(self, n):
         return targets_of(n, self.count, self.jump, self.factor, self.placement)
+
+    def wait_control_links(self, nodes=None, timeout=30):
+        """Every node (or those given) but node 0 has authenticated its
+        link to node 0, the coordinator of commits, at least `n` times:
+        a save begun before that is not checked against the cluster's
+        world_size (docs/commit.md).  nodes: {node: n}, default 1 each."""
+        want = nodes or {d.node: 1 for d in self.nodes if d.node != 0}
+        for n, times in want.items():
+            d = self.nodes[n]
+            wait_until(lambda: len(log_lines(d, r"peers: link to node 0 \(.*\) authenticated"))
+                       >= times, timeout=timeout, interval=0.05,
+                       what="node %d's link to node 0 (the coordinator)" % n)
 
 
 def layout(r, big=0):

@@ -11,7 +11,8 @@ checkpoint that cannot be restored.  These cases check what a trainer
 relies on, with four real daemons (two ranks each, world 8):
 
   1. commit from one rank only, from every rank at once, and without a
-     barrier (commits started before the other nodes' ranks saved): the
+     barrier (each rank commits right after its own save, before the other
+     nodes' ranks saved): the
      commit returns 0, every node's `latest` names the step, every rank
      reads back bit-exact through its node;
   2. one node's ranks never save: the commit times out (ETIMEDOUT) naming
@@ -211,25 +212,27 @@ def commit_variants(cl, job, first_step):
         % (step, len(procs), time.monotonic() - t0))
     check_agree(cl, job, step, seed=step, what="every rank commits: ")
 
-    # c. no barrier: every rank's commit starts before the ranks save, and
-    #    the nodes save one after another; none may return before the last
-    #    node's ranks saved, and all succeed
+    # c. no barrier: each rank commits as soon as its own save returned,
+    #    while the other nodes' ranks have not saved yet (the nodes save one
+    #    after another); no commit may return before the last node's ranks
+    #    saved, and all succeed
     step += 1
-    procs = [(d, commit_async(d, job, step, 60000)) for d in cl.nodes for _ in range(cl.rpn)]
-    time.sleep(0.5)
+    procs = []
     for d in cl.nodes:
-        early = [(n.node, p.returncode, p.stderr.read() if p.poll() is not None else "")
-                 for n, p in procs if p.poll() is not None]
-        check(not early, "step %d: commits returned before node %d's ranks saved: %s"
-              % (step, d.node, early))
+        early = [(n.node, p.returncode, p.stderr.read()) for n, p in procs
+                 if p.poll() is not None]
+        check(not early, "step %d without a barrier: commits returned before node %d's ranks "
+              "saved: %s" % (step, d.node, early))
         save_node(d, job, step, cl.ranks_of(d.node), cl.world, LAYOUTS, seed=step,
                   commit=False)
-        time.sleep(0.3)
+        procs += [(d, commit_async(d, job, step, 60000)) for _ in range(cl.rpn)]
+        time.sleep(0.5)
     for d, p in procs:
         out, err = p.communicate(timeout=120)
         check(p.returncode == 0, "step %d without a barrier: the commit on node %d failed (%d): %s"
               % (step, d.node, p.returncode, err.strip()))
-    log("   step %d: %d commits started before the saves all returned 0" % (step, len(procs)))
+    log("   step %d: %d commits, each started before the later nodes saved, all returned 0"
+        % (step, len(procs)))
     check_agree(cl, job, step, seed=step, what="no barrier: ")
     return step
 
@@ -309,6 +312,9 @@ def case_missing_node(ctx):
 
 def case_world_size(ctx):
     cl = Cluster(ctx, NODES, 1, ranks_per_node=RPN, prefix="ws").start()
+    # the check is the coordinator's: a save begun before a node's link to
+    # it is up is not checked then (its commit is refused later, below)
+    cl.wait_control_links()
     step = 7
     save_node(cl.nodes[0], JOB, step, cl.ranks_of(0), 8, LAYOUTS, seed=step, commit=False)
     late = cl.nodes[2]
@@ -328,6 +334,39 @@ def case_world_size(ctx):
     save_all(cl, JOB, step, seed=step, nodes=cl.nodes[1:])
     must_commit(late, JOB, step)
     check_agree(cl, JOB, step, seed=step, what="after the refused save: ")
+
+    # with node 0 away the saves cannot be checked: node 2 saves step 8
+    # with world 16 and node 1 with world 8; once node 0 is back the step
+    # is committed nowhere, and the commit says why
+    step = 8
+    cl.nodes[0].kill(signal.SIGKILL)
+    save_node(cl.nodes[1], JOB, step, cl.ranks_of(1), 8, LAYOUTS, seed=step, commit=False)
+    p = late.rank("save", "--job", JOB, "--step", step, "--rank", 4, "--world", 16,
+                  "--shards", "opt.state:4096", "--seed", step, check_rc=False, timeout=60)
+    log("   node 0 down: node 2's world-16 save of step %d: %s" % (
+        step, "accepted" if p.returncode == 0 else p.stderr.strip().split(": ", 2)[-1]))
+    cl.nodes[0].start(timeout=60)
+    cl.wait_control_links({1: 2, 2: 2, 3: 2})
+    for n in (0, 3):
+        save_node(cl.nodes[n], JOB, step, cl.ranks_of(n), 8, LAYOUTS, seed=step, commit=False)
+    # which world_size the cluster took depends on which report reached
+    # node 0 first: the commits on both sides fail, one at least with EINVAL
+    # naming both values
+    procs = [(n, commit_async(cl.nodes[n], JOB, step, 5000)) for n in (1, 2)]
+    msgs = []
+    for n, p in procs:
+        out, err = p.communicate(timeout=60)
+        check(p.returncode != 0, "step %d was committed (on node %d) although node 2 saved a "
+              "rank of it with world 16 and the others with world 8" % (step, n))
+        msgs.append(err.strip())
+        log("   commit of step %d on node %d: %s" % (step, n, err.strip().split(": ", 2)[-1]))
+    check(any("EINVAL" in m and re.search(r"world_size (8|16)\b.*\b(16|8)\b", m)
+              for m in msgs),
+          "the commits of step %d (world sizes 8 and 16 saved while node 0 was away) should "
+          "be refused, one at least with EINVAL naming both: %r" % (step, msgs))
+    for d in cl.nodes:
+        check(states(d, JOB).get(step) != "committed",
+              "node %d lists step %d committed (world sizes 8 and 16)" % (d.node, step))
     stop_clean(cl)
 
 
@@ -376,16 +415,28 @@ def case_netns(ctx):
     step = commit_variants(cl, JOB, 1)
     log("   one, every and barrier-less commits agree across namespaces")
 
-    # node 3's ranks save, then its link goes down, then node 0 commits
+    # every rank saves and reaches its node's disk (so each node reported
+    # it), then node 3's link goes down, then node 0 commits
     step += 1
     save_all(cl, JOB, step, seed=step)
+    for d in cl.nodes:
+        d.rank("wait", "--job", JOB, "--step", step, "--tier", "local", "--timeout", 30000)
     ip("-n", ns[3], "link", "set", veth[3], "down")
     t0 = time.monotonic()
     p = commit(cl.nodes[0], JOB, step, 4000)
     took = time.monotonic() - t0
-    check(p.returncode == 0 or (p.returncode == 1 and "ETIMEDOUT" in p.stderr),
+    msg = p.stderr.strip()
+    check(p.returncode == 0 or (p.returncode == 1 and "ETIMEDOUT" in msg),
           "commit of step %d with node 3 cut off: exit %d, expected 0 or ETIMEDOUT: %s%s"
-          % (step, p.returncode, p.stdout, p.stderr.strip()))
+          % (step, p.returncode, p.stdout, msg))
+    # what may be missing is node 3's word (its ranks' report, if the cut
+    # caught it on the way, or its record of the decision), nothing of the
+    # nodes still connected: their ranks were on disk before the cut
+    check(p.returncode == 0 or "decided" in msg or
+          re.search(r"ranks 6-7 of 8 are not saved \(nodes with none saved: 3\)", msg),
+          "commit of step %d with node 3 cut off: the coordinator misses more than node 3's "
+          "ranks, although nodes 0-2 saved theirs before the cut and stayed connected: %s"
+          % (step, msg))
     log("   node 3 cut off: the commit %s after %.1f s%s"
         % ("returned 0" if p.returncode == 0 else "timed out", took,
            "" if p.returncode == 0 else ": " + p.stderr.strip().split(": ", 2)[-1]))
@@ -448,22 +499,26 @@ class KillLoop:
                 n = rnd.randrange(self.cl.count) if rnd.random() > 0.25 else 0
                 d = self.cl.nodes[n]
                 with self.lock:
-                    before = max(self.acked, default=None)
+                    before = set(self.acked)
                 d.kill(signal.SIGKILL)
                 self.kills += 1
                 self.kills_by_node[n] += 1
                 time.sleep(rnd.uniform(0.0, 0.8))
                 d.start(timeout=60)
-                # cheap check after each restart: a step whose commit had
-                # returned 0 before the kill is still committed here (each
-                # holder recorded it durably before the commit returned)
-                if before is not None:
-                    wait_until(lambda: before in committed_on(d, self.job), timeout=10,
+                # cheap check after each restart: the steps whose commits
+                # had returned 0 before the kill are still committed here
+                # (each holder recorded them durably before the commit
+                # returned), and none with a rank left out is
+                if before:
+                    wait_until(lambda: before <= committed_on(d, self.job), timeout=10,
                                interval=0.1,
-                               what=lambda: "node %d, restarted after kill %d, to list step %d "
-                               "committed (its commit had returned 0 before the kill); it "
-                               "lists %s" % (n, self.kills, before,
-                                             steps_text(committed_on(d, self.job))))
+                               what=lambda: "node %d, restarted after kill %d, to list committed "
+                               "the steps whose commits had returned 0 before the kill; it lacks "
+                               "%s" % (n, self.kills,
+                                       steps_text(before - committed_on(d, self.job))))
+                    bad = committed_on(d, self.job) & self.skipped
+                    check(not bad, "node %d, restarted after kill %d, lists steps %s committed, "
+                          "but a rank of each was never saved" % (n, self.kills, steps_text(bad)))
                     self.restart_checks += 1
         except Exception as e:  # noqa: BLE001 - reported by the main thread
             self.errors.append(e)
