@@ -55,14 +55,17 @@ PEER_VERSION = 2
 # helpers of this file only (the cluster's are in cluster.py)
 
 
-def save_cluster(cl, job, step, layouts, seed=0, nodes=None):
-    """Every node (or those given) saves its ranks and commits, all nodes at once."""
+def save_cluster(cl, job, step, layouts, seed=0, nodes=None, world=None, commit=True):
+    """Every node (or those given) saves its ranks and commits (unless
+    commit is false), all nodes at once; world: the step's world size
+    (default every node's ranks)."""
     import threading
     errors = []
 
     def one(d):
         try:
-            save_node(d, job, step, cl.ranks_of(d.node), cl.world, layouts, seed)
+            save_node(d, job, step, cl.ranks_of(d.node), world or cl.world, layouts, seed,
+                      commit)
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
     ts = [threading.Thread(target=one, args=(d,)) for d in (nodes or cl.nodes)]
@@ -332,15 +335,19 @@ def case_wrong_key(ctx):
     bad.extra = cl.flags(3, psk=wrong)
     cl.start()
     layouts = {r: layout(r) for r in range(cl.world)}
-    save_cluster(cl, JOB, 1, layouts)
+    # The job runs on nodes 0-2 (world 6): node 3 cannot reach node 0, the
+    # coordinator of commits, so no step with ranks of node 3 can ever be
+    # committed (issue 10) -- before the cluster-wide commit this case saved
+    # world 8 on all four nodes and each committed its own ranks
+    world = 6
+    save_cluster(cl, JOB, 1, layouts, world=world, nodes=cl.nodes[:3])
 
-    # saves and commits work everywhere; the good clique replicates
+    # saves and commits work on nodes 0-2; the good clique replicates
     for n in (0, 1):
         wait_replicated(cl.nodes[n], JOB, 1)
         check_healthy(cl.nodes[n], JOB, 1, 1)
-    # neither side of the bad pair gets a replica
-    for n in (2, 3):
-        wait_not_replicated(cl.nodes[n], JOB, 1)
+    # node 2's ranks never reach node 3, its only target
+    wait_not_replicated(cl.nodes[2], JOB, 1)
     wait_until(lambda: log_lines(cl.nodes[2], "authentication failed"), timeout=20,
                what="node 2 to log 'authentication failed' about node 3")
     wait_until(lambda: log_lines(bad, "authentication failed"), timeout=20,
@@ -350,23 +357,35 @@ def case_wrong_key(ctx):
           % line)
     for n in (2, 3):
         rep = repl_status(cl.nodes[n])
-        check(rep.get("degraded") is True and rep.get("pending", 0) >= 1
-              and rep.get("peers_up") == 0,
+        # node 3 saved nothing: it owes nothing, but has no target up either
+        check(rep.get("degraded") is True and rep.get("peers_up") == 0
+              and (n == 3 or rep.get("pending", 0) >= 1),
               "node %d (its only target has another key): replication status %r" % (n, rep))
         check("DEGRADED" in peers_line(cl.nodes[n]),
               "node %d: status peers line without DEGRADED: %r" % (n, peers_line(cl.nodes[n])))
     found, _ = holdings(cl, JOB, 1)
-    want = {(n, "local", r) for n in range(4) for r in cl.ranks_of(n)}
+    want = {(n, "local", r) for n in range(3) for r in cl.ranks_of(n)}
     want |= {(1, 0, r) for r in cl.ranks_of(0)} | {(0, 1, r) for r in cl.ranks_of(1)}
     check(found == want, "with node 3 on the wrong key, rank dirs: missing %s, unexpected %s"
           % (sorted(want - found, key=str), sorted(found - want, key=str)))
-    # nothing of node 3's came in through node 2's socket either
-    err = verify_rank(cl.nodes[2], JOB, 1, 6, layouts[6])
+
+    # node 3's own job: saved there, its commit cannot be decided (the
+    # coordinator refuses its key) and says so; nothing of it comes in
+    # through node 2's socket
+    job3 = JOB + "-n3"
+    save_node(bad, job3, 1, cl.ranks_of(3), cl.world, layouts, commit=False)
+    p = bad.rank("commit", "--job", job3, "--step", 1, "--timeout", 2000, check_rc=False,
+                 timeout=60)
+    check(p.returncode == 1 and "ETIMEDOUT" in p.stderr and "unreachable" in p.stderr,
+          "node 3's commit with the coordinator refusing its key: exit %d, expected ETIMEDOUT "
+          "saying the coordinator is unreachable: %s" % (p.returncode, p.stderr.strip()))
+    err = verify_rank(cl.nodes[2], job3, 1, 6, layouts[6])
     check(err is not None and "ENOENT" in err,
           "node 2 served node 3's rank 6 although node 3 has the wrong key: %s" % err)
 
-    # the good pair keeps replicating while the bad node keeps retrying
-    save_cluster(cl, JOB, 2, layouts, seed=2, nodes=cl.nodes[:2])
+    # the good nodes keep committing and replicating while the bad node
+    # keeps retrying
+    save_cluster(cl, JOB, 2, layouts, seed=2, nodes=cl.nodes[:3], world=world)
     for n in (0, 1):
         wait_replicated(cl.nodes[n], JOB, 2)
         for r in cl.ranks_of(n):
@@ -598,12 +617,25 @@ def case_netns(ctx):
         must_verify(cl.nodes[1], JOB, 1, r, layouts[r])
     log("   step 1 replicated across the veth pair")
 
-    # the link goes down: node 0 keeps saving and committing
+    # every rank of steps 2 and 3 saved and on disk, then the link goes
+    # down, then node 0 commits them.  With the cluster-wide commit (issue
+    # 10) node 0 can no longer commit steps node 1 did not save, as this
+    # case did before; node 0 decides and records them, node 1 cannot hear
+    # it: the commits time out (or return 0 had node 1 recorded it first),
+    # and node 0 owes node 1 the replicas
+    for step in (2, 3):
+        save_cluster(cl, JOB, step, layouts, seed=step, commit=False)
+        for d in cl.nodes:
+            d.rank("wait", "--job", JOB, "--step", step, "--tier", "local", "--timeout", 30000)
     ip("-n", ns[0], "link", "set", veth[0], "down")
     t0 = time.monotonic()
     for step in (2, 3):
-        save_node(src, JOB, step, cl.ranks_of(0), cl.world, layouts, seed=step)
-    log("   steps 2 and 3 saved and committed on node 0 with the link down (%.1f s)"
+        p = src.rank("commit", "--job", JOB, "--step", step, "--timeout", 2000, check_rc=False,
+                     timeout=60)
+        check(p.returncode == 0 or (p.returncode == 1 and "ETIMEDOUT" in p.stderr),
+              "commit of step %d on node 0 with the link down: exit %d, expected 0 or "
+              "ETIMEDOUT: %s" % (step, p.returncode, p.stderr.strip()))
+    log("   steps 2 and 3 decided on node 0 with the link down (%.1f s)"
         % (time.monotonic() - t0))
     wait_not_replicated(src, JOB, 3, ms=2000)
     rep = repl_status(src)
@@ -626,6 +658,10 @@ def case_netns(ctx):
     for step in (2, 3):
         for r in cl.ranks_of(0):
             must_verify(cl.nodes[1], JOB, step, r, layouts[r], seed=step)
+    # and node 1 heard of the decisions it missed
+    latest = cl.nodes[1].rank("latest", "--job", JOB).stdout.split()
+    check(latest == ["3", str(cl.world)], "node 1: latest %r after the link came back, expected "
+          "step 3" % latest)
     wait_until(lambda: repl_status(src).get("degraded") is False, timeout=30,
                what=lambda: "node 0 to be no longer degraded: %r" % repl_status(src))
     check_healthy(src, JOB, 3, 1)
