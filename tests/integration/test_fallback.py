@@ -47,12 +47,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from harness import (CKPTD, RAWCLIENT, SKIP, TESTRANK, SkipTest, check,  # noqa: E402
-                     check_log_clean, free_ports, log, log_lines, run_cases, save_node,
+                     check_log_clean, log, log_lines, run_cases, save_node,
                      step_path, wait_until)
 from cluster import (Cluster, layout, must_verify, rank_dirs, repl_status,  # noqa: E402
                      replica_step_path, wait_not_replicated, wait_replicated)
-from objstore import (RADOSGW_SH, Store, StoreCtx, ceph_missing, radosgw_env,  # noqa: E402
-                      step_prefix, wait_remote)
+from objstore import (RADOSGW_SH, Store, StoreCtx, ceph_missing,  # noqa: E402
+                      loopback_cluster, radosgw_env, step_prefix, wait_remote)
 
 JOB = "fallback.job-1"
 AREA_JOB = "fallback.area-job"  # saved only by node 1: node 0 knows it from its replica area
@@ -177,12 +177,27 @@ def stop_clean(ctx, nodes):
         check_log_clean(d)
 
 
-def peers_flag(cl, addrs):
-    return "--cluster-peers=" + ",".join("127.0.0.1:%d" % p for p in addrs)
+def commit_both(cl, job, step, layouts, seed):
+    """Both nodes save their ranks of step, then one commit (a commit waits
+    for every rank of the step, issue 10: one node cannot commit before the
+    other saved)."""
+    for d in cl.nodes:
+        save_node(d, job, step, cl.ranks_of(d.node), cl.world, layouts, seed=seed, commit=False)
+    cl.nodes[0].rank("commit", "--job", job, "--step", step)
 
 
-def with_peers(flags, value):
-    return [value if f.startswith("--cluster-peers=") else f for f in flags]
+def refuse_replicas(ctx, d, src, job):
+    """d's replica area of node src takes no new step of job: its job
+    directory is made immutable (chattr +i; even root cannot add to it),
+    so src's ranks never reach d while the link, and with it the commit's
+    control messages, stays up.  Skips when chattr cannot do it."""
+    path = os.path.join(d.state_dir, "replica", "node-%d" % src, "jobs", job)
+    os.makedirs(path, exist_ok=True)
+    p = subprocess.run(["chattr", "+i", path], capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        raise SkipTest("cannot make %s immutable (needs root and a file system with "
+                       "chattr +i): %s" % (path, p.stderr.strip()))
+    ctx.cleanups.append(lambda: subprocess.run(["chattr", "-i", path], capture_output=True))
 
 
 def python_binding_check(d, rank, want):
@@ -234,25 +249,22 @@ def case_lost_node(ctx):
     layouts = {r: layout(r, big=3 * 1024 * 1024 + 5) for r in range(world)}
 
     # step 10: saved, committed and replicated both ways
-    for d in cl.nodes:
-        save_node(d, JOB, 10, cl.ranks_of(d.node), world, layouts, seed=10)
+    commit_both(cl, JOB, 10, layouts, seed=10)
     for d in cl.nodes:
         wait_replicated(d, JOB, 10)
     ranks, _ = rank_dirs(replica_step_path(n0.state_dir, 1, JOB, 10))
     check(ranks == {1}, "node 0 holds ranks %s of node 1's step 10, expected {1}" % ranks)
-    # a job only node 1 ran (as if it moved there): node 0 has it in its
-    # replica area and nowhere else
-    save_node(n1, AREA_JOB, 7, [1], world, layouts, seed=7)
+    # a job only node 1 ran (as if it moved there; both its ranks saved
+    # there): node 0 has it in its replica area and nowhere else
+    save_node(n1, AREA_JOB, 7, [0, 1], world, layouts, seed=7)
     wait_replicated(n1, AREA_JOB, 7)
 
-    # node 1 comes back unable to reach node 0 (its entry for node 0 names a
-    # dead port); node 0 still reaches it
-    n1.stop()
-    dead = free_ports(1)[0]
-    n1.extra = with_peers(n1.extra, peers_flag(cl, [dead, cl.ports[1]]))
-    n1.start(timeout=60)
-    for d in cl.nodes:
-        save_node(d, JOB, 20, cl.ranks_of(d.node), world, layouts, seed=20)
+    # node 0's replica area of node 1 takes no new step of JOB: rank 1 of
+    # step 20 never reaches node 0.  (Before the cluster-wide commit node 1
+    # was restarted unable to reach node 0; now that would keep step 20
+    # from being committed at all, node 0 coordinating commits.)
+    refuse_replicas(ctx, n0, 1, JOB)
+    commit_both(cl, JOB, 20, layouts, seed=20)
     wait_replicated(n0, JOB, 20)            # rank 0 of step 20 reached node 1
     wait_not_replicated(n1, JOB, 20)        # rank 1 of step 20 did not reach node 0
     ranks, _ = rank_dirs(replica_step_path(n0.state_dir, 1, JOB, 20))
@@ -260,7 +272,7 @@ def case_lost_node(ctx):
           "it" % ranks)
     ranks, _ = rank_dirs(replica_step_path(n1.state_dir, 0, JOB, 20))
     check(ranks == {0}, "node 1 holds ranks %s of node 0's step 20, expected {0}" % ranks)
-    log("   step 10 replicated both ways; step 20 only from node 0 to node 1")
+    log("   step 10 replicated both ways; step 20 (committed) only from node 0 to node 1")
 
     # node 1 is lost, disk and all
     n1.kill(signal.SIGKILL)
@@ -398,17 +410,17 @@ def case_neighbour(ctx):
     job = "fallback.job-2"
     cl = Cluster(ctx, 2, 2, 1, "clique", ranks_per_node=1, pool="64M", slot="4M")
     n0, n1 = cl.nodes
-    # node 1 cannot reach node 0 from the start: its ranks never get there
-    dead = free_ports(1)[0]
-    n1.extra = with_peers(n1.extra, peers_flag(cl, [dead, cl.ports[1]]))
+    # node 0's replica area of node 1 takes nothing of this job: node 1's
+    # ranks never get there (before the cluster-wide commit node 1 could not
+    # reach node 0 at all; now it must, node 0 coordinating commits)
+    refuse_replicas(ctx, n0, 1, job)
     cl.start()
     world = cl.world
     # rank 1 is large enough that pulling it takes longer than noticing a
     # client that hung up
     layouts = {0: layout(0), 1: layout(1, big=48 * 1024 * 1024 + 1)}
     for step in (5, 6):
-        for d in cl.nodes:
-            save_node(d, job, step, cl.ranks_of(d.node), world, layouts, seed=step)
+        commit_both(cl, job, step, layouts, seed=step)
         wait_replicated(n0, job, step)
     wait_until(lambda: repl_status(n0).get("peers_up") == 1, timeout=30,
                what="node 0 to be connected to node 1")
@@ -485,24 +497,39 @@ def case_store(ctx):
     bucket, job, world = "fallback", "fallback.job-3", 2
     rctx.store.s3.create_bucket(bucket)
     layouts = {r: layout(r, big=2 * 1024 * 1024 + 3) for r in range(world)}
-    # two nodes flushing to one store, no neighbour replication
-    n0 = rctx.daemon("n0", bucket, node=(0, 2), pool="64M", slot="4M").start()
-    n1 = rctx.daemon("n1", bucket, node=(1, 2), pool="64M", slot="4M").start()
-    n0.node, n1.node = 0, 1
-    for step in (5, 10):
-        save_node(n0, job, step, [0], world, layouts, seed=step)
-        save_node(n1, job, step, [1], world, layouts, seed=step)
-        wait_remote(n0, job, step)
-    # node 1 is lost before it saved step 20: node 0 committed its rank of
-    # it, the store has node 0's manifest of it and never a COMMIT
-    save_node(n0, job, 20, [0], world, layouts, seed=20)
+    # two nodes of one cluster flushing to one store, no neighbour
+    # replication; node 1 reaches the store through a proxy that can hold
+    # its requests of step 20
     sp = step_prefix("", job, 20)
+    hold = {"on": False}
+    proxy = rctx.proxy(policy=lambda req: "stall" if hold["on"] and req.key and
+                       req.key.startswith(sp) else "forward")
+    cl = loopback_cluster(ctx.tmp, 2)
+    n0 = rctx.daemon("n0", bucket, node=(0, 2), cluster=cl, pool="64M", slot="4M").start()
+    n1 = rctx.daemon("n1", bucket, endpoint=proxy.endpoint, node=(1, 2), cluster=cl,
+                     pool="64M", slot="4M").start()
+    n0.node, n1.node = 0, 1
+    for step in (5, 10, 20):
+        hold["on"] = step == 20
+        save_node(n0, job, step, [0], world, layouts, seed=step, commit=False)
+        save_node(n1, job, step, [1], world, layouts, seed=step, commit=False)
+        n0.rank("commit", "--job", job, "--step", step)
+        if step != 20:
+            wait_remote(n0, job, step)
+    # step 20 is committed on both nodes (the cluster-wide commit); node 1
+    # is lost before its rank of it reached the store: the store has node
+    # 0's manifest of it and never a COMMIT.  (Before the cluster-wide
+    # commit node 1 was lost before saving step 20 and node 0 committed its
+    # rank alone; now that step would be committed nowhere.)
     wait_until(lambda: rctx.store.exists(bucket, sp + "nodes/0.manifest"), timeout=120,
                interval=0.2, what="node 0's manifest of step 20 in the bucket")
-    check(not rctx.store.exists(bucket, sp + "COMMIT"), "step 20 has a COMMIT object")
     n1.kill(signal.SIGKILL)
     shutil.rmtree(n1.state_dir)
-    log("   steps 5 and 10 in the store; step 20 committed on node 0 only; node 1 lost")
+    check(not rctx.store.exists(bucket, sp + "COMMIT"), "step 20 has a COMMIT object")
+    check(not rctx.store.exists(bucket, sp + "nodes/1.manifest"),
+          "node 1's manifest of step 20 reached the store through the holding proxy")
+    log("   steps 5 and 10 in the store; step 20 committed on both nodes, in the store only "
+        "node 0's part; node 1 lost")
 
     # node 0: step 20 is nowhere for rank 1; the store has rank 1 of step 10
     kv, fell = latest_rank(n0, 1, job=job)
