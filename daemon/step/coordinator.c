@@ -35,6 +35,7 @@ struct cstep {
         uint32_t missing;       /* ranks held nowhere */
         uint8_t *holder;        /* node_count entries: enum holder */
         uint8_t *asked;         /* node_count entries: a trainer there asked */
+        uint32_t unrecorded;    /* nodes at HOLDS_RANKS (keeps advance() O(1)) */
         bool commit_asked;
         bool decided;           /* made here, or learned from a COMMITTED report */
         bool everywhere;        /* every holder recorded it; told */
@@ -150,6 +151,12 @@ static struct cstep *cstep_new(struct coordinator *co, const struct peer_step_re
         return ret;
 }
 
+static void set_holder(struct cstep *s, uint32_t node, uint8_t h) {
+        s->unrecorded -= s->holder[node] == HOLDS_RANKS;
+        s->holder[node] = h;
+        s->unrecorded += h == HOLDS_RANKS;
+}
+
 static void state_init(struct peer_step_state *m, const struct cstep *s, uint8_t state) {
         memset(m, 0, sizeof(*m));
         m->job.len = (uint16_t)strlen(s->job);
@@ -260,11 +267,8 @@ static void advance(struct coordinator *co, struct cstep *s, int64_t now) {
                         if (s->holder[nd] == HOLDS_RANKS)
                                 send_state(co, nd, s, PEER_STEP_DECIDED);
         }
-        if (!s->decided || s->everywhere)
+        if (!s->decided || s->everywhere || s->unrecorded)
                 return;
-        for (uint32_t nd = 0; nd < co->node_count; nd++)
-                if (s->holder[nd] == HOLDS_RANKS)
-                        return;
         s->everywhere = true;
         for (uint32_t nd = 0; nd < co->node_count; nd++)
                 if (s->holder[nd] != HOLDS_NONE || s->asked[nd])
@@ -304,9 +308,9 @@ void coordinator_report(struct coordinator *co, uint32_t node,
                 s->rank_node[rk] = node;
         }
         if (r->nranks && s->holder[node] == HOLDS_NONE)
-                s->holder[node] = HOLDS_RANKS;
+                set_holder(s, node, HOLDS_RANKS);
         if (r->flags & PEER_REPORT_COMMITTED) {
-                s->holder[node] = HOLDS_RECORDED;
+                set_holder(s, node, HOLDS_RECORDED);
                 if (!s->decided) {
                         /* a decision made before this coordinator started
                          * (or before it forgot the step): the recorder's
