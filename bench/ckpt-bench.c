@@ -26,6 +26,8 @@
  * commit (bench/commit.sh) takes its own options:
  *
  *   --sockets P0,P1,.. node i's daemon socket (default: --socket, one node)
+ *   --base-sockets P0,.. as many daemons of another build, measured in turns
+ *                      with --sockets step by step ("base_commit_step=" lines)
  *   --ranks-per-node R rank connections per node (default 2); --size and
  *                      --tensors are then per rank
  *   --steps N          timed steps (default 20), after --warmup W (default 2)
@@ -81,6 +83,7 @@ struct bench {
         uint64_t saved_step; /* a fully local step, for restore */
         /* commit mode */
         const char *sockets; /* comma-separated, node 0 first */
+        const char *base_sockets; /* the same for the daemons compared with */
         uint32_t ranks_per_node;
         uint32_t steps, warmup;
         uint32_t timeout_ms;
@@ -577,6 +580,7 @@ struct commit_node {
 
 struct commit_bench {
         struct bench *bench;
+        const char *label; /* of its output lines: "commit", "base_commit" */
         uint32_t nodes;
         struct commit_node *node;
         uint64_t step;
@@ -799,8 +803,8 @@ static int commit_step(struct commit_bench *cb, bool timed, bool detect) {
         }
         if (!timed)
                 return 0;
-        printf("commit_step=%" PRIu64 " latency_s=%.6f call_s=%.6f issue_s=%.6f first_node_s=%.6f "
-               "nodes_s=", cb->step, last - t_local, t_call - t_issue, t_issue - t_local,
+        printf("%s_step=%" PRIu64 " latency_s=%.6f call_s=%.6f issue_s=%.6f first_node_s=%.6f "
+               "nodes_s=", cb->label, cb->step, last - t_local, t_call - t_issue, t_issue - t_local,
                first - t_local);
         for (uint32_t i = 0; i < cb->nodes; i++)
                 printf("%s%.6f", i ? "," : "", cb->node[i].waiter.t_committed - t_local);
@@ -809,30 +813,32 @@ static int commit_step(struct commit_bench *cb, bool timed, bool detect) {
         return 0;
 }
 
-static int mode_commit(struct bench *b) {
-        struct commit_bench cb = { .bench = b };
-        const char *list = b->sockets ? b->sockets : b->socket;
+/* Connect ranks and waiters to the daemons of `list` (node 0 first) and
+ * find the first step to save; cb->bench must be set. */
+static int commit_bench_open(struct commit_bench *cb, const char *list, const char *label) {
+        struct bench *b = cb->bench;
         char *sockets = strdup(list ? list : "");
         char *save_ptr = NULL, *tok;
         int r = 0;
 
         if (!sockets)
                 return -ENOMEM;
-        pthread_mutex_init(&cb.lock, NULL);
-        pthread_cond_init(&cb.cond, NULL);
+        cb->label = label;
+        pthread_mutex_init(&cb->lock, NULL);
+        pthread_cond_init(&cb->cond, NULL);
         for (const char *p = sockets; *p; p++)
-                cb.nodes += *p == ',';
-        cb.nodes++;
-        cb.node = calloc(cb.nodes, sizeof(*cb.node));
-        if (!cb.node) {
+                cb->nodes += *p == ',';
+        cb->nodes++;
+        cb->node = calloc(cb->nodes, sizeof(*cb->node));
+        if (!cb->node) {
                 free(sockets);
                 return -ENOMEM;
         }
         uint32_t i = 0;
         for (tok = strtok_r(sockets, ",", &save_ptr); tok && r == 0;
              tok = strtok_r(NULL, ",", &save_ptr), i++) {
-                struct commit_node *n = &cb.node[i];
-                n->cb = &cb;
+                struct commit_node *n = &cb->node[i];
+                n->cb = cb;
                 n->index = i;
                 n->waiter.node = n;
                 n->ranks = calloc(b->ranks_per_node, sizeof(*n->ranks));
@@ -847,37 +853,68 @@ static int mode_commit(struct bench *b) {
                         r = connect_to(tok, &n->ranks[k].conn);
                 }
         }
-        if (r == 0 && i != cb.nodes) {
-                fprintf(stderr, "ckpt-bench: --sockets has an empty entry\n");
+        free(sockets);
+        if (r == 0 && i != cb->nodes) {
+                fprintf(stderr, "ckpt-bench: an empty entry in the socket list '%s'\n", list);
                 r = -EINVAL;
         }
         if (r == 0) {
                 uint64_t latest;
-                r = ckpt_latest(cb.node[0].ranks[0].conn, b->job, &latest, NULL);
-                cb.step = r == 0 ? latest + 1 : 1;
+                r = ckpt_latest(cb->node[0].ranks[0].conn, b->job, &latest, NULL);
+                cb->step = r == 0 ? latest + 1 : 1;
                 r = r == -ENOENT ? 0 : r;
                 if (r < 0)
-                        fail(b, "latest", r);
+                        fprintf(stderr, "ckpt-bench: latest: %s (%s)\n", ckpt_strerror(r),
+                                ckpt_last_error(cb->node[0].ranks[0].conn));
+        }
+        return r;
+}
+
+static void commit_bench_close(struct commit_bench *cb) {
+        for (uint32_t i = 0; cb->node && i < cb->nodes; i++) {
+                ckpt_disconnect(cb->node[i].waiter.conn);
+                for (uint32_t k = 0; cb->node[i].ranks && k < cb->bench->ranks_per_node; k++)
+                        ckpt_disconnect(cb->node[i].ranks[k].conn);
+                free(cb->node[i].ranks);
+        }
+        free(cb->node);
+        pthread_cond_destroy(&cb->cond);
+        pthread_mutex_destroy(&cb->lock);
+}
+
+/*
+ * --sockets, and with --base-sockets a second set of daemons (another
+ * build) measured in the same run: the two take turns step by step, which
+ * goes first alternating, so that a burst of someone else's load on this
+ * machine lands on both about equally.
+ */
+static int mode_commit(struct bench *b) {
+        struct commit_bench cb[2] = { { .bench = b }, { .bench = b } };
+        uint32_t sets = b->base_sockets ? 2 : 1;
+        int r = commit_bench_open(&cb[0], b->sockets ? b->sockets : b->socket, "commit");
+
+        if (r == 0 && sets == 2)
+                r = commit_bench_open(&cb[1], b->base_sockets, "base_commit");
+        if (r == 0 && sets == 2 && cb[1].nodes != cb[0].nodes) {
+                fprintf(stderr, "ckpt-bench: --sockets and --base-sockets name different "
+                                "numbers of daemons\n");
+                r = -EINVAL;
         }
         if (r == 0) {
-                printf("nodes=%u\nranks_per_node=%u\nsteps=%u\n", cb.nodes, b->ranks_per_node,
+                printf("nodes=%u\nranks_per_node=%u\nsteps=%u\n", cb[0].nodes, b->ranks_per_node,
                        b->steps);
                 fflush(stdout);
         }
-        for (uint32_t s = 0; r == 0 && s < b->warmup + b->steps; s++, cb.step++)
-                r = commit_step(&cb, s >= b->warmup, s == 0 && cb.nodes > 1);
-        if (r == 0)
-                printf("commit_mode=%s\n", cb.per_node ? "per-node" : "cluster");
-        for (i = 0; i < cb.nodes; i++) {
-                ckpt_disconnect(cb.node[i].waiter.conn);
-                for (uint32_t k = 0; cb.node[i].ranks && k < b->ranks_per_node; k++)
-                        ckpt_disconnect(cb.node[i].ranks[k].conn);
-                free(cb.node[i].ranks);
-        }
-        free(cb.node);
-        free(sockets);
-        pthread_cond_destroy(&cb.cond);
-        pthread_mutex_destroy(&cb.lock);
+        for (uint32_t s = 0; r == 0 && s < b->warmup + b->steps; s++)
+                for (uint32_t j = 0; r == 0 && j < sets; j++) {
+                        struct commit_bench *c = &cb[(s + j) % sets];
+                        r = commit_step(c, s >= b->warmup, s == 0 && c->nodes > 1);
+                        c->step++;
+                }
+        for (uint32_t j = 0; r == 0 && j < sets; j++)
+                printf("%s_mode=%s\n", cb[j].label, cb[j].per_node ? "per-node" : "cluster");
+        for (uint32_t j = 0; j < sets; j++)
+                commit_bench_close(&cb[j]);
         return r;
 }
 
@@ -885,8 +922,9 @@ static void usage(FILE *f) {
         fprintf(f, "usage: ckpt-bench [--socket PATH] [--job NAME] [--size BYTES] [--tensors K]\n"
                    "                  [--daemon-pid PID] [--no-commit] [--restore-streams N]\n"
                    "                  [--restore-strided] [--sockets P0,P1,..] "
-                   "[--ranks-per-node R]\n"
-                   "                  [--steps N] [--warmup W] [--timeout MS]\n"
+                   "[--base-sockets P0,P1,..]\n"
+                   "                  [--ranks-per-node R]"
+                   " [--steps N] [--warmup W] [--timeout MS]\n"
                    "                  all|memcpy|stage|zerocopy|restore|flush-stage|commit\n");
 }
 
@@ -901,6 +939,7 @@ int main(int argc, char **argv) {
                 { "restore-streams", required_argument, NULL, 'R' },
                 { "restore-strided", no_argument, NULL, 'S' },
                 { "sockets", required_argument, NULL, 'P' },
+                { "base-sockets", required_argument, NULL, 'B' },
                 { "ranks-per-node", required_argument, NULL, 'r' },
                 { "steps", required_argument, NULL, 'N' },
                 { "warmup", required_argument, NULL, 'W' },
@@ -935,6 +974,7 @@ int main(int argc, char **argv) {
                         }
                         break;
                 case 'P': b.sockets = optarg; break;
+                case 'B': b.base_sockets = optarg; break;
                 case 'r': b.ranks_per_node = (uint32_t)strtoul(optarg, NULL, 10); break;
                 case 'N': b.steps = (uint32_t)strtoul(optarg, NULL, 10); break;
                 case 'W': b.warmup = (uint32_t)strtoul(optarg, NULL, 10); break;

@@ -16,20 +16,22 @@ BEGIN = "<!-- BEGIN bench/commit.sh results"
 END = "<!-- END bench/commit.sh results -->"
 
 
-def load(name):
-    """(steps, modes) of RESULTS/name: one dict per timed step, the commit
-    modes ckpt-bench reported; None when the file does not exist."""
+def load(name, label="commit"):
+    """(steps, modes) of RESULTS/name: one dict per timed step of the
+    daemons `label` names ("commit": this build's, "base_commit": the
+    base's), the commit modes ckpt-bench reported; None when the file does
+    not exist."""
     path = os.path.join(RES, name)
     if not os.path.exists(path):
         return None
     steps, modes = [], set()
     with open(path) as f:
         for line in f:
-            if line.startswith("commit_step="):
+            if line.startswith(label + "_step="):
                 d = dict(kv.split("=", 1) for kv in line.split())
                 steps.append({k: (float(v) if k.endswith("_s") and k != "nodes_s" else v)
                               for k, v in d.items()})
-            m = re.match(r"commit_mode=(\S+)", line)
+            m = re.match(label + r"_mode=(\S+)", line)
             if m:
                 modes.add(m.group(1))
     return steps, modes
@@ -52,7 +54,7 @@ def stats(steps, key="latency_s"):
 
 rows = []
 for nodes in env["NODES"].split():
-    got = load("single-new.txt" if nodes == "1" else f"nodes-{nodes}.txt")
+    got = load("single.txt" if nodes == "1" else f"nodes-{nodes}.txt")
     if not got or not got[0]:
         raise SystemExit(f"commit-report.py: no steps measured for {nodes} daemon(s)")
     steps, modes = got
@@ -73,9 +75,9 @@ if any("per-node" in r[1] for r in rows):
                  "(today's protocol, not a cluster-wide commit).")
 
 compare = []
-base = load("single-base.txt")
+base = load("single.txt", "base_commit")
 if base and base[0]:
-    new_steps = load("single-new.txt")[0]
+    new_steps = load("single.txt")[0]
     bm, b90, _, _ = stats(base[0])
     nm, n90, _, _ = stats(new_steps)
     r = nm / bm
@@ -104,8 +106,8 @@ state dirs on {env["FSTYPE"]} ({env["FSSRC"]}). Machine: {env["NPROC"]} CPUs
 """
 if compare:
     section += f"""
-Single node, this build against the base, both daemons running side by side,
-{env["ROUNDS"]} alternating rounds:
+Single node, this build against the base: both daemons running side by
+side, measured in turns step by step (which goes first alternating):
 
 {chr(10).join(compare)}
 """

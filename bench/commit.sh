@@ -9,7 +9,7 @@
 # bandwidth), as median and p90 of STEPS steps per size.  And the
 # single-node commit of this build against a base build (today's, before
 # the cluster commit), both daemons running side by side and measured in
-# alternating rounds; the target is new <= 1.1 x base.
+# turns, step by step; the target is new <= 1.1 x base.
 #
 # One process (bench/ckpt-bench commit) holds every rank's connection and
 # one waiter per node blocked in ckpt_wait(COMMITTED) from before the
@@ -33,9 +33,7 @@
 #   COMMIT_BENCH_NODES=".."   daemon counts (default "1 2 4 8")
 #   COMMIT_BENCH_STEPS=N      timed steps per daemon count (default 50)
 #   COMMIT_BENCH_COMPARE_STEPS=N  timed steps per build in the single-node
-#                             comparison (default 100), in ROUNDS rounds
-#   COMMIT_BENCH_ROUNDS=N     rounds of the comparison (default 25), base and
-#                             new alternating which goes first
+#                             comparison (default 200)
 #   COMMIT_BENCH_WARMUP=W     untimed steps before each measurement (default 2)
 #   COMMIT_BENCH_RANKS_PER_NODE=R   (default 2)
 #   COMMIT_BENCH_SHARDS=K     shards per rank (default 2)
@@ -57,8 +55,7 @@ BUILD=${BUILD:-build-bench}
 BASE_BUILD=${BASE_BUILD:-}
 NODES=${COMMIT_BENCH_NODES:-1 2 4 8}
 STEPS=${COMMIT_BENCH_STEPS:-50}
-COMPARE_STEPS=${COMMIT_BENCH_COMPARE_STEPS:-100}
-ROUNDS=${COMMIT_BENCH_ROUNDS:-25}
+COMPARE_STEPS=${COMMIT_BENCH_COMPARE_STEPS:-200}
 WARMUP=${COMMIT_BENCH_WARMUP:-2}
 RPN=${COMMIT_BENCH_RANKS_PER_NODE:-2}
 SHARDS=${COMMIT_BENCH_SHARDS:-2}
@@ -81,14 +78,13 @@ esac
 
 . "$SRC_ROOT/bench/lib.sh"
 
-for v in STEPS COMPARE_STEPS ROUNDS RPN SHARDS; do
+for v in STEPS COMPARE_STEPS RPN SHARDS; do
         [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer"
 done
 [[ "$WARMUP" =~ ^[0-9]+$ ]] || die "COMMIT_BENCH_WARMUP must be a number"
 for n in $NODES; do
         [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "COMMIT_BENCH_NODES: '$n' is not a daemon count"
 done
-[ "$COMPARE_STEPS" -ge "$ROUNDS" ] || die "COMMIT_BENCH_COMPARE_STEPS must be at least ROUNDS"
 SHARD_B=$(to_bytes "$SHARD_SIZE")
 [ $((SHARD_B % 8)) = 0 ] && [ "$SHARD_B" -le $((1 << 20)) ] ||
         die "COMMIT_BENCH_SHARD_SIZE must be a multiple of 8 bytes, at most 1M (one slot)"
@@ -179,11 +175,13 @@ start_daemon() {
         die "$name's ckptd did not create its socket within 60 s"
 }
 
-# bench SOCKETS STEPS OUTPUT: one ckpt-bench commit run, appended to OUTPUT
+# bench OUTPUT STEPS [ckpt-bench options...]: one ckpt-bench commit run
 bench() {
-        "$BENCH" --sockets "$1" --job "$JOB" --size "$RANK_B" --tensors "$SHARDS" \
-                --ranks-per-node "$RPN" --steps "$2" --warmup "$WARMUP" commit \
-                >>"$3" 2>>"$RESULTS/ckpt-bench.err" ||
+        local out=$1 steps=$2
+        shift 2
+        "$BENCH" --job "$JOB" --size "$RANK_B" --tensors "$SHARDS" --ranks-per-node "$RPN" \
+                --steps "$steps" --warmup "$WARMUP" "$@" commit \
+                >"$out" 2>>"$RESULTS/ckpt-bench.err" ||
                 { tail -5 "$RESULTS/ckpt-bench.err" >&2; die "ckpt-bench commit failed (see $RESULTS)"; }
 }
 
@@ -191,19 +189,14 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 T_START=$(date +%s)
 
 # ---- 1. one node: this build against the base, side by side ------------------------------
-log "1 daemon: $COMPARE_STEPS steps per build in $ROUNDS rounds"
+log "1 daemon: $COMPARE_STEPS steps${BASE_CKPTD:+ per build, in turns with the base}"
 start_daemon single-new "$CKPTD"
-[ -z "$BASE_CKPTD" ] || start_daemon single-base "$BASE_CKPTD"
-for round in $(seq "$ROUNDS"); do
-        # this round's share of the steps, the remainder in the first rounds
-        n=$(( COMPARE_STEPS / ROUNDS + (round <= COMPARE_STEPS % ROUNDS ? 1 : 0) ))
-        order="new base"
-        [ $((round % 2)) = 0 ] || order="base new"
-        for which in $order; do
-                [ "$which" = new ] || [ -n "$BASE_CKPTD" ] || continue
-                bench "$WORK/single-$which.sock" "$n" "$RESULTS/single-$which.txt"
-        done
-done
+single=(--sockets "$WORK/single-new.sock")
+if [ -n "$BASE_CKPTD" ]; then
+        start_daemon single-base "$BASE_CKPTD"
+        single+=(--base-sockets "$WORK/single-base.sock")
+fi
+bench "$RESULTS/single.txt" "$COMPARE_STEPS" "${single[@]}"
 stop_all
 
 # ---- 2. N daemons, one cluster on loopback ----------------------------------------------
@@ -218,7 +211,7 @@ for nodes in $NODES; do
                         --cluster-replication-factor 1 --cluster-psk-file "$PSK"
                 socks+=${socks:+,}$WORK/n$nodes-node$i.sock
         done
-        bench "$socks" "$STEPS" "$RESULTS/nodes-$nodes.txt"
+        bench "$RESULTS/nodes-$nodes.txt" "$STEPS" --sockets "$socks"
         stop_all
         rm -rf "$WORK"/n"$nodes"-node*
 done
@@ -228,7 +221,7 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 # ---- tables, docs ----------------------------------------------------------------------
 FSTYPE=$(findmnt -n -o FSTYPE -T "$WORK" 2>/dev/null || echo "?")
 FSSRC=$(findmnt -n -o SOURCE -T "$WORK" 2>/dev/null || echo "?")
-export RESULTS NODES STEPS COMPARE_STEPS ROUNDS WARMUP RPN SHARDS SHARD_B CMDLINE FSTYPE FSSRC
+export RESULTS NODES STEPS COMPARE_STEPS WARMUP RPN SHARDS SHARD_B CMDLINE FSTYPE FSSRC
 export LOAD_START LOAD_END NEW_DESC BASE_DESC DOCS
 export DURATION=$((T_END - T_START)) NPROC=$(nproc) KERNEL=$(uname -r)
 export CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
