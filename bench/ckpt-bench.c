@@ -1006,6 +1006,11 @@ int main(int argc, char **argv) {
         }
         bool flush_stage = !strcmp(mode, "flush-stage");
         bool commit = !strcmp(mode, "commit");
+        if (commit && b.warmup < 1) {
+                fprintf(stderr, "ckpt-bench: commit needs --warmup 1 or more (the first step "
+                                "finds out whether a commit on node 0 reaches every node)\n");
+                return 2;
+        }
         b.src = alloc_prefaulted(b.size, true);
         /* flush-stage and commit read nothing back: no second buffer to hold */
         b.dst = flush_stage || commit ? b.src : alloc_prefaulted(b.size, false);

@@ -81,7 +81,7 @@ esac
 for v in STEPS COMPARE_STEPS RPN SHARDS; do
         [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer"
 done
-[[ "$WARMUP" =~ ^[0-9]+$ ]] || die "COMMIT_BENCH_WARMUP must be a number"
+[[ "$WARMUP" =~ ^[1-9][0-9]*$ ]] || die "COMMIT_BENCH_WARMUP must be at least 1 (the first step finds out how the daemons commit)"
 for n in $NODES; do
         [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "COMMIT_BENCH_NODES: '$n' is not a daemon count"
 done
