@@ -2160,6 +2160,24 @@ int config_validate(const struct config *c, FILE *err) {
                              "from 0)\n", c->cluster_npeers, c->cluster_node_count);
                 r = -EINVAL;
         }
+        /* A step of a job on several nodes is committed only when the nodes
+         * agree (docs/commit.md): they must be able to reach each other. */
+        if (c->cluster_node_count > 1 && c->cluster_replication_factor <= 1 &&
+            !c->cluster_npeers) {
+                fprintf(err, "[cluster] node_count = %u needs [cluster] peers, the host:port of "
+                             "every node: the nodes agree on each commit over them (or set "
+                             "node_count = 1: a single node)\n",
+                        c->cluster_node_count);
+                r = -EINVAL;
+        }
+        if (c->cluster_node_count > 1 && c->cluster_replication_factor <= 1 &&
+            !(c->cluster_psk_file && *c->cluster_psk_file)) {
+                fprintf(err, "[cluster] node_count = %u needs [cluster] psk_file, the "
+                             "pre-shared key with which nodes authenticate each other (the "
+                             "same file on every node, mode 0600)\n",
+                        c->cluster_node_count);
+                r = -EINVAL;
+        }
         if (c->cluster_replication_factor > 1 && !c->cluster_npeers) {
                 fprintf(err, "[cluster] replication_factor = %u needs [cluster] peers, the "
                              "host:port of every node, to send replicas to (or set "

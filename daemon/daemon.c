@@ -28,6 +28,7 @@
 #include "pool/pool.h"
 #include "peer/auth.h"
 #include "peer/peers.h"
+#include "step/coordinator.h"
 #include "remote/credentials.h"
 #include "remote/fetch.h"
 #include "remote/flush.h"
@@ -54,6 +55,12 @@ struct daemon {
         struct peers *peers;
         struct replica_area *areas;
         size_t nareas;
+        /* the cluster-wide commit: node 0's coordinator, and the messages
+         * between this node and its own coordinator (delivered from a
+         * timer, never inside the call that sends them) */
+        struct coordinator *coord;
+        struct list local_msgs;
+        struct loop_timer local_timer;
         char remote_target[CKPT_ERRMSG_MAX + 1];
         int signal_fd;
         struct loop_watch signal_watch;
@@ -340,8 +347,112 @@ static void daemon_peers_changed(void *userdata, const char *job, uint64_t step)
         save_step_changed(d->server, job, step);
 }
 
+/* ---- the cluster-wide commit (docs/commit.md) ------------------------------------------- */
+
+struct local_msg {
+        struct list link;
+        struct peer_msg m;
+};
+
+static void daemon_local_deliver(struct loop_timer *t) {
+        struct daemon *d = container_of(t, struct daemon, local_timer);
+
+        while (!list_empty(&d->local_msgs)) {
+                struct local_msg *lm = list_entry(d->local_msgs.next, struct local_msg, link);
+                list_unlink(&lm->link);
+                if (lm->m.hdr.type == PEER_MSG_STEP_REPORT)
+                        coordinator_report(d->coord, d->cfg->cluster_node_index,
+                                           &lm->m.step_report, (int64_t)time(NULL));
+                else
+                        save_cluster_state(d->server, &lm->m.step_state);
+                free(lm);
+        }
+}
+
+static int daemon_local_queue(struct daemon *d, const struct peer_msg *m) {
+        struct local_msg *lm = malloc(sizeof(*lm));
+        if (!lm)
+                return -ENOMEM;
+        lm->m = *m;
+        list_add_tail(&d->local_msgs, &lm->link);
+        if (!loop_timer_armed(&d->local_timer))
+                loop_timer_start(d->loop, &d->local_timer, 0, daemon_local_deliver);
+        return 0;
+}
+
+/* The coordinator's word to node (this one too). */
+static void daemon_coord_send(void *userdata, uint32_t node, const struct peer_step_state *state) {
+        struct daemon *d = userdata;
+        _cleanup_free_ struct peer_msg *m = calloc(1, sizeof(*m));
+
+        if (!m)
+                return; /* the node's next report gets the word again */
+        m->hdr.type = PEER_MSG_STEP_STATE;
+        m->step_state = *state;
+        if (node == d->cfg->cluster_node_index)
+                (void)daemon_local_queue(d, m);
+        else
+                /* -ENOTCONN: the node reports again when its link is back */
+                (void)peers_control_send(d->peers, node, m);
+}
+
+static int daemon_cluster_report(struct server *srv, struct peer_msg *m) {
+        struct daemon *d = srv->userdata;
+        if (d->coord)
+                return daemon_local_queue(d, m);
+        return peers_control_send(d->peers, PEERS_COORDINATOR, m);
+}
+
+static bool daemon_cluster_reachable(struct server *srv) {
+        struct daemon *d = srv->userdata;
+        return d->coord || peers_coordinator_up(d->peers);
+}
+
+static void daemon_control_message(void *userdata, uint32_t node, const struct peer_msg *m) {
+        struct daemon *d = userdata;
+        if (m->hdr.type == PEER_MSG_STEP_REPORT) {
+                if (d->coord)
+                        coordinator_report(d->coord, node, &m->step_report, (int64_t)time(NULL));
+        } else {
+                save_cluster_state(d->server, &m->step_state);
+        }
+}
+
+static void daemon_coordinator_up(void *userdata) {
+        struct daemon *d = userdata;
+        save_cluster_sync(d->server);
+}
+
+/* With more than one node, commits are the cluster's: node 0 runs the
+ * coordinator, every node reports to it over the peer links. */
+static int daemon_cluster_open(struct daemon *d) {
+        const struct config *cfg = d->cfg;
+
+        if (cfg->cluster_node_count <= 1 || !d->peers)
+                return 0;
+        if (cfg->cluster_node_index == PEERS_COORDINATOR) {
+                const struct coordinator_ops ops = { .send = daemon_coord_send };
+                int r = coordinator_new(&d->coord, cfg->cluster_node_count, &ops, d);
+                if (r < 0)
+                        return r;
+        }
+        const struct peers_control control = {
+                .message = daemon_control_message,
+                .coordinator_up = daemon_coordinator_up,
+                .userdata = d,
+        };
+        peers_set_control(d->peers, &control);
+        d->server->cluster_report = daemon_cluster_report;
+        d->server->cluster_reachable = daemon_cluster_reachable;
+        if (d->coord)
+                /* the coordinator learns this node's steps like any other's */
+                save_cluster_sync(d->server);
+        return 0;
+}
+
 /* Replica areas (one per node that replicates here, reconciled like the
- * local tier) and the peer server; nothing when replication is off. */
+ * local tier) and the peer server: with replication, or with more than
+ * one node (the commit's control links). */
 static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
         const struct config *cfg = d->cfg;
         char err[256] = "", path[4096];
@@ -350,7 +461,8 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
         uint32_t srcs[16];
         int r;
 
-        if (cfg->cluster_replication_factor <= 1 || !cfg->cluster_npeers)
+        if ((cfg->cluster_replication_factor <= 1 && cfg->cluster_node_count <= 1) ||
+            !cfg->cluster_npeers)
                 return 0;
         const struct topology topo = {
                 .count = cfg->cluster_node_count,
@@ -563,8 +675,11 @@ static void daemon_fd_budget(const struct config *cfg) {
                         rl = want;
         }
         uint64_t need = FD_BASE + (uint64_t)cfg->client_connections_max;
-        if (cfg->cluster_replication_factor > 1 && cfg->cluster_npeers)
+        if ((cfg->cluster_replication_factor > 1 || cfg->cluster_node_count > 1) &&
+            cfg->cluster_npeers)
+                /* the coordinator also holds every node's control link */
                 need += FD_PEER_LINKS + cfg->cluster_peer_unauthenticated_max +
+                        (cfg->cluster_node_index == 0 ? cfg->cluster_node_count : 0) +
                         (uint64_t)16 * cfg->cluster_peer_unauthenticated_per_address;
         if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
                 log_warn("file descriptors: RLIMIT_NOFILE is %llu, but the connection limits "
@@ -601,6 +716,7 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
         d->argc = argc;
         d->argv = argv;
         d->signal_fd = -1;
+        list_init(&d->local_msgs);
         daemon_fd_budget(cfg);
 
         /* Block the signals we handle before any thread exists, so every
@@ -676,7 +792,11 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
         r = daemon_peers_open(d, &so);
         if (r < 0)
                 goto fail;
-        d->server->peers = d->peers;
+        /* the server's peers are the replication tier's: none without targets */
+        d->server->peers = peers_replicates(d->peers) ? d->peers : NULL;
+        r = daemon_cluster_open(d);
+        if (r < 0)
+                goto fail;
         daemon_retention_all(d);
         if (d->flusher)
                 flush_resume(d->flusher);
@@ -757,6 +877,13 @@ struct daemon *daemon_free(struct daemon *d) {
         /* the object-store tier before what its callbacks touch (catalog,
          * store, pool): freeing the client cancels its requests */
         d->peers = peers_free(d->peers);
+        d->coord = coordinator_free(d->coord);
+        loop_timer_cancel(&d->local_timer);
+        while (!list_empty(&d->local_msgs)) {
+                struct local_msg *lm = list_entry(d->local_msgs.next, struct local_msg, link);
+                list_unlink(&lm->link);
+                free(lm);
+        }
         for (size_t i = 0; i < d->nareas; i++) {
                 d->areas[i].catalog = catalog_free(d->areas[i].catalog);
                 d->areas[i].store = store_free(d->areas[i].store);

@@ -102,6 +102,10 @@ enum peer_msg_type {
         /* connection level */
         PEER_MSG_PING = 13,
         PEER_MSG_PONG = 14,
+        /* the cluster-wide commit (docs/peer-protocol.md "Commit"): a node
+         * reports to the coordinator (node 0), which answers and decides */
+        PEER_MSG_STEP_REPORT = 15, /* node -> coordinator */
+        PEER_MSG_STEP_STATE = 16,  /* coordinator -> node */
         PEER_MSG_TYPE_MAX_,
 };
 
@@ -210,6 +214,54 @@ struct peer_ping {
         uint64_t value; /* PONG echoes PING's value */
 };
 
+/* The most ranks one STEP_REPORT names (4 bytes each, so a report stays
+ * under PEER_MSG_MAX); a node holding more sends several: reports add up. */
+#define PEER_REPORT_RANKS_MAX 8192u
+
+/* STEP_REPORT flags */
+enum {
+        PEER_REPORT_BEGIN = 1u << 0,     /* a save of the step began here: answer
+                                          * whether its world_size is the cluster's */
+        PEER_REPORT_COMMIT = 1u << 1,    /* a trainer here asked for the commit */
+        PEER_REPORT_COMMITTED = 1u << 2, /* this node recorded the decision
+                                          * (committed_at says when it was made) */
+        PEER_REPORT_FLAGS_ALL_ = (1u << 3) - 1,
+};
+
+/* "These ranks of (job, step) are on my local disk" (fsynced, renamed into
+ * place), plus what the flags say.  uid: the job's owner on the sending
+ * node; the coordinator refuses a report whose uid differs from the
+ * first one it saw for the job. */
+struct peer_step_report {
+        struct ckpt_name job;
+        uint32_t uid;
+        uint64_t step;
+        uint32_t world_size;
+        uint8_t flags;          /* PEER_REPORT_* */
+        int64_t committed_at;   /* unix seconds; 0 unless COMMITTED */
+        uint32_t nranks;        /* <= PEER_REPORT_RANKS_MAX, each < world_size */
+        uint32_t ranks[PEER_REPORT_RANKS_MAX];
+};
+
+/* STEP_STATE: the coordinator's word on a step. */
+enum peer_step_phase {
+        PEER_STEP_PENDING = 0,    /* not decided; message says what is missing */
+        PEER_STEP_DECIDED = 1,    /* committed: record it (COMMITTED record) and report */
+        PEER_STEP_EVERYWHERE = 2, /* every node holding ranks of it has recorded it */
+        PEER_STEP_REFUSED = 3,    /* error and message say why (world_size, owner) */
+        PEER_STEP_STATE_MAX_,
+};
+
+struct peer_step_state {
+        struct ckpt_name job;
+        uint64_t step;
+        uint32_t world_size;    /* the cluster's (0: not known yet) */
+        uint8_t state;          /* enum peer_step_phase */
+        int64_t committed_at;   /* DECIDED, EVERYWHERE: when it was decided */
+        int32_t error;          /* REFUSED: -errno; else 0 */
+        char message[PEER_ERRMSG_MAX + 1];
+};
+
 struct peer_msg {
         struct peer_hdr hdr;
         union {
@@ -224,6 +276,8 @@ struct peer_msg {
                 struct peer_list_rep list_rep;
                 struct peer_get_rank get_rank;
                 struct peer_ping ping; /* PING, PONG */
+                struct peer_step_report step_report;
+                struct peer_step_state step_state;
                 /* AUTH_OK, RANK_END: empty body */
         };
 };

@@ -55,6 +55,8 @@ static bool stream_ok(uint16_t type, uint32_t stream) {
         case PEER_MSG_AUTH_OK:
         case PEER_MSG_PING:
         case PEER_MSG_PONG:
+        case PEER_MSG_STEP_REPORT:
+        case PEER_MSG_STEP_STATE:
                 return stream == 0;
         case PEER_MSG_ERROR:
                 return true;
@@ -147,6 +149,32 @@ static int check_msg(const struct peer_msg *m) {
                 check_step(&c, m->get_rank.step);
                 check_rank(&c, m->get_rank.rank);
                 break;
+        case PEER_MSG_STEP_REPORT: {
+                const struct peer_step_report *p = &m->step_report;
+                check_name(&c, &p->job);
+                check_step(&c, p->step);
+                check_world(&c, p->world_size);
+                check_bad(&c, p->flags & ~PEER_REPORT_FLAGS_ALL_);
+                check_bad(&c, p->nranks > PEER_REPORT_RANKS_MAX);
+                check_inval(&c, p->committed_at < 0);
+                check_inval(&c, !(p->flags & PEER_REPORT_COMMITTED) && p->committed_at != 0);
+                for (uint32_t i = 0; i < p->nranks && i < PEER_REPORT_RANKS_MAX; i++)
+                        check_inval(&c, p->ranks[i] >= p->world_size);
+                break;
+        }
+        case PEER_MSG_STEP_STATE: {
+                const struct peer_step_state *p = &m->step_state;
+                check_name(&c, &p->job);
+                check_step(&c, p->step);
+                check_bad(&c, p->state >= PEER_STEP_STATE_MAX_);
+                if (p->world_size != 0)
+                        check_world(&c, p->world_size);
+                check_inval(&c, p->committed_at < 0);
+                check_errno(&c, p->error, p->state != PEER_STEP_REFUSED);
+                check_inval(&c, p->state != PEER_STEP_REFUSED && p->error != 0);
+                check_cstr(&c, p->message, PEER_ERRMSG_MAX);
+                break;
+        }
         default: /* AUTH, PING, PONG: any bytes; AUTH_OK, RANK_END: empty */
                 break;
         }
@@ -222,6 +250,30 @@ static void put_body(struct wbuf *w, const struct peer_msg *m) {
         case PEER_MSG_PONG:
                 w_u64(w, m->ping.value);
                 break;
+        case PEER_MSG_STEP_REPORT: {
+                const struct peer_step_report *p = &m->step_report;
+                w_name(w, &p->job);
+                w_u32(w, p->uid);
+                w_u64(w, p->step);
+                w_u32(w, p->world_size);
+                w_u8(w, p->flags);
+                w_u64(w, (uint64_t)p->committed_at);
+                w_u32(w, p->nranks);
+                for (uint32_t i = 0; i < p->nranks; i++)
+                        w_u32(w, p->ranks[i]);
+                break;
+        }
+        case PEER_MSG_STEP_STATE: {
+                const struct peer_step_state *p = &m->step_state;
+                w_name(w, &p->job);
+                w_u64(w, p->step);
+                w_u32(w, p->world_size);
+                w_u8(w, p->state);
+                w_u64(w, (uint64_t)p->committed_at);
+                w_i32(w, p->error);
+                w_cstr(w, p->message, PEER_ERRMSG_MAX);
+                break;
+        }
         default: /* AUTH_OK, RANK_END: empty */
                 break;
         }
@@ -309,6 +361,35 @@ static void get_body(struct rbuf *r, struct peer_msg *m) {
         case PEER_MSG_PONG:
                 m->ping.value = r_u64(r);
                 break;
+        case PEER_MSG_STEP_REPORT: {
+                struct peer_step_report *p = &m->step_report;
+                r_name(r, &p->job);
+                p->uid = r_u32(r);
+                p->step = r_u64(r);
+                p->world_size = r_u32(r);
+                p->flags = r_u8(r);
+                p->committed_at = (int64_t)r_u64(r);
+                p->nranks = r_u32(r);
+                /* The count sizes the array: check it before the ranks. */
+                if (p->nranks > PEER_REPORT_RANKS_MAX) {
+                        r_fail(r, -EBADMSG);
+                        break;
+                }
+                for (uint32_t i = 0; i < p->nranks && r->err != -EBADMSG; i++)
+                        p->ranks[i] = r_u32(r);
+                break;
+        }
+        case PEER_MSG_STEP_STATE: {
+                struct peer_step_state *p = &m->step_state;
+                r_name(r, &p->job);
+                p->step = r_u64(r);
+                p->world_size = r_u32(r);
+                p->state = r_u8(r);
+                p->committed_at = (int64_t)r_u64(r);
+                p->error = r_i32(r);
+                r_cstr(r, p->message, PEER_ERRMSG_MAX);
+                break;
+        }
         default: /* AUTH_OK, RANK_END: empty */
                 break;
         }
@@ -430,6 +511,8 @@ static const char *const type_names[PEER_MSG_TYPE_MAX_] = {
         [PEER_MSG_LIST_REQ] = "LIST_REQ",
         [PEER_MSG_LIST_REP] = "LIST_REP",
         [PEER_MSG_GET_RANK] = "GET_RANK",
+        [PEER_MSG_STEP_REPORT] = "STEP_REPORT",
+        [PEER_MSG_STEP_STATE] = "STEP_STATE",
         [PEER_MSG_PING] = "PING",
         [PEER_MSG_PONG] = "PONG",
 };

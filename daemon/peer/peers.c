@@ -49,6 +49,16 @@ struct peers {
          * repl.targets and restore.targets */
         struct dialer targets[LINK_NODES_MAX];
         size_t ntargets;
+        /* the control link to the coordinator: a target's dialer when the
+         * coordinator is a target (coord_slot), else `coord` (slot
+         * COORD_SLOT); NULL on the coordinator itself */
+        struct dialer coord;
+        struct dialer *to_coord;
+        struct peers_control control;
+        /* link_env.sources: the areas' sources, and on the coordinator
+         * every other node (control links) */
+        uint32_t *accept;
+        size_t naccept;
         struct replication repl;
         struct neighbour_restore restore;
 };
@@ -60,6 +70,8 @@ static struct peers *peers_of_env(struct link_env *env) {
 /* Ask for ranks to restore, then start rank transfers of the steps owed,
  * on target slot's link while its window has room. */
 static void target_pump(struct peers *ps, size_t slot) {
+        if (slot >= ps->ntargets)
+                return; /* the control-only link to the coordinator */
         struct plink *l = ps->targets[slot].l;
 
         if (!l || l->state != L_READY || ps->links.freeing)
@@ -79,12 +91,29 @@ static void listed_hook(void *owner, size_t slot, const struct rkeys *held) {
         replication_reseed(&ps->repl, slot, held);
 }
 
+#define COORD_SLOT SIZE_MAX
+
+static void coordinator_up(struct peers *ps) {
+        if (ps->control.coordinator_up)
+                ps->control.coordinator_up(ps->control.userdata);
+}
+
 static void target_up(struct dialer *d) {
         struct peers *ps = peers_of_env(d->env);
 
         replication_connected(&ps->repl, d->slot);
         neighbour_restore_connected(&ps->restore, d->slot);
+        if (d == ps->to_coord)
+                coordinator_up(ps);
         target_pump(ps, d->slot);
+}
+
+static void coord_up(struct dialer *d) {
+        coordinator_up(peers_of_env(d->env));
+}
+
+static void coord_down(struct dialer *d) {
+        (void)d; /* nothing rides on it but control messages */
 }
 
 static void target_down(struct dialer *d) {
@@ -150,8 +179,45 @@ static const struct transfer_hooks transfer_hooks = {
 
 /* ---- the links' hooks: which layer a message is for -------------------------------------- */
 
+/* The commit's messages: reports only to the coordinator, states only
+ * from it. */
+static void on_control(struct peers *ps, struct plink *l, const struct peer_msg *m) {
+        bool report = m->hdr.type == PEER_MSG_STEP_REPORT;
+
+        if (report ? ps->links.self != PEERS_COORDINATOR || l->client
+                   : l->node != PEERS_COORDINATOR || !l->client) {
+                link_close(l, -EPROTO, "%s from node %u: only node %u coordinates commits",
+                           peer_msg_type_name(m->hdr.type), l->node, PEERS_COORDINATOR);
+                return;
+        }
+        if (ps->control.message)
+                ps->control.message(ps->control.userdata, l->node, m);
+}
+
 static void on_message(struct plink *l, const struct peer_msg *m) {
         struct peers *ps = peers_of_env(l->env);
+
+        if (m->hdr.type == PEER_MSG_STEP_REPORT || m->hdr.type == PEER_MSG_STEP_STATE) {
+                on_control(ps, l, m);
+                return;
+        }
+        /* A control-only link (a node that does not replicate to this
+         * one, or this node's own link to the coordinator when that is no
+         * replication target) carries nothing but the commit's messages
+         * and errors about the connection. */
+        bool control_only = l->client ? l->dialer && l->dialer->slot == COORD_SLOT
+                                      : !replica_area_for(ps->areas, ps->nareas, l->node);
+        if (control_only && (m->hdr.type != PEER_MSG_ERROR || m->hdr.stream != 0)) {
+                link_close(l, -EPERM, "node %u: a control link carries only the commit's "
+                           "messages, not %s",
+                           l->node, peer_msg_type_name(m->hdr.type));
+                return;
+        }
+        if (control_only) {
+                log_error("peers: node %u (%s) reports: %s", l->node, l->addr, m->error.message);
+                link_close(l, m->error.error, "node %u reports: %s", l->node, m->error.message);
+                return;
+        }
 
         switch (m->hdr.type) {
         case PEER_MSG_RANK_BEGIN: {
@@ -222,6 +288,49 @@ static const struct link_ops link_ops = {
 };
 
 /* ---- the public API --------------------------------------------------------------------------- */
+
+void peers_set_control(struct peers *ps, const struct peers_control *control) {
+        ps->control = *control;
+}
+
+/* The coordinator's link from node: the one node dialed (a node keeps
+ * exactly one link to the coordinator). */
+static struct plink *link_from(struct peers *ps, uint32_t node) {
+        struct list *pos;
+        for (pos = ps->links.links.next; pos != &ps->links.links; pos = pos->next) {
+                struct plink *l = list_entry(pos, struct plink, link);
+                if (!l->client && l->node == node && l->state == L_READY)
+                        return l;
+        }
+        return NULL;
+}
+
+int peers_control_send(struct peers *ps, uint32_t node, struct peer_msg *m) {
+        struct plink *l;
+
+        if (ps->links.freeing)
+                return -ENOTCONN;
+        if (ps->links.self == PEERS_COORDINATOR)
+                l = link_from(ps, node);
+        else
+                l = ps->to_coord && dialer_up(ps->to_coord) ? ps->to_coord->l : NULL;
+        if (!l)
+                return -ENOTCONN;
+        m->hdr.stream = 0;
+        m->hdr.seq = link_next_seq(l);
+        int r = link_send(l, m);
+        if (r == 0)
+                link_flush(l);
+        return r;
+}
+
+bool peers_coordinator_up(const struct peers *ps) {
+        return ps->to_coord && dialer_up(ps->to_coord);
+}
+
+bool peers_replicates(const struct peers *ps) {
+        return ps && ps->ntargets > 0;
+}
 
 int peers_step_committed(struct peers *ps, const char *job, uint64_t step) {
         return replication_step_committed(&ps->repl, job, step);
@@ -309,12 +418,19 @@ int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers
         }
         memcpy(ps->psk, opts->psk, opts->psk_len);
         ps->sources = calloc(nareas ? nareas : 1, sizeof(*ps->sources));
-        if (!ps->sources) {
+        ps->accept = calloc(opts->topo.count, sizeof(*ps->accept));
+        if (!ps->sources || !ps->accept) {
+                free(ps->sources);
+                free(ps->accept);
                 free(ps);
                 return -ENOMEM;
         }
         for (size_t i = 0; i < nareas; i++)
-                ps->sources[i] = areas[i].src;
+                ps->sources[i] = ps->accept[ps->naccept++] = areas[i].src;
+        if (opts->topo.index == PEERS_COORDINATOR)
+                for (uint32_t n = 0; n < opts->topo.count; n++)
+                        if (n != opts->topo.index && !replica_area_for(areas, nareas, n))
+                                ps->accept[ps->naccept++] = n;
 
         ps->links = (struct link_env){
                 .loop = loop,
@@ -332,8 +448,8 @@ int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers
                 .frames_unsealed = opts->frames_unsealed,
                 .unauth_max = opts->unauth_max,
                 .unauth_per_address = opts->unauth_per_address,
-                .sources = ps->sources,
-                .nsources = nareas,
+                .sources = ps->accept,
+                .nsources = ps->naccept,
         };
         ps->transfers = (struct transfer_env){
                 .workers = workers,
@@ -366,6 +482,7 @@ int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers
         r = link_env_listen(&ps->links);
         if (r < 0) {
                 free(ps->sources);
+                free(ps->accept);
                 free(ps);
                 return r;
         }
@@ -381,8 +498,22 @@ int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers
                 replication_target_init(&ps->repl, slot, d);
                 neighbour_restore_target_init(&ps->restore, slot, d);
                 ps->repl.ntargets = ps->restore.ntargets = ps->ntargets;
-                dialer_connect(d);
+                if (d->node == PEERS_COORDINATOR)
+                        ps->to_coord = d;
         }
+        if (opts->topo.index != PEERS_COORDINATOR && !ps->to_coord) {
+                ps->coord.env = &ps->links;
+                ps->coord.node = PEERS_COORDINATOR;
+                ps->coord.slot = COORD_SLOT;
+                ps->coord.up = coord_up;
+                ps->coord.down = coord_down;
+                ps->to_coord = &ps->coord;
+        }
+        /* connect only now: a link's up() may use any of them */
+        for (size_t i = 0; i < ps->ntargets; i++)
+                dialer_connect(&ps->targets[i]);
+        if (ps->to_coord == &ps->coord)
+                dialer_connect(&ps->coord);
         *out = ps;
         return 0;
 }
@@ -393,12 +524,15 @@ struct peers *peers_free(struct peers *ps) {
         ps->links.freeing = true;
         for (size_t i = 0; i < ps->ntargets; i++)
                 dialer_stop(&ps->targets[i]);
+        if (ps->to_coord == &ps->coord)
+                dialer_stop(&ps->coord);
         replication_clear(&ps->repl);
         neighbour_restore_clear(&ps->restore);
         link_env_close(&ps->links);
         neighbour_restore_drop_jobs(&ps->restore);
         explicit_bzero(ps->psk, sizeof(ps->psk));
         free(ps->sources);
+        free(ps->accept);
         free(ps);
         return NULL;
 }

@@ -33,6 +33,7 @@
 
 #include "catalog/catalog.h"
 #include "ckpt-proto.h"
+#include "peer-proto.h"
 #include "cluster/node_address.h"
 #include "cluster/topology.h"
 #include "io/loop.h"
@@ -64,6 +65,23 @@ struct peers_options {
         uint64_t pool_wait_ms;
 };
 
+/* The cluster-wide commit's messages (docs/commit.md) go over the same
+ * links: every node other than the coordinator (node 0) keeps a control
+ * link to it (its replication link when node 0 is a target, else one of
+ * its own), and the coordinator accepts one from every node.  peers only
+ * carries them; what they mean is the layer above's. */
+#define PEERS_COORDINATOR 0u
+
+struct peers_control {
+        /* a STEP_REPORT from node (on the coordinator), or a STEP_STATE
+         * from the coordinator (node PEERS_COORDINATOR) */
+        void (*message)(void *userdata, uint32_t node, const struct peer_msg *m);
+        /* this node's control link to the coordinator is up (again):
+         * report what the coordinator must know */
+        void (*coordinator_up)(void *userdata);
+        void *userdata;
+};
+
 /* areas: one per replication source (borrowed, must outlive peers).
  * on_changed(userdata, job, step): the step's replication state moved. */
 int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers,
@@ -72,6 +90,18 @@ int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers
               void (*on_changed)(void *userdata, const char *job, uint64_t step),
               void *userdata);
 struct peers *peers_free(struct peers *ps);
+
+/* Install the control hooks (before the first link comes up: right after
+ * peers_new()). */
+void peers_set_control(struct peers *ps, const struct peers_control *control);
+/* Send a STEP_REPORT to the coordinator (from a node other than it) or a
+ * STEP_STATE to node (from the coordinator).  0, or -ENOTCONN: no link up
+ * now (the reconnect's coordinator_up() is when to report again). */
+int peers_control_send(struct peers *ps, uint32_t node, struct peer_msg *m);
+/* This node's control link to the coordinator is up (false on node 0). */
+bool peers_coordinator_up(const struct peers *ps);
+/* Replication is on: this node has replication targets. */
+bool peers_replicates(const struct peers *ps);
 
 /* A step was committed here: record it pending for every target and send. */
 int peers_step_committed(struct peers *ps, const char *job, uint64_t step);

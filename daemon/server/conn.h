@@ -64,6 +64,7 @@ struct conn {
         struct list step_link;      /* on step_state.waiters */
         struct step_state *wait_step;
         uint8_t wait_tier;
+        uint32_t wait_ms;           /* the WAIT / COMMIT timeout asked for */
         void *pending;              /* what the pending request works on */
 
         struct list outq;

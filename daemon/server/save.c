@@ -101,6 +101,19 @@ static void conn_drop_save(struct conn *c, struct save *s) {
                 c->last_shard = NULL;
 }
 
+/* How long a first SAVE_BEGIN of a step waits for the coordinator's word
+ * on its world_size before it goes ahead without it. */
+#define CLUSTER_VERDICT_MS 2000
+
+/* the cluster-wide commit, this node's side (near the end) */
+static bool clustered(const struct server *srv);
+static void cluster_commit_check(struct conn *c, struct step_state *st);
+static void cluster_begin_timeout(struct conn *c);
+static int cluster_report_step(struct server *srv, const char *job, uint64_t step,
+                               uint32_t world_size, uint32_t uid, uint8_t flags);
+static uint8_t cluster_flags(const struct step_state *st);
+static void wait_join(struct conn *c, struct step_state *st, uint8_t tier, uint32_t timeout_ms);
+
 static struct step_state *step_find(struct server *srv, const char *job, uint64_t step) {
         struct list *pos, *tmp;
         list_for_each_safe(pos, tmp, &srv->steps) {
@@ -318,6 +331,10 @@ static void save_on_disk(void *userdata, int error) {
         ckpt_state_update(srv, s->step);
         log_debug("job %s step %" PRIu64 " rank %u: on local disk (%" PRIu64 " bytes)",
                   s->step->job, s->step->step, s->rank, s->bytes);
+        if (clustered(srv))
+                /* -ENOTCONN: the sync after the reconnect reports it */
+                (void)cluster_report_step(srv, s->step->job, s->step->step,
+                                          s->step->world_size, s->uid, cluster_flags(s->step));
         save_set_inactive(s);
         step_notify(srv, s->step);
 }
@@ -489,6 +506,7 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
 
         struct ckpt_ckpt_entry e;
         r = catalog_ckpt_get(srv->catalog, job, req->step, &e);
+        bool step_known = r == 0;
         if (r == 0 && e.state == CKPT_STATE_COMMITTED) {
                 conn_error(c, -EEXIST, "step %" PRIu64 " of job '%s' is already committed",
                            req->step, job);
@@ -538,12 +556,17 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 conn_error(c, r, "catalog error creating job '%s'", job);
                 return;
         }
+        bool ask_verdict = false;
         if (!st) {
                 st = step_new(srv, job, req->step, req->world_size);
                 if (!st) {
                         conn_error(c, -ENOMEM, "out of memory");
                         return;
                 }
+                st->uid = (uint32_t)c->uid;
+                /* the first save of the step here: is its world_size the
+                 * cluster's? (asked once the save exists, below) */
+                ask_verdict = clustered(srv) && !step_known;
         }
         struct save *s = calloc(1, sizeof(*s));
         if (!s) {
@@ -584,6 +607,17 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 srv->on_saving(srv, true);
         ckpt_state_update(srv, st);
 
+        if (ask_verdict && cluster_report_step(srv, job, req->step, req->world_size, st->uid,
+                                               PEER_REPORT_BEGIN) == 0)
+                st->verdict_asked = true;
+        if (st->verdict_asked) {
+                /* answered by the coordinator's word (save_cluster_state), or
+                 * at CLUSTER_VERDICT_MS without it: saving never waits long
+                 * for a coordinator that is away */
+                c->pending = s;
+                wait_join(c, st, 0, CLUSTER_VERDICT_MS);
+                return;
+        }
         struct ckpt_reply rep = { 0 };
         rep.id.id = s->id;
         conn_reply(c, &rep, -1);
@@ -1066,10 +1100,27 @@ static void wait_timeout(struct loop_timer *t) {
         struct conn *c = container_of(t, struct conn, timer);
         struct step_state *st = c->wait_step;
 
+        if (c->busy_type == CKPT_MSG_SAVE_BEGIN) {
+                cluster_begin_timeout(c);
+                return;
+        }
         list_unlink(&c->step_link);
         c->wait_step = NULL;
-        conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' did not reach tier %s in time",
-                   st->step, st->job, ckpt_tier_name(c->wait_tier));
+        if (c->busy_type == CKPT_MSG_COMMIT && clustered(c->srv)) {
+                bool up = c->srv->cluster_reachable(c->srv);
+                conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' was not committed within "
+                           "%u ms: %s%s%s%s",
+                           st->step, st->job, c->wait_ms,
+                           up ? "" : "the coordinator (node 0) is unreachable",
+                           !up && st->cluster_why[0] ? " (its last word: " : "",
+                           st->cluster_why[0] ? st->cluster_why
+                                              : up ? "no word from the coordinator (node 0)" : "",
+                           !up && st->cluster_why[0] ? ")" : "");
+        } else {
+                conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' did not reach tier %s "
+                           "in time",
+                           st->step, st->job, ckpt_tier_name(c->wait_tier));
+        }
         if (!st->committing && !st->committed && list_empty(&st->saves) &&
             list_empty(&st->waiters))
                 step_state_free(st);
@@ -1078,6 +1129,7 @@ static void wait_timeout(struct loop_timer *t) {
 static void wait_join(struct conn *c, struct step_state *st, uint8_t tier, uint32_t timeout_ms) {
         c->wait_step = st;
         c->wait_tier = tier;
+        c->wait_ms = timeout_ms;
         list_add_tail(&st->waiters, &c->step_link);
         loop_timer_start(c->srv->loop, &c->timer, timeout_ms, wait_timeout);
 }
@@ -1088,8 +1140,13 @@ static void step_notify(struct server *srv, struct step_state *st) {
 
         list_for_each_safe(pos, tmp, &st->waiters) {
                 struct conn *c = list_entry(pos, struct conn, step_link);
+                if (c->busy_type == CKPT_MSG_SAVE_BEGIN)
+                        continue; /* the coordinator's word answers it */
                 if (c->busy_type == CKPT_MSG_COMMIT) {
-                        step_try_commit(c, st);
+                        if (clustered(srv))
+                                cluster_commit_check(c, st);
+                        else
+                                step_try_commit(c, st);
                         continue;
                 }
                 int r = step_reached(srv, st->job, st->step, c->wait_tier, &why);
@@ -1182,10 +1239,16 @@ static void step_committed(void *userdata, int error) {
          * a fault and reconcile re-adds the row at the next start */
         (void)catalog_ckpt_upsert(srv->catalog, st->job, st->step, st->world_size,
                                   CKPT_STATE_COMMITTED, st->record.committed_at);
-        log_info("job %s step %" PRIu64 ": committed (%u ranks)", st->job, st->step,
-                 st->world_size);
+        log_info("job %s step %" PRIu64 ": committed (%u ranks%s)", st->job, st->step,
+                 st->world_size, clustered(srv) ? ", the cluster's decision" : "");
         list_for_each_safe(pos, tmp, &st->waiters) {
                 struct conn *c = list_entry(pos, struct conn, step_link);
+                /* in a cluster, ckpt_commit returns once every node
+                 * holding ranks has recorded it (STEP_STATE EVERYWHERE) */
+                if (clustered(srv) && !st->everywhere && c->busy_type == CKPT_MSG_COMMIT)
+                        continue;
+                if (c->busy_type == CKPT_MSG_SAVE_BEGIN)
+                        continue;
                 wait_leave(c);
                 struct ckpt_reply rep = { 0 };
                 if (c->busy_type == CKPT_MSG_WAIT)
@@ -1195,8 +1258,15 @@ static void step_committed(void *userdata, int error) {
         char job[CKPT_NAME_MAX + 1];
         snprintf(job, sizeof(job), "%s", st->job);
         uint64_t step = st->step;
-        /* The catalog now knows; the in-memory step is no longer needed. */
-        step_state_free(st);
+        if (clustered(srv)) {
+                /* the acknowledgement: the coordinator counts this node
+                 * as having recorded it (-ENOTCONN: the next sync says so) */
+                (void)cluster_report_step(srv, job, step, st->world_size, st->uid, 0);
+        }
+        /* The catalog now knows; the in-memory step is no longer needed,
+         * unless trainers wait on it for the rest of the cluster. */
+        if (list_empty(&st->waiters))
+                step_state_free(st);
         if (srv->peers) {
                 int q = peers_step_committed(srv->peers, job, step);
                 if (q < 0)
@@ -1307,13 +1377,29 @@ void save_handle_commit(struct conn *c, const struct ckpt_req_job_step *req) {
         struct step_state *st = step_find(srv, job, req->step);
         if (!st) {
                 if (r < 0 || !(st = step_new(srv, job, req->step, e.world_size))) {
-                        conn_error(c, -ENOENT, "no save of step %" PRIu64 " of job '%s' to commit",
-                                   req->step, job);
+                        conn_error(c, -ENOENT, "no save of step %" PRIu64 " of job '%s' to commit%s",
+                                   req->step, job,
+                                   clustered(srv) ? " on this node: commit on a node that saves "
+                                                    "ranks of it" : "");
                         return;
                 }
+                st->uid = (uint32_t)c->uid;
         }
         wait_join(c, st, CKPT_TIER_COMMITTED, req->timeout_ms ? req->timeout_ms : 1);
-        step_try_commit(c, st);
+        if (!clustered(srv)) {
+                step_try_commit(c, st);
+                return;
+        }
+        /* The coordinator decides; this node tells it what it holds and
+         * that a trainer asks.  Ranks still on their way to disk are
+         * reported as they land (save_on_disk). */
+        cluster_commit_check(c, st);
+        if (c->wait_step != st)
+                return; /* answered: a rank here failed */
+        if (cluster_report_step(srv, job, st->step, st->world_size, st->uid,
+                                cluster_flags(st)) == -ENOTCONN && !st->cluster_why[0])
+                snprintf(st->cluster_why, sizeof(st->cluster_why),
+                         "the coordinator (node 0) is unreachable");
 }
 
 static void step_state_free(struct step_state *st) {
@@ -1339,6 +1425,312 @@ void step_state_free_all(struct server *srv) {
         list_for_each_safe(pos, tmp, &srv->steps) {
                 struct step_state *st = list_entry(pos, struct step_state, link);
                 step_state_free(st);
+        }
+}
+
+/* ---- the cluster-wide commit: this node's side (docs/commit.md) ------------------------------
+ *
+ * With node_count > 1 a step is committed by the coordinator's decision,
+ * not here: this node reports the ranks on its disk and its trainers'
+ * commit requests (STEP_REPORT), records the decision when it comes
+ * (its COMMITTED record, through the same step_committed() as a single
+ * node's commit) and answers ckpt_commit once every holder has.
+ */
+
+
+static bool clustered(const struct server *srv) {
+        return srv->cluster_report != NULL;
+}
+
+/* What this node's trainers wait for on st, as report flags. */
+static uint8_t cluster_flags(const struct step_state *st) {
+        uint8_t flags = 0;
+        const struct list *pos;
+        for (pos = st->waiters.next; pos != &st->waiters; pos = pos->next) {
+                const struct conn *c = list_entry(pos, struct conn, step_link);
+                if (c->busy_type == CKPT_MSG_COMMIT)
+                        flags |= PEER_REPORT_COMMIT;
+                else if (c->busy_type == CKPT_MSG_SAVE_BEGIN)
+                        flags |= PEER_REPORT_BEGIN;
+        }
+        return flags;
+}
+
+/*
+ * Report (job, step) to the coordinator: the ranks on this node's disk
+ * (from the catalog, which gets a rank's row once it is durable), whether
+ * this node recorded the decision, and flags.  world_size and uid are used
+ * when the catalog does not know the step.  0 or -errno (-ENOTCONN: the
+ * coordinator cannot be reached now; the sync at the reconnect reports).
+ */
+static int cluster_report_step(struct server *srv, const char *job, uint64_t step,
+                               uint32_t world_size, uint32_t uid, uint8_t flags) {
+        _cleanup_free_ struct peer_msg *m = calloc(1, sizeof(*m));
+        _cleanup_free_ uint32_t *ranks = NULL;
+        struct ckpt_ckpt_entry e;
+        size_t n = 0;
+
+        if (!m)
+                return -ENOMEM;
+        struct peer_step_report *p = &m->step_report;
+        m->hdr.type = PEER_MSG_STEP_REPORT;
+        p->job.len = (uint16_t)strlen(job);
+        memcpy(p->job.str, job, p->job.len);
+        p->step = step;
+        /* (void): a job the catalog does not know keeps the caller's uid */
+        (void)catalog_job_uid(srv->catalog, job, &uid);
+        if (catalog_ckpt_get(srv->catalog, job, step, &e) == 0) {
+                world_size = e.world_size;
+                if (e.state == CKPT_STATE_COMMITTED) {
+                        flags |= PEER_REPORT_COMMITTED;
+                        p->committed_at = e.committed_at > 0 ? e.committed_at : 1;
+                }
+                if (e.ranks_local) {
+                        ranks = calloc(e.ranks_local, sizeof(*ranks));
+                        if (!ranks)
+                                return -ENOMEM;
+                        int r = catalog_ranks(srv->catalog, job, step, ranks, e.ranks_local, &n);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        if (world_size == 0)
+                return -EINVAL; /* nothing known of the step here */
+        if (n == 0 && flags == 0)
+                return 0; /* nothing to say */
+        p->uid = uid;
+        p->world_size = world_size;
+        p->flags = flags;
+        /* several reports when this node holds more ranks than one names:
+         * the coordinator adds them up; the flags go with the last one */
+        size_t at = 0;
+        do {
+                size_t k = MIN(n - at, (size_t)PEER_REPORT_RANKS_MAX);
+                memcpy(p->ranks, ranks ? ranks + at : p->ranks, k * sizeof(*ranks));
+                p->nranks = (uint32_t)k;
+                at += k;
+                p->flags = at < n ? (flags & PEER_REPORT_COMMITTED) : flags;
+                int r = srv->cluster_report(srv, m);
+                if (r < 0)
+                        return r;
+        } while (at < n);
+        return 0;
+}
+
+/* A COMMIT waiter in a cluster: fail it now if a rank saved here failed
+ * (as a single node's commit does); else it waits for the coordinator. */
+static void cluster_commit_check(struct conn *c, struct step_state *st) {
+        const char *why;
+        int r = step_reached(c->srv, st->job, st->step, CKPT_TIER_LOCAL, &why);
+        if (r >= 0 || r == -ENOENT)
+                return;
+        wait_leave(c);
+        conn_error(c, -EPROTO, "cannot commit step %" PRIu64 " of job '%s': %s", st->step,
+                   st->job, why ? why : strerror(-r));
+}
+
+static void step_free_if_idle(struct step_state *st) {
+        if (!st->committing && list_empty(&st->saves) && list_empty(&st->waiters))
+                step_state_free(st);
+}
+
+/* Answer the SAVE_BEGINs parked for the coordinator's word: go ahead
+ * (error 0), or refuse their saves with the coordinator's reason. */
+static void cluster_verdict(struct step_state *st, int error, const char *why) {
+        struct server *srv = st->srv;
+        struct list *pos, *tmp;
+
+        struct list parked;
+
+        st->verdict_asked = false;
+        /* taken off first: failing a save below wakes the step's other
+         * waiters, which may leave the list as it is walked */
+        list_init(&parked);
+        list_for_each_safe(pos, tmp, &st->waiters) {
+                struct conn *c = list_entry(pos, struct conn, step_link);
+                if (c->busy_type != CKPT_MSG_SAVE_BEGIN)
+                        continue;
+                list_unlink(&c->step_link);
+                list_add_tail(&parked, &c->step_link);
+        }
+        while (!list_empty(&parked)) {
+                struct conn *c = list_entry(parked.next, struct conn, step_link);
+                struct save *s = c->pending;
+                c->pending = NULL;
+                wait_leave(c);
+                if (!error) {
+                        struct ckpt_reply rep = { 0 };
+                        rep.id.id = s->id;
+                        conn_reply(c, &rep, -1);
+                        continue;
+                }
+                conn_drop_save(c, s);
+                s->conn = NULL;
+                save_fail(s, error, "%s", why);
+                conn_error(c, error, "%s", why);
+                /* nothing of it was written: it leaves no trace */
+                if (!s->rw && s->chunks_pending == 0)
+                        save_free(s);
+        }
+        if (!error || !list_empty(&st->saves))
+                return;
+        struct ckpt_ckpt_entry e;
+        if (catalog_ckpt_get(srv->catalog, st->job, st->step, &e) == 0 && e.ranks_local == 0 &&
+            e.state != CKPT_STATE_COMMITTED)
+                /* (void): an empty row; reconcile forgets it at the next start */
+                (void)catalog_ckpt_delete(srv->catalog, st->job, st->step);
+        step_free_if_idle(st);
+}
+
+static void cluster_begin_timeout(struct conn *c) {
+        struct step_state *st = c->wait_step;
+        struct save *s = c->pending;
+
+        c->pending = NULL;
+        wait_leave(c);
+        log_warn("job %s step %" PRIu64 ": no word from the coordinator (node 0) on world_size %u "
+                 "within %u ms; saving without it",
+                 st->job, st->step, st->world_size, CLUSTER_VERDICT_MS);
+        struct ckpt_reply rep = { 0 };
+        rep.id.id = s->id;
+        conn_reply(c, &rep, -1);
+}
+
+/* The decision reached this node: record it for the ranks held here. */
+static void cluster_record(struct server *srv, const char *job, const struct peer_step_state *m) {
+        struct ckpt_ckpt_entry e;
+
+        if (catalog_ckpt_get(srv->catalog, job, m->step, &e) < 0 || e.ranks_local == 0)
+                return; /* no rank of it here: nothing to record */
+        if (e.state == CKPT_STATE_COMMITTED) {
+                /* recorded before: say so again (the coordinator restarted,
+                 * or the first word got lost with a link) */
+                (void)cluster_report_step(srv, job, m->step, e.world_size, 0, 0);
+                return;
+        }
+        if (e.world_size != m->world_size) {
+                log_error("job %s step %" PRIu64 ": the coordinator decided it with world_size %u, "
+                          "but this node holds ranks saved with world_size %u: not recorded",
+                          job, m->step, m->world_size, e.world_size);
+                return;
+        }
+        struct step_state *st = step_find(srv, job, m->step);
+        if (!st && !(st = step_new(srv, job, m->step, e.world_size)))
+                return; /* out of memory: the next report gets the word again */
+        if (st->committing || st->committed)
+                return;
+        commit_record_clear(&st->record);
+        st->record.ranks = calloc(e.ranks_local, sizeof(uint32_t));
+        size_t n = 0;
+        if (!st->record.ranks ||
+            catalog_ranks(srv->catalog, job, m->step, st->record.ranks, e.ranks_local, &n) < 0) {
+                commit_record_clear(&st->record);
+                step_free_if_idle(st);
+                return;
+        }
+        snprintf(st->record.job, sizeof(st->record.job), "%s", job);
+        st->record.step = m->step;
+        st->record.world_size = e.world_size;
+        st->record.committed_at = m->committed_at;
+        st->record.nranks = (uint32_t)n;
+        st->committing = true;
+        store_step_commit(srv->store, &st->record, step_committed, st);
+}
+
+/* Every node holding ranks recorded it: ckpt_commit returns. */
+static void cluster_everywhere(struct step_state *st) {
+        struct list *pos, *tmp;
+
+        st->everywhere = true;
+        list_for_each_safe(pos, tmp, &st->waiters) {
+                struct conn *c = list_entry(pos, struct conn, step_link);
+                if (c->busy_type != CKPT_MSG_COMMIT)
+                        continue;
+                wait_leave(c);
+                conn_reply_empty(c);
+        }
+        step_free_if_idle(st);
+}
+
+static void cluster_refused(struct step_state *st, int error, const char *why) {
+        struct list *pos, *tmp;
+
+        snprintf(st->cluster_why, sizeof(st->cluster_why), "%s", why);
+        list_for_each_safe(pos, tmp, &st->waiters) {
+                struct conn *c = list_entry(pos, struct conn, step_link);
+                if (c->busy_type != CKPT_MSG_COMMIT)
+                        continue;
+                wait_leave(c);
+                conn_error(c, error, "cannot commit step %" PRIu64 " of job '%s': %s", st->step,
+                           st->job, why);
+        }
+        cluster_verdict(st, error, why); /* may free st */
+}
+
+void save_cluster_state(struct server *srv, const struct peer_step_state *m) {
+        char job[CKPT_NAME_MAX + 1];
+
+        memcpy(job, m->job.str, m->job.len);
+        job[m->job.len] = 0;
+        struct step_state *st = step_find(srv, job, m->step);
+        switch (m->state) {
+        case PEER_STEP_PENDING:
+                if (!st)
+                        return;
+                snprintf(st->cluster_why, sizeof(st->cluster_why), "%s", m->message);
+                cluster_verdict(st, 0, NULL);
+                return;
+        case PEER_STEP_DECIDED:
+                if (st) {
+                        snprintf(st->cluster_why, sizeof(st->cluster_why),
+                                 "decided; not every node holding ranks of it has recorded it");
+                        cluster_verdict(st, 0, NULL);
+                }
+                cluster_record(srv, job, m);
+                return;
+        case PEER_STEP_EVERYWHERE:
+                if (st)
+                        cluster_everywhere(st);
+                return;
+        case PEER_STEP_REFUSED:
+                log_error("job %s step %" PRIu64 ": the coordinator refuses this node's report: %s",
+                          job, m->step, m->message);
+                if (st)
+                        cluster_refused(st, m->error, m->message);
+                return;
+        default:
+                return;
+        }
+}
+
+static int cluster_sync_step(void *userdata, const char *job, uint64_t step, uint8_t state) {
+        struct server *srv = userdata;
+        struct step_state *st = step_find(srv, job, step);
+        (void)state;
+        int r = cluster_report_step(srv, job, step, 0, 0, st ? cluster_flags(st) : 0);
+        /* a step the catalog lists without ranks here is nothing to report;
+         * a lost link stops the walk: the reconnect walks again */
+        return r == -ENOTCONN ? r : 0;
+}
+
+void save_cluster_sync(struct server *srv) {
+        struct list *pos, *tmp;
+
+        if (!clustered(srv))
+                return;
+        if (catalog_ckpt_foreach(srv->catalog, NULL, cluster_sync_step, srv) == -ENOTCONN)
+                return;
+        /* steps this node knows only in memory: saves begun, none on disk */
+        list_for_each_safe(pos, tmp, &srv->steps) {
+                struct step_state *st = list_entry(pos, struct step_state, link);
+                struct ckpt_ckpt_entry e;
+                uint8_t flags = cluster_flags(st);
+                if (!flags || (catalog_ckpt_get(srv->catalog, st->job, st->step, &e) == 0 &&
+                               e.ranks_local > 0))
+                        continue;
+                if (cluster_report_step(srv, st->job, st->step, st->world_size, st->uid,
+                                        flags) == -ENOTCONN)
+                        return;
         }
 }
 
@@ -1382,9 +1774,13 @@ static bool step_idle(struct server *srv, const char *job, uint64_t step) {
  * older ones).  A step the policy drops goes only once nothing works on it.
  */
 void save_retention_run(struct server *srv, const char *job) {
+        /* In a cluster, a step this node holds uncommitted may be one whose
+         * decision has not reached it yet (it was down, or the link): it
+         * stays until it is older than the kept committed steps. */
         const struct retention_policy policy = {
                 .keep = srv->opts.keep,
-                .uncommitted = RETENTION_UNCOMMITTED_BELOW_NEWEST,
+                .uncommitted = clustered(srv) ? RETENTION_UNCOMMITTED_BELOW_KEPT
+                                              : RETENTION_UNCOMMITTED_BELOW_NEWEST,
         };
         struct retention_plan plan;
 

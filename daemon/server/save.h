@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "ckpt-proto.h"
+#include "peer-proto.h"
 #include "io/loop.h"
 #include "local/manifest.h"
 #include "local/store.h"
@@ -54,6 +55,13 @@ struct step_state {
         struct list waiters;  /* struct conn, by step_link */
         bool committing, committed;
         struct commit_record record;
+        /* the cluster-wide commit (docs/commit.md); conns parked in
+         * SAVE_BEGIN for the coordinator's word on world_size are on
+         * `waiters` too (busy_type CKPT_MSG_SAVE_BEGIN) */
+        uint32_t uid;              /* whose saves these are */
+        bool everywhere;           /* every node holding ranks recorded it */
+        bool verdict_asked;        /* a BEGIN report went out, no word back yet */
+        char cluster_why[CKPT_ERRMSG_MAX + 1]; /* the coordinator's last word on it */
 };
 
 struct save {
@@ -108,4 +116,10 @@ void save_step_changed(struct server *srv, const char *job, uint64_t step);
  * reload. */
 void save_retention_run(struct server *srv, const char *job);
 void step_state_free_all(struct server *srv);
+/* The coordinator's word on a step (STEP_STATE) for this node. */
+void save_cluster_state(struct server *srv, const struct peer_step_state *m);
+/* The control link to the coordinator is up (or this node is it and just
+ * started): report every step this node holds ranks of, and what its
+ * trainers wait for. */
+void save_cluster_sync(struct server *srv);
 

@@ -70,6 +70,13 @@ struct server {
         struct flusher *flusher;  /* NULL: no object store */
         struct fetcher *fetcher;
         struct peers *peers;      /* NULL: no replication */
+        /* The cluster-wide commit (node_count > 1, docs/commit.md), set by
+         * daemon.c; NULL on a single node.  cluster_report sends a
+         * STEP_REPORT to the coordinator (over the control link, or to
+         * this node's own coordinator): 0, or -ENOTCONN while it cannot be
+         * reached.  cluster_reachable: whether it can now. */
+        int (*cluster_report)(struct server *srv, struct peer_msg *m);
+        bool (*cluster_reachable)(struct server *srv);
         char remote_why[CKPT_ERRMSG_MAX + 1];
 
         int listen_fd;

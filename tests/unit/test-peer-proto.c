@@ -100,6 +100,8 @@ static uint32_t stream_for(uint16_t type) {
         case PEER_MSG_AUTH_OK:
         case PEER_MSG_PING:
         case PEER_MSG_PONG:
+        case PEER_MSG_STEP_REPORT:
+        case PEER_MSG_STEP_STATE:
                 return 0;
         default:
                 return 0xfffffffeu - type;
@@ -204,6 +206,40 @@ static void make_msg(struct peer_msg *m, uint16_t type, int variant) {
         case PEER_MSG_PONG:
                 m->ping.value = variant ? 0 : UINT64_MAX;
                 break;
+        case PEER_MSG_STEP_REPORT: {
+                struct peer_step_report *p = &m->step_report;
+                if (variant) {
+                        set_name(&p->job, "j");
+                        p->world_size = 1; /* no ranks, no flags, uid 0 */
+                } else {
+                        long_name(&p->job, CKPT_NAME_MAX, 3);
+                        p->uid = UINT32_MAX;
+                        p->step = (uint64_t)CKPT_STEP_MAX;
+                        p->world_size = CKPT_WORLD_MAX;
+                        p->flags = PEER_REPORT_BEGIN | PEER_REPORT_COMMIT | PEER_REPORT_COMMITTED;
+                        p->committed_at = INT64_MAX;
+                        p->nranks = PEER_REPORT_RANKS_MAX;
+                        for (uint32_t i = 0; i < p->nranks; i++)
+                                p->ranks[i] = CKPT_WORLD_MAX - 1 - i * 7;
+                }
+                break;
+        }
+        case PEER_MSG_STEP_STATE: {
+                struct peer_step_state *p = &m->step_state;
+                if (variant) {
+                        set_name(&p->job, "Q");
+                        p->state = PEER_STEP_PENDING; /* world_size 0: not known yet */
+                } else {
+                        long_name(&p->job, CKPT_NAME_MAX, 4);
+                        p->step = (uint64_t)CKPT_STEP_MAX;
+                        p->world_size = CKPT_WORLD_MAX;
+                        p->state = PEER_STEP_REFUSED;
+                        p->committed_at = INT64_MAX;
+                        p->error = -4095;
+                        fill(p->message, PEER_ERRMSG_MAX, 's');
+                }
+                break;
+        }
         default: /* AUTH_OK, RANK_END */
                 break;
         }
@@ -407,6 +443,8 @@ static void truncations(uint16_t type, int variant) {
         /* Every prefix costs a decode: keep the long ones short. */
         if (type == PEER_MSG_LIST_REP && in.list_rep.count > 5)
                 in.list_rep.count = 5;
+        if (type == PEER_MSG_STEP_REPORT && in.step_report.nranks > 5)
+                in.step_report.nranks = 5;
         int n = peer_msg_encode(&in, buf, sizeof(buf));
         CHECK(n > 0, "encode %s", name);
         if (n <= 0)
@@ -874,6 +912,64 @@ static void test_values(void) {
         raw_end();
         CHECK_RC(raw_decode(), -EINVAL, "GET_RANK step over max");
 
+        /* STEP_REPORT: ranks below world_size, known flags, committed_at
+         * only with COMMITTED, a rank count within its bound (checked
+         * before the ranks are read) */
+        static const struct {
+                uint32_t world, nranks, rank;
+                uint8_t flags;
+                int64_t at;
+                int want;
+                const char *what;
+        } reports[] = {
+                { 4, 1, 3, PEER_REPORT_COMMIT, 0, 0, "rank 3 of 4" },
+                { 4, 1, 4, 0, 0, -EINVAL, "rank == world_size" },
+                { 0, 0, 0, 0, 0, -EINVAL, "world_size 0" },
+                { 4, 0, 0, 1u << 3, 0, -EBADMSG, "unknown flag" },
+                { 4, 0, 0, 0, 5, -EINVAL, "committed_at without COMMITTED" },
+                { 4, 0, 0, PEER_REPORT_COMMITTED, -1, -EINVAL, "committed_at < 0" },
+                { 4, PEER_REPORT_RANKS_MAX + 1, 0, 0, 0, -EBADMSG, "too many ranks" },
+        };
+        for (size_t i = 0; i < sizeof(reports) / sizeof(reports[0]); i++) {
+                raw_start(PEER_PROTO_VERSION, PEER_MSG_STEP_REPORT, 0, 1);
+                raw_str("job", 3);
+                raw_u32(1000);
+                raw_u64(7);
+                raw_u32(reports[i].world);
+                raw_u8(reports[i].flags);
+                raw_u64((uint64_t)reports[i].at);
+                raw_u32(reports[i].nranks);
+                if (reports[i].nranks == 1)
+                        raw_u32(reports[i].rank);
+                raw_end();
+                CHECK_RC(raw_decode(), reports[i].want, "STEP_REPORT: %s", reports[i].what);
+        }
+        /* STEP_STATE: a known state; an error exactly when REFUSED */
+        static const struct {
+                uint8_t state;
+                int32_t error;
+                int want;
+                const char *what;
+        } states[] = {
+                { PEER_STEP_EVERYWHERE, 0, 0, "EVERYWHERE" },
+                { PEER_STEP_REFUSED, -22, 0, "REFUSED -EINVAL" },
+                { PEER_STEP_REFUSED, 0, -EBADMSG, "REFUSED without an error" },
+                { PEER_STEP_PENDING, -22, -EINVAL, "PENDING with an error" },
+                { PEER_STEP_STATE_MAX_, 0, -EBADMSG, "unknown state" },
+        };
+        for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
+                raw_start(PEER_PROTO_VERSION, PEER_MSG_STEP_STATE, 0, 1);
+                raw_str("job", 3);
+                raw_u64(7);
+                raw_u32(4);
+                raw_u8(states[i].state);
+                raw_u64(0);
+                raw_u32((uint32_t)states[i].error);
+                raw_str("why", 3);
+                raw_end();
+                CHECK_RC(raw_decode(), states[i].want, "STEP_STATE: %s", states[i].what);
+        }
+
         /* Fixed-size bodies: one byte short or long. */
         raw_start(PEER_PROTO_VERSION, PEER_MSG_AUTH, 0, 1);
         raw_bytes(nonce, PEER_MAC_SIZE - 1);
@@ -895,6 +991,7 @@ static void test_type_names(void) {
                 [PEER_MSG_RANK_ACK] = "RANK_ACK", [PEER_MSG_LIST_REQ] = "LIST_REQ",
                 [PEER_MSG_LIST_REP] = "LIST_REP", [PEER_MSG_GET_RANK] = "GET_RANK",
                 [PEER_MSG_PING] = "PING",         [PEER_MSG_PONG] = "PONG",
+                [PEER_MSG_STEP_REPORT] = "STEP_REPORT", [PEER_MSG_STEP_STATE] = "STEP_STATE",
         };
         for (uint16_t t = PEER_MSG_HELLO; t < PEER_MSG_TYPE_MAX_; t++)
                 CHECK(strcmp(peer_msg_type_name(t), want[t]) == 0, "name of %u: %s", t,
