@@ -3,57 +3,82 @@
 #
 # commit-cost.py — what one cluster-wide commit costs the coordinator
 # (node 0) at NODES nodes of RANKS ranks each (issue 10: "write down what
-# that costs at 2,048 nodes"), computed from the peer protocol's message
-# sizes, which are the variables below: change them when the protocol
-# changes, and run
+# that costs at 2,048 nodes"), counted from the protocol as implemented
+# (daemon/server/save.c, daemon/step/coordinator.c) with the message sizes
+# of proto/peer.c's encoding, which are the variables below: change them
+# when the protocol changes, and run
 #
-#   python3 bench/commit-cost.py [--nodes N] [--ranks R] [--commit-from one|every-node]
+#   python3 bench/commit-cost.py [--nodes N] [--ranks R]
 #
 # to print the table (markdown) that bench/commit.sh puts into
 # docs/BENCHMARKS.md.
 #
-# The protocol as implemented for issue 10: every node but node 0 keeps one
-# authenticated control link to node 0.  Per step, each such node sends a
-# STEP_REPORT when its ranks are on its disk, one more with the commit
-# request when one of its ranks calls ckpt_commit, and a COMMITTED report
-# once it has recorded the decision; node 0 sends each holder a STEP_STATE
-# "committed" (the decision) and, when every holder has recorded it, a
-# STEP_STATE "committed everywhere".  Node 0's own ranks cost no messages.
+# Per step, every node but node 0 (whose own reports do not leave it):
+#   - STEP_REPORT BEGIN at its first save_begin of the step, answered with a
+#     STEP_STATE PENDING whose message names what is missing;
+#   - a STEP_REPORT each time one of its ranks lands on its disk (naming all
+#     of its ranks on disk so far);
+#   - a STEP_REPORT COMMIT per ckpt_commit called there, answered with a
+#     PENDING while the step is not decided;
+#   - the decision: STEP_STATE DECIDED to each holder, a COMMITTED report
+#     back from each, STEP_STATE EVERYWHERE to each.
+# Two cases: "barrier" — the trainer's barrier, then one rank commits, so
+# every rank is on disk when the request arrives and no commit is answered
+# PENDING; "worst" — every rank calls ckpt_commit with no barrier, each
+# before the decision.
 import argparse
 
-# ---- message sizes, bytes (the lead confirms them against proto/peer*) ----
-HEADER = 24           # every peer frame's header (proto/peer.h PEER_HDR_SIZE)
-FRAME_TAG = 16        # the frame MAC after every frame ([cluster] peer_frame_mac)
-REPORT_BODY = 40      # STEP_REPORT without its rank list: job, step, world_size, flags
-REPORT_PER_RANK = 4   # one u32 per rank the node holds
-STATE_BODY = 60       # STEP_STATE: job, step, world_size, decision
-COMMITTED_BODY = None # the COMMITTED report back; None: sized as a STEP_REPORT
-PING = HEADER + FRAME_TAG  # keepalive ping and pong, each
+# ---- sizes, bytes (proto/peer-proto.h, proto/peer.c) ----------------------------
+HEADER = 24           # PEER_HDR_SIZE
+FRAME_TAG = 16        # PEER_TAG_SIZE, after every frame ([cluster] peer_frame_mac)
+JOB_LEN = 9           # the job's name, e.g. "llama-70b" (u16 length + bytes)
+# STEP_REPORT: job, uid u32, step u64, world_size u32, flags u8,
+# committed_at u64, nranks u32, then a u32 per rank
+REPORT_FIXED = 2 + JOB_LEN + 4 + 8 + 4 + 1 + 8 + 4
+REPORT_PER_RANK = 4
+# STEP_STATE: job, step u64, world_size u32, state u8, committed_at u64,
+# error i32, message (u16 length + bytes)
+STATE_FIXED = 2 + JOB_LEN + 8 + 4 + 1 + 8 + 4 + 2
+PENDING_MESSAGE = 512  # PEER_ERRMSG_MAX: at 2,048 nodes the list of what is
+                       # missing is cut there ("..."); a few dozen bytes on small clusters
+PING = HEADER + 8 + FRAME_TAG  # keepalive PING and PONG, each (u64 value)
 KEEPALIVE_S = 15      # [cluster] peer_keepalive
-# TCP/IPv4 with timestamps, one segment per message (no coalescing; the
-# upper bound on what the wire and the NIC see)
-TCPIP = 20 + 32
+TCPIP = 20 + 32       # IPv4 + TCP with timestamps, one segment per frame (no
+                      # coalescing: the upper bound)
 
 
 def frame(body):
     return HEADER + body + FRAME_TAG
 
 
-def cost(nodes, ranks, commit_from):
-    """Per-commit counts at the coordinator, as rows (what, count, bytes)."""
-    remote = nodes - 1
-    report = frame(REPORT_BODY + REPORT_PER_RANK * ranks)
-    committed = frame(COMMITTED_BODY) if COMMITTED_BODY is not None else report
-    state = frame(STATE_BODY)
-    requesters = remote if commit_from == "every-node" else min(1, remote)
-    rows = [
-        ("STEP_REPORT, ranks on disk (in)", remote, remote * report),
-        ("STEP_REPORT, commit request (in)", requesters, requesters * report),
-        ("STEP_STATE committed (out)", remote, remote * state),
-        ("COMMITTED report back (in)", remote, remote * committed),
-        ("STEP_STATE committed everywhere (out)", remote, remote * state),
+def report(nranks):
+    return frame(REPORT_FIXED + REPORT_PER_RANK * nranks)
+
+
+def state(message=0):
+    return frame(STATE_FIXED + message)
+
+
+def rows(nodes, ranks):
+    """(what, direction, per case {barrier, worst}: (count, bytes))."""
+    m = nodes - 1  # the nodes that send over a link
+    landing = sum(report(k) for k in range(1, ranks + 1))  # one node's ranks landing
+    pending = state(PENDING_MESSAGE)
+    return [
+        ("STEP_REPORT BEGIN", "in", {c: (m, m * report(0)) for c in ("barrier", "worst")}),
+        ("STEP_STATE PENDING (answer to BEGIN)", "out",
+         {c: (m, m * pending) for c in ("barrier", "worst")}),
+        ("STEP_REPORT, a rank landed", "in",
+         {c: (m * ranks, m * landing) for c in ("barrier", "worst")}),
+        ("STEP_REPORT COMMIT", "in",
+         {"barrier": (1, report(ranks)), "worst": (m * ranks, m * ranks * report(ranks))}),
+        ("STEP_STATE PENDING (answer to COMMIT)", "out",
+         {"barrier": (0, 0), "worst": (m * ranks, m * ranks * pending)}),
+        ("STEP_STATE DECIDED", "out", {c: (m, m * state()) for c in ("barrier", "worst")}),
+        ("STEP_REPORT COMMITTED", "in",
+         {c: (m, m * report(ranks)) for c in ("barrier", "worst")}),
+        ("STEP_STATE EVERYWHERE", "out", {c: (m, m * state()) for c in ("barrier", "worst")}),
     ]
-    return rows, report, state, committed
 
 
 def human(b):
@@ -64,40 +89,46 @@ def human(b):
 
 
 def main():
-    ap = argparse.ArgumentParser(description="what one cluster-wide commit costs the coordinator")
+    ap = argparse.ArgumentParser(description="what one cluster-wide commit costs the "
+                                             "coordinator (node 0)")
     ap.add_argument("--nodes", type=int, default=2048)
     ap.add_argument("--ranks", type=int, default=8, help="ranks per node")
-    ap.add_argument("--commit-from", choices=("one", "every-node"), default="every-node",
-                    help="which nodes send a commit request (every-node: every rank "
-                         "calls ckpt_commit, the worst case)")
     a = ap.parse_args()
-    if a.nodes < 1 or a.ranks < 1:
-        ap.error("--nodes and --ranks must be positive")
+    if a.nodes < 2 or a.ranks < 1:
+        ap.error("--nodes must be at least 2, --ranks at least 1")
 
-    rows, report, state, committed = cost(a.nodes, a.ranks, a.commit_from)
+    rs = rows(a.nodes, a.ranks)
     links = a.nodes - 1
-    msgs = sum(r[1] for r in rows)
-    wire = sum(r[2] for r in rows)
-    print(f"{a.nodes:,} nodes x {a.ranks} ranks (world_size {a.nodes * a.ranks:,}), "
-          f"coordinator node 0, commit requested by "
-          f"{'every node' if a.commit_from == 'every-node' else 'one node other than node 0'}; "
-          f"sizes: STEP_REPORT {report} B, STEP_STATE {state} B, COMMITTED {committed} B "
-          f"(header {HEADER} + body + tag {FRAME_TAG})")
+    print(f"{a.nodes:,} nodes × {a.ranks} ranks (world_size {a.nodes * a.ranks:,}), "
+          f"coordinator node 0, {links:,} control links. Frames: header {HEADER} B + body + "
+          f"tag {FRAME_TAG} B; STEP_REPORT {report(0)} B + {REPORT_PER_RANK} B per rank, "
+          f"STEP_STATE {state()} B + its message (PENDING: {PENDING_MESSAGE} B here); "
+          f"job name {JOB_LEN} B.")
     print()
-    print("| at the coordinator, per commit | messages | bytes (frames) | bytes with TCP/IP |")
-    print("|---|---|---|---|")
-    for what, n, b in rows:
-        print(f"| {what} | {n:,} | {human(b)} | {human(b + n * TCPIP)} |")
-    print(f"| **total** | **{msgs:,}** (in {msgs - 2 * links:,}, out {2 * links:,}) "
-          f"| **{human(wire)}** | **{human(wire + msgs * TCPIP)}** |")
+    print("| at node 0, per commit | dir | barrier, one rank commits: frames | bytes "
+          "| no barrier, every rank commits: frames | bytes |")
+    print("|---|---|---|---|---|---|")
+    tot = {c: [0, 0, 0] for c in ("barrier", "worst")}  # frames, bytes, frames in
+    for what, d, cases in rs:
+        cells = []
+        for c in ("barrier", "worst"):
+            n, b = cases[c]
+            tot[c][0] += n
+            tot[c][1] += b
+            tot[c][2] += n if d == "in" else 0
+            cells += [f"{n:,}", human(b)]
+        print(f"| {what} | {d} | " + " | ".join(cells) + " |")
+    cells = []
+    for c in ("barrier", "worst"):
+        n, b, n_in = tot[c]
+        cells += [f"**{n:,}** ({n_in:,} in)", f"**{human(b)}** ({human(b + n * TCPIP)} with TCP/IP)"]
+    print("| **total** | | " + " | ".join(cells) + " |")
     print()
-    ka = links * 2 * PING / KEEPALIVE_S
-    print(f"Standing cost: {links:,} control links (file descriptors and TCP "
-          f"connections) at the coordinator, one authenticated handshake each at start "
-          f"and after a reconnect; keepalives {links * 2 / KEEPALIVE_S:,.1f} frames/s, "
-          f"{human(ka)}/s. Coordinator state per step in flight: one bit per rank "
-          f"({human((a.nodes * a.ranks + 7) // 8)}) plus one entry per holder "
-          f"({a.nodes:,}).")
+    print(f"Standing cost: {links:,} TCP connections and descriptors at node 0, one "
+          f"authenticated handshake each at start and after a reconnect; keepalives "
+          f"{links * 2 / KEEPALIVE_S:,.1f} frames/s ({human(links * 2 * PING / KEEPALIVE_S)}/s). "
+          f"Node 0's table per step in flight: a node per rank and a state per node "
+          f"({a.nodes * a.ranks:,} + {a.nodes:,} entries).")
 
 
 if __name__ == "__main__":
