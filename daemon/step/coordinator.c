@@ -245,10 +245,16 @@ static void describe_missing(const struct coordinator *co, const struct cstep *s
 #undef PUT
 }
 
-static void send_pending(struct coordinator *co, uint32_t node, const struct cstep *s) {
+/* asked: a commit ask, which wants to know what is missing (its timeout
+ * says it); a BEGIN only wants the world_size agreed, and at 2,048 nodes
+ * every node's BEGIN comes at once: no walk over the ranks for it. */
+static void send_pending(struct coordinator *co, uint32_t node, const struct cstep *s,
+                         bool asked) {
         struct peer_step_state m;
         state_init(&m, s, PEER_STEP_PENDING);
-        if (s->missing)
+        if (!asked)
+                snprintf(m.message, sizeof(m.message), "world_size %u agreed", s->world_size);
+        else if (s->missing)
                 describe_missing(co, s, m.message, sizeof(m.message));
         else
                 snprintf(m.message, sizeof(m.message), "every rank is saved; no commit asked for");
@@ -336,7 +342,7 @@ void coordinator_report(struct coordinator *co, uint32_t node,
         advance(co, s, now);
         if (r->flags & (PEER_REPORT_BEGIN | PEER_REPORT_COMMIT)) {
                 if (!s->decided)
-                        send_pending(co, node, s);
+                        send_pending(co, node, s, r->flags & PEER_REPORT_COMMIT);
                 else if (everywhere)
                         /* advance() told the others; this one asked again */
                         send_state(co, node, s, PEER_STEP_EVERYWHERE);
