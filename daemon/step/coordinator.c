@@ -273,7 +273,10 @@ static void advance(struct coordinator *co, struct cstep *s, int64_t now) {
                         if (s->holder[nd] == HOLDS_RANKS)
                                 send_state(co, nd, s, PEER_STEP_DECIDED);
         }
-        if (!s->decided || s->everywhere || s->unrecorded)
+        /* every rank's holder known and every holder recorded it (a
+         * decision learned after a restart waits for the holders of the
+         * ranks not reported yet) */
+        if (!s->decided || s->everywhere || s->unrecorded || s->missing)
                 return;
         s->everywhere = true;
         for (uint32_t nd = 0; nd < co->node_count; nd++)
@@ -340,12 +343,13 @@ void coordinator_report(struct coordinator *co, uint32_t node,
                 send_state(co, node, s, PEER_STEP_DECIDED);
         bool everywhere = s->everywhere;
         advance(co, s, now);
-        if (r->flags & (PEER_REPORT_BEGIN | PEER_REPORT_COMMIT)) {
+        if (everywhere && (s->asked[node] || (r->flags & PEER_REPORT_COMMIT)))
+                /* told before, and this node asks (again, or its trainers
+                 * wait for the word after recording the decision late) */
+                send_state(co, node, s, PEER_STEP_EVERYWHERE);
+        else if (r->flags & (PEER_REPORT_BEGIN | PEER_REPORT_COMMIT)) {
                 if (!s->decided)
                         send_pending(co, node, s, r->flags & PEER_REPORT_COMMIT);
-                else if (everywhere)
-                        /* advance() told the others; this one asked again */
-                        send_state(co, node, s, PEER_STEP_EVERYWHERE);
                 else if (!s->everywhere && s->holder[node] == HOLDS_NONE)
                         /* it holds nothing to record: it waits for EVERYWHERE */
                         send_state(co, node, s, PEER_STEP_DECIDED);
