@@ -41,7 +41,8 @@
  * ckpt_last_error() gives the daemon's own words about the last failure on a
  * connection.  Common ones:
  *   -ENOENT / -ECONNREFUSED  daemon not running (connect), or no such
- *                            job/step/rank/shard
+ *                            job/step/rank/shard, or (restore) the step
+ *                            is not committed
  *   -EINVAL                  invalid name or argument
  *   -EACCES                  the job belongs to another user
  *   -ETIMEDOUT               no shared-memory slot freed up within the
@@ -278,21 +279,27 @@ struct ckpt_shard_info {
 };
 
 /* The shards of one rank of (job, step), sorted by name.  *list is
- * malloc'd; free it with ckpt_shard_list_free(). */
+ * malloc'd; free it with ckpt_shard_list_free().  Like ckpt_read() and
+ * ckpt_map(): -ENOENT when the step is not committed (ckpt_last_error()
+ * says "step S of job 'J' is not committed (N of W ranks saved on this
+ * node)"), as for a step, rank or shard that does not exist. */
 CKPT_EXPORT int ckpt_shard_list(struct ckpt_conn *conn, const char *job, uint64_t step,
                                 uint32_t rank, struct ckpt_shard_info **list, size_t *count);
 CKPT_EXPORT void ckpt_shard_list_free(struct ckpt_shard_info *list);
 
 /*
- * Read bytes [offset, offset+len) of a shard into buf.  Returns the number
- * of bytes read (less than len only at the end of the shard), or -errno.
- * Every block read is checked against its CRC32C: -EIO on a mismatch.
+ * Read bytes [offset, offset+len) of a shard of a committed step into buf.
+ * Returns the number of bytes read (less than len only at the end of the
+ * shard), or -errno: -ENOENT also for a step that is not committed yet
+ * (see ckpt_shard_list()).  Every block read is checked against its
+ * CRC32C: -EIO on a mismatch.
  */
 CKPT_EXPORT int64_t ckpt_read(struct ckpt_conn *conn, const char *job, uint64_t step,
                               uint32_t rank, const char *shard, uint64_t offset, void *buf,
                               uint64_t len);
 
-/* Map a whole shard read-only.  Its CRC32C is checked before returning
+/* Map a whole shard of a committed step read-only (-ENOENT for a step not
+ * committed, as for ckpt_read()).  Its CRC32C is checked before returning
  * (-EIO on mismatch).  Release with ckpt_unmap(). */
 CKPT_EXPORT int ckpt_map(struct ckpt_conn *conn, const char *job, uint64_t step, uint32_t rank,
                          const char *shard, const void **addr, uint64_t *size);

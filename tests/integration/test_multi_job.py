@@ -107,8 +107,11 @@ def resave(d):
     for r in range(world):
         d.rank(*save_args(job, step, world, 1, r, old))
     d.rank("wait", "--job", job, "--step", step, "--tier", "local")
-    # the first copies are on disk and readable before the commit
-    d.rank(*verify_args(job, step, 0, 1, old))
+    # the first copies are on disk, but not readable before the commit
+    # (issue 10: a restore reads only committed steps)
+    p = d.rank(*verify_args(job, step, 0, 1, old), check_rc=False)
+    check(p.returncode == 1 and "ENOENT" in p.stderr and "is not committed" in p.stderr,
+          "rank 0 of the uncommitted step: rc %d %s" % (p.returncode, p.stderr.strip()))
 
     # rank 0 again with other bytes; rank 1 again with another layout
     d.rank(*save_args(job, step, world, 2, 0, old, ["--zero-copy"]))
