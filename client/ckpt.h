@@ -105,7 +105,9 @@ extern "C" {
 #endif
 
 #define CKPT_VERSION_MAJOR 0
-#define CKPT_VERSION_MINOR 3 /* 0.2: ckpt_latest_rank(); 0.3: ckpt_set_timeout() */
+/* 0.2: ckpt_latest_rank(); 0.3: ckpt_set_timeout(); 0.4: ckpt_save_replaced()
+ * (protocol version 3) */
+#define CKPT_VERSION_MINOR 4
 
 /* What ckpt_wait() and ckpt_commit() allow the daemon beyond their own
  * timeout_ms to deliver its reply (see "Deadlines" above). */
@@ -169,10 +171,26 @@ CKPT_EXPORT const char *ckpt_strerror(int err);
 /*
  * Start saving rank `rank` of `world_size` for (job, step).  The job is
  * created on first use and belongs to the calling uid.  Saving a step that
- * is already committed fails with -EEXIST.
+ * is already committed fails with -EEXIST.  Saving a rank of a step that is
+ * not committed again replaces the earlier copy of that rank (once the new
+ * save is on disk; until then a restore could not read the step anyway, as
+ * it is not committed): ckpt_save_replaced() tells whether this happened,
+ * and the daemon logs it.
  */
 CKPT_EXPORT int ckpt_save_begin(struct ckpt_conn *conn, const char *job, uint64_t step,
                                 uint32_t rank, uint32_t world_size, struct ckpt_save **out);
+
+/*
+ * Whether the save begun as `save` replaces an earlier copy of its rank:
+ * 1 when the daemon held one (saved before in this step, which is not
+ * committed, by this daemon run or an earlier one), 0 when this is the
+ * rank's first copy.  -EOPNOTSUPP when the daemon speaks only protocol
+ * version 2 and cannot say; -EINVAL for NULL.  Ask before
+ * ckpt_save_finish() or ckpt_save_abort(), which free save.  Makes no
+ * request; thread-safe as far as save is not being freed.  Since libckpt
+ * 0.4.
+ */
+CKPT_EXPORT int ckpt_save_replaced(const struct ckpt_save *save);
 
 /*
  * Save a whole shard by copying `size` bytes from `data` (the only copy on

@@ -501,6 +501,10 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 return;
         }
 
+        /* An earlier copy of the rank (saved in this run, or on disk from an
+         * earlier one): the new save replaces it, and the reply says so
+         * (issue 10: never silently). */
+        bool replaced = false;
         struct step_state *st = step_find(srv, job, req->step);
         if (st) {
                 if (st->committing || st->committed) {
@@ -529,6 +533,7 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                                 return;
                         }
                         /* saving a rank again replaces the old copy */
+                        replaced |= old->state == SAVE_DONE;
                         save_free(old);
                 }
         }
@@ -584,8 +589,18 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 srv->on_saving(srv, true);
         ckpt_state_update(srv, st);
 
+        /* -EIO (logged by the catalog) counts as no copy: the flag is news
+         * for the trainer, the save goes on either way */
+        replaced |= catalog_rank_exists(srv->catalog, job, req->step, req->rank) == 1;
+        if (replaced)
+                log_notice("job %s step %" PRIu64 " rank %u saved again (uid %u): the new save "
+                           "replaces the copy saved before (the step is not committed)", job,
+                           req->step, req->rank, s->uid);
+
         struct ckpt_reply rep = { 0 };
         rep.id.id = s->id;
+        /* a version-2 SAVE_BEGIN reply has no room for the flag */
+        rep.id.replaced = replaced && c->busy_version >= CKPT_PROTO_VERSION_REPLACED;
         conn_reply(c, &rep, -1);
 }
 

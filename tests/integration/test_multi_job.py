@@ -113,9 +113,12 @@ def resave(d):
     check(p.returncode == 1 and "ENOENT" in p.stderr and "is not committed" in p.stderr,
           "rank 0 of the uncommitted step: rc %d %s" % (p.returncode, p.stderr.strip()))
 
-    # rank 0 again with other bytes; rank 1 again with another layout
-    d.rank(*save_args(job, step, world, 2, 0, old, ["--zero-copy"]))
-    d.rank(*save_args(job, step, world, 3, 1, new1))
+    # rank 0 again with other bytes; rank 1 again with another layout: each
+    # says it replaced the first copy
+    for rank, seed, layout, extra in ((0, 2, old, ["--zero-copy"]), (1, 3, new1, [])):
+        p = d.rank(*save_args(job, step, world, seed, rank, layout, extra))
+        check("replaced" in p.stdout.split(), "saving rank %d again does not say it replaced "
+              "the first copy: %r" % (rank, p.stdout))
     d.rank("commit", "--job", job, "--step", step)
 
     d.rank(*verify_args(job, step, 0, 2, old, ["--map"]))
