@@ -113,6 +113,7 @@ static int cluster_report_step(struct server *srv, const char *job, uint64_t ste
                                uint32_t world_size, uint32_t uid, uint8_t flags);
 static uint8_t cluster_flags(const struct step_state *st);
 static void wait_join(struct conn *c, struct step_state *st, uint8_t tier, uint32_t timeout_ms);
+static void save_begin_reply(struct conn *c, const struct save *s);
 
 static struct step_state *step_find(struct server *srv, const char *job, uint64_t step) {
         struct list *pos, *tmp;
@@ -519,6 +520,10 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 return;
         }
 
+        /* An earlier copy of the rank (saved in this run, or on disk from an
+         * earlier one): the new save replaces it, and the reply says so
+         * (issue 10: never silently). */
+        bool replaced = false;
         struct step_state *st = step_find(srv, job, req->step);
         if (st) {
                 if (st->committing || st->committed) {
@@ -547,6 +552,7 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                                 return;
                         }
                         /* saving a rank again replaces the old copy */
+                        replaced |= old->state == SAVE_DONE;
                         save_free(old);
                 }
         }
@@ -607,6 +613,15 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 srv->on_saving(srv, true);
         ckpt_state_update(srv, st);
 
+        /* -EIO (logged by the catalog) counts as no copy: the flag is news
+         * for the trainer, the save goes on either way */
+        replaced |= catalog_rank_exists(srv->catalog, job, req->step, req->rank) == 1;
+        if (replaced)
+                log_notice("job %s step %" PRIu64 " rank %u saved again (uid %u): the new save "
+                           "replaces the copy saved before (the step is not committed)", job,
+                           req->step, req->rank, s->uid);
+        s->replaced = replaced;
+
         if (ask_verdict && cluster_report_step(srv, job, req->step, req->world_size, st->uid,
                                                PEER_REPORT_BEGIN) == 0)
                 st->verdict_asked = true;
@@ -618,8 +633,14 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 wait_join(c, st, 0, CLUSTER_VERDICT_MS);
                 return;
         }
+        save_begin_reply(c, s);
+}
+
+static void save_begin_reply(struct conn *c, const struct save *s) {
         struct ckpt_reply rep = { 0 };
         rep.id.id = s->id;
+        /* a version-2 SAVE_BEGIN reply has no room for the flag */
+        rep.id.replaced = s->replaced && c->busy_version >= CKPT_PROTO_VERSION_REPLACED;
         conn_reply(c, &rep, -1);
 }
 
@@ -1559,9 +1580,7 @@ static void cluster_verdict(struct step_state *st, int error, const char *why) {
                 c->pending = NULL;
                 wait_leave(c);
                 if (!error) {
-                        struct ckpt_reply rep = { 0 };
-                        rep.id.id = s->id;
-                        conn_reply(c, &rep, -1);
+                        save_begin_reply(c, s);
                         continue;
                 }
                 conn_drop_save(c, s);
@@ -1591,9 +1610,7 @@ static void cluster_begin_timeout(struct conn *c) {
         log_warn("job %s step %" PRIu64 ": no word from the coordinator (node 0) on world_size %u "
                  "within %u ms; saving without it",
                  st->job, st->step, st->world_size, CLUSTER_VERDICT_MS);
-        struct ckpt_reply rep = { 0 };
-        rep.id.id = s->id;
-        conn_reply(c, &rep, -1);
+        save_begin_reply(c, s);
 }
 
 /* The decision reached this node: record it for the ranks held here. */

@@ -88,6 +88,7 @@ struct save {
         uint64_t bytes;
         uint32_t files;           /* descriptors taken from srv->files for the rank writer */
         struct manifest *manifest;
+        bool replaced;            /* it replaces an earlier copy of the rank (the reply says so) */
 };
 
 void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req);
