@@ -11,7 +11,8 @@
  *     ckpt_save_write(s, "model.pt", data, size);      // one copy into shared memory
  *     ...                                              // more shards
  *     ckpt_save_finish(s);     // every shard staged: the daemon owns the bytes
- *     // trainer barrier across ranks, then one rank (or all: idempotent):
+ *     // one rank (or all: idempotent), no barrier needed: it waits for
+ *     // every rank of the step, on every node of the job
  *     ckpt_commit(c, "llama", step, timeout_ms);
  *
  * The only time a trainer waits for is the copy into the daemon's shared
@@ -242,13 +243,17 @@ CKPT_EXPORT int ckpt_wait(struct ckpt_conn *conn, const char *job, uint64_t step
                           enum ckpt_wait_tier tier, uint32_t timeout_ms);
 
 /*
- * Mark (job, step) committed, after the trainer's own barrier guarantees
- * every rank finished its save.  Waits (up to timeout_ms) for the node's
- * ranks to reach local disk, then writes the commit record atomically.
- * Idempotent.  -EPROTO if a rank's save failed or (single-node daemon) not
- * every rank of world_size was saved.  The reply must arrive within
- * timeout_ms + CKPT_REPLY_GRACE_MS, or the call returns -ETIMEDOUT and
- * closes conn (see "Deadlines").
+ * Commit (job, step): any rank on any node may call it, once or every
+ * rank, with or without a barrier before it.  It returns 0 once every rank
+ * 0..world_size-1 is on disk and the step is committed — on a job of
+ * several nodes, once node 0 has decided it and every node holding ranks
+ * of it has recorded it, so ckpt_latest() on any of them names it
+ * (docs/commit.md).  Until then it waits, at most timeout_ms: -ETIMEDOUT,
+ * and ckpt_last_error() names the ranks (and nodes) still missing, or that
+ * node 0 cannot be reached.  -EPROTO at once if a save of a rank of it
+ * failed on this node (a torn shard).  Idempotent.  The reply must arrive
+ * within timeout_ms + CKPT_REPLY_GRACE_MS, or the call returns -ETIMEDOUT
+ * and closes conn (see "Deadlines").
  */
 CKPT_EXPORT int ckpt_commit(struct ckpt_conn *conn, const char *job, uint64_t step,
                             uint32_t timeout_ms);

@@ -1127,7 +1127,11 @@ static void wait_timeout(struct loop_timer *t) {
         }
         list_unlink(&c->step_link);
         c->wait_step = NULL;
-        if (c->busy_type == CKPT_MSG_COMMIT && clustered(c->srv)) {
+        if (c->busy_type == CKPT_MSG_COMMIT && !clustered(c->srv) && st->cluster_why[0]) {
+                conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' was not committed within "
+                           "%u ms: %s",
+                           st->step, st->job, c->wait_ms, st->cluster_why);
+        } else if (c->busy_type == CKPT_MSG_COMMIT && clustered(c->srv)) {
                 bool up = c->srv->cluster_reachable(c->srv);
                 conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' was not committed within "
                            "%u ms: %s%s%s%s",
@@ -1304,6 +1308,34 @@ static void step_committed(void *userdata, int error) {
         server_check_drained(srv);
 }
 
+/* What a single node's commit waits for, for its timeout's message:
+ * "ranks 1, 3 of 4 are not saved" (from the catalog's ranks on disk). */
+static void local_missing(struct server *srv, struct step_state *st, uint32_t saved) {
+        _cleanup_free_ uint32_t *have = calloc(saved ? saved : 1, sizeof(*have));
+        size_t n = 0, at = 0, k = 0;
+        int w;
+
+        if (!have || catalog_ranks(srv->catalog, st->job, st->step, have, saved, &n) < 0)
+                n = 0;
+        n = MIN(n, (size_t)saved);
+        bool one = st->world_size - n == 1;
+        w = snprintf(st->cluster_why, sizeof(st->cluster_why), one ? "rank" : "ranks");
+        at = w > 0 ? (size_t)w : 0;
+        bool first = true;
+        for (uint32_t rk = 0; rk < st->world_size && at + 64 < sizeof(st->cluster_why); rk++) {
+                while (k < n && have[k] < rk)
+                        k++;
+                if (k < n && have[k] == rk)
+                        continue;
+                w = snprintf(st->cluster_why + at, sizeof(st->cluster_why) - at, "%s %u",
+                             first ? "" : ",", rk);
+                at += w > 0 ? (size_t)w : 0;
+                first = false;
+        }
+        snprintf(st->cluster_why + at, sizeof(st->cluster_why) - at, " of %u %s not saved",
+                 st->world_size, one ? "is" : "are");
+}
+
 static void step_try_commit(struct conn *c, struct step_state *st) {
         struct server *srv = c->srv;
         const char *why;
@@ -1326,36 +1358,10 @@ static void step_try_commit(struct conn *c, struct step_state *st) {
         }
         struct ckpt_ckpt_entry e;
         r = catalog_ckpt_get(srv->catalog, st->job, st->step, &e);
-        if (srv->opts.node_count > 1 && r == 0 && e.ranks_local > 0) {
-                /* One node of several: commit the ranks this node holds;
-                 * the object store's COMMIT checks that the nodes
-                 * together hold every rank. */
-                commit_record_clear(&st->record);
-                st->record.ranks = calloc(e.ranks_local, sizeof(uint32_t));
-                size_t n = 0;
-                if (!st->record.ranks ||
-                    catalog_ranks(srv->catalog, st->job, st->step, st->record.ranks,
-                                  e.ranks_local, &n) < 0) {
-                        wait_leave(c);
-                        conn_error(c, -ENOMEM, "cannot list the ranks of step %" PRIu64,
-                                   st->step);
-                        return;
-                }
-                snprintf(st->record.job, sizeof(st->record.job), "%s", st->job);
-                st->record.step = st->step;
-                st->record.world_size = st->world_size;
-                st->record.committed_at = (int64_t)time(NULL);
-                st->record.nranks = (uint32_t)n;
-                st->committing = true;
-                store_step_commit(srv->store, &st->record, step_committed, st);
-                return;
-        }
         if (r < 0 || e.ranks_local != st->world_size) {
-                wait_leave(c);
-                conn_error(c, -EPROTO,
-                           "cannot commit step %" PRIu64 " of job '%s': only %u of %u ranks are "
-                           "saved; every rank must finish its save before the commit",
-                           st->step, st->job, r < 0 ? 0 : e.ranks_local, st->world_size);
+                /* Ranks missing: without a barrier before it, a commit
+                 * waits for them (up to its timeout, which names them). */
+                local_missing(srv, st, r < 0 ? 0 : e.ranks_local);
                 return;
         }
         commit_record_clear(&st->record);
