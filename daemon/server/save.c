@@ -104,11 +104,16 @@ static void conn_drop_save(struct conn *c, struct save *s) {
 /* How long a first SAVE_BEGIN of a step waits for the coordinator's word
  * on its world_size before it goes ahead without it. */
 #define CLUSTER_VERDICT_MS 2000
+/* While trainers wait in ckpt_commit, their node asks node 0 again this
+ * often: its answer (what is missing) is then at most this old when a
+ * commit times out, and an ask lost with a link is repeated. */
+#define CLUSTER_ASK_AGAIN_MS 500
 
 /* the cluster-wide commit, this node's side (near the end) */
 static bool clustered(const struct server *srv);
 static void cluster_commit_check(struct conn *c, struct step_state *st);
 static void cluster_begin_timeout(struct conn *c);
+static void cluster_ask_again(struct loop_timer *t);
 static int cluster_report_step(struct server *srv, const char *job, uint64_t step,
                                uint32_t world_size, uint32_t uid, uint8_t flags);
 static uint8_t cluster_flags(const struct step_state *st);
@@ -1427,6 +1432,9 @@ void save_handle_commit(struct conn *c, const struct ckpt_req_job_step *req) {
                                 cluster_flags(st)) == -ENOTCONN && !st->cluster_why[0])
                 snprintf(st->cluster_why, sizeof(st->cluster_why),
                          "the coordinator (node 0) is unreachable");
+        if (!loop_timer_armed(&st->ask_again))
+                loop_timer_start(srv->loop, &st->ask_again, CLUSTER_ASK_AGAIN_MS,
+                                 cluster_ask_again);
 }
 
 static void step_state_free(struct step_state *st) {
@@ -1443,6 +1451,7 @@ static void step_state_free(struct step_state *st) {
                 save_free(s);
         }
         commit_record_clear(&st->record);
+        loop_timer_cancel(&st->ask_again);
         list_unlink(&st->link);
         free(st);
 }
@@ -1605,6 +1614,17 @@ static void cluster_verdict(struct step_state *st, int error, const char *why) {
                 /* (void): an empty row; reconcile forgets it at the next start */
                 (void)catalog_ckpt_delete(srv->catalog, st->job, st->step);
         step_free_if_idle(st);
+}
+
+static void cluster_ask_again(struct loop_timer *t) {
+        struct step_state *st = container_of(t, struct step_state, ask_again);
+        struct server *srv = st->srv;
+        uint8_t flags = cluster_flags(st);
+
+        if (!(flags & PEER_REPORT_COMMIT) || st->everywhere)
+                return; /* nobody waits any more */
+        (void)cluster_report_step(srv, st->job, st->step, st->world_size, st->uid, flags);
+        loop_timer_start(srv->loop, &st->ask_again, CLUSTER_ASK_AGAIN_MS, cluster_ask_again);
 }
 
 static void cluster_begin_timeout(struct conn *c) {

@@ -36,6 +36,10 @@ struct cstep {
         uint8_t *holder;        /* node_count entries: enum holder */
         uint8_t *asked;         /* node_count entries: a trainer there asked */
         uint32_t unrecorded;    /* nodes at HOLDS_RANKS (keeps advance() O(1)) */
+        /* what is missing, as PENDING says it: rebuilt only after a
+         * change, so the nodes' repeated asks cost no walk over the ranks */
+        char missing_text[PEER_ERRMSG_MAX + 1];
+        bool missing_text_ok;
         bool commit_asked;
         bool decided;           /* made here, or learned from a COMMITTED report */
         bool everywhere;        /* every holder recorded it; told */
@@ -152,6 +156,8 @@ static struct cstep *cstep_new(struct coordinator *co, const struct peer_step_re
 }
 
 static void set_holder(struct cstep *s, uint32_t node, uint8_t h) {
+        if ((s->holder[node] == HOLDS_NONE) != (h == HOLDS_NONE))
+                s->missing_text_ok = false; /* "nodes with none saved" changed */
         s->unrecorded -= s->holder[node] == HOLDS_RANKS;
         s->holder[node] = h;
         s->unrecorded += h == HOLDS_RANKS;
@@ -248,14 +254,19 @@ static void describe_missing(const struct coordinator *co, const struct cstep *s
 /* asked: a commit ask, which wants to know what is missing (its timeout
  * says it); a BEGIN only wants the world_size agreed, and at 2,048 nodes
  * every node's BEGIN comes at once: no walk over the ranks for it. */
-static void send_pending(struct coordinator *co, uint32_t node, const struct cstep *s,
+static void send_pending(struct coordinator *co, uint32_t node, struct cstep *s,
                          bool asked) {
         struct peer_step_state m;
         state_init(&m, s, PEER_STEP_PENDING);
-        if (!asked)
+        if (!asked) {
                 snprintf(m.message, sizeof(m.message), "world_size %u agreed", s->world_size);
-        else if (s->missing)
-                describe_missing(co, s, m.message, sizeof(m.message));
+        } else if (s->missing) {
+                if (!s->missing_text_ok) {
+                        describe_missing(co, s, s->missing_text, sizeof(s->missing_text));
+                        s->missing_text_ok = true;
+                }
+                memcpy(m.message, s->missing_text, sizeof(m.message));
+        }
         else
                 snprintf(m.message, sizeof(m.message), "every rank is saved; no commit asked for");
         co->ops.send(co->userdata, node, &m);
@@ -312,8 +323,10 @@ void coordinator_report(struct coordinator *co, uint32_t node,
         bool was_decided = s->decided;
         for (uint32_t i = 0; i < r->nranks; i++) {
                 uint32_t rk = r->ranks[i];
-                if (s->rank_node[rk] == NO_NODE)
+                if (s->rank_node[rk] == NO_NODE) {
                         s->missing--;
+                        s->missing_text_ok = false;
+                }
                 s->rank_node[rk] = node;
         }
         if (r->nranks && s->holder[node] == HOLDS_NONE)
