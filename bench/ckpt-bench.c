@@ -9,7 +9,7 @@
  * (N bytes as K equal tensors), and prints one `key=value` line per number;
  * the reference side (fio, torch) and the medians are run.sh's job.
  *
- *   ckpt-bench [OPTIONS] all|memcpy|stage|zerocopy|restore|flush-stage
+ *   ckpt-bench [OPTIONS] all|memcpy|stage|zerocopy|restore|flush-stage|commit
  *
  *   --socket PATH      the daemon's socket ($CKPT_SOCKET if unset)
  *   --job NAME         job to save under (default: bench)
@@ -23,6 +23,16 @@
  *                      contiguous run of the shard list
  *   --restore-strided  ... or each every N-th shard instead
  *
+ * commit (bench/commit.sh) takes its own options:
+ *
+ *   --sockets P0,P1,.. node i's daemon socket (default: --socket, one node)
+ *   --base-sockets P0,.. as many daemons of another build, measured in turns
+ *                      with --sockets step by step ("base_commit_step=" lines)
+ *   --ranks-per-node R rank connections per node (default 2); --size and
+ *                      --tensors are then per rank
+ *   --steps N          timed steps (default 20), after --warmup W (default 2)
+ *   --timeout MS       for every wait and commit (default 60000)
+ *
  * Every mode that talks to the daemon first does one untimed warm-up save
  * on the same connection, so the pool slots are already mapped here and the
  * timed save measures the steady state a trainer sees from its second save
@@ -34,6 +44,10 @@
  * waits for A to reach tier remote, so the script can tell whether the
  * flush really overlapped B's staging.  It does its own warm-ups, in a
  * second job (see mode_flush_stage), and commits only A.
+ *
+ * commit measures the commit latency of issue 10 across several daemons
+ * from one process, so that every timestamp is on one CLOCK_MONOTONIC (see
+ * mode_commit): one line per timed step, "commit_step=S latency_s=..."
  */
 #include <errno.h>
 #include <getopt.h>
@@ -67,6 +81,12 @@ struct bench {
         uint64_t next_step;
         bool have_saved;
         uint64_t saved_step; /* a fully local step, for restore */
+        /* commit mode */
+        const char *sockets; /* comma-separated, node 0 first */
+        const char *base_sockets; /* the same for the daemons compared with */
+        uint32_t ranks_per_node;
+        uint32_t steps, warmup;
+        uint32_t timeout_ms;
 };
 
 static double now_s(void) {
@@ -506,11 +526,406 @@ static int mode_flush_stage(struct bench *b) {
         return 0;
 }
 
+/*
+ * Commit latency (issue 10): last rank on local disk -> every node reports
+ * the step committed.
+ *
+ * Per step: every rank (ranks_per_node connections per node, ranks
+ * node * ranks_per_node + k) begins its save and writes its shards; then
+ * one waiter per node, on a connection of its own, blocks in
+ * ckpt_wait(COMMITTED) (the step exists on its node by then, as the wait
+ * requires); 5 ms later, so that the waits are queued in the daemons, every
+ * rank finishes its save in a thread of its own and waits for CKPT_LOCAL.
+ * When the last of them returns (t_local), rank 0 on node 0 calls
+ * ckpt_commit at once, as a trainer does after its barrier.  latency_s is
+ * the last waiter's return - t_local: what a poller would only see late.
+ *
+ * Today's daemons commit per node: a commit on node 0 never reaches the
+ * others.  The first warm-up step finds out: when node 0's commit has
+ * returned and another node's waiter has not within 2 s, every later step
+ * also commits on every node (one rank each, in parallel, at the same
+ * instant) and the output says commit_mode=per-node, so a number from the
+ * old protocol cannot pass for the cluster commit.
+ */
+struct commit_node;
+
+struct commit_rank {
+        struct bench *bench;
+        struct ckpt_conn *conn;
+        uint32_t rank, world;
+        uint64_t step;
+        struct ckpt_save *save;
+        double t_local;
+        int error;
+};
+
+struct commit_waiter {
+        struct commit_node *node;
+        struct ckpt_conn *conn;
+        pthread_t thread;
+        double t_committed;
+        int error;
+        bool done;
+};
+
+struct commit_node {
+        struct commit_bench *cb;
+        uint32_t index;
+        struct commit_rank *ranks; /* ranks_per_node of them */
+        struct commit_waiter waiter;
+        /* a per-node commit (today's daemons) */
+        pthread_t commit_thread;
+        int commit_error;
+};
+
+struct commit_bench {
+        struct bench *bench;
+        const char *label; /* of its output lines: "commit", "base_commit" */
+        uint32_t nodes;
+        struct commit_node *node;
+        uint64_t step;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        uint32_t waiters_done;
+        bool per_node;
+};
+
+static int connect_to(const char *socket, struct ckpt_conn **out) {
+        int r = ckpt_connect(socket, out);
+        if (r < 0)
+                fprintf(stderr, "ckpt-bench: connect %s: %s (%s)\n", socket, ckpt_strerror(r),
+                        ckpt_last_error(NULL));
+        return r;
+}
+
+static void *commit_waiter_run(void *arg) {
+        struct commit_waiter *w = arg;
+        struct commit_bench *cb = w->node->cb;
+
+        int r = ckpt_wait(w->conn, cb->bench->job, cb->step, CKPT_COMMITTED,
+                          cb->bench->timeout_ms);
+        double t = now_s();
+        if (r < 0)
+                fprintf(stderr, "ckpt-bench: node %u: wait committed, step %" PRIu64 ": %s (%s)\n",
+                        w->node->index, cb->step, ckpt_strerror(r), ckpt_last_error(w->conn));
+        pthread_mutex_lock(&cb->lock);
+        w->t_committed = t;
+        w->error = r;
+        w->done = true;
+        cb->waiters_done++;
+        pthread_cond_broadcast(&cb->cond);
+        pthread_mutex_unlock(&cb->lock);
+        return NULL;
+}
+
+static void *commit_rank_finish(void *arg) {
+        struct commit_rank *cr = arg;
+        struct bench *b = cr->bench;
+
+        cr->error = ckpt_save_finish(cr->save);
+        cr->save = NULL;
+        if (cr->error < 0) {
+                fprintf(stderr, "ckpt-bench: rank %u: save_finish: %s (%s)\n", cr->rank,
+                        ckpt_strerror(cr->error), ckpt_last_error(cr->conn));
+                return NULL;
+        }
+        cr->error = ckpt_wait(cr->conn, b->job, cr->step, CKPT_LOCAL, b->timeout_ms);
+        cr->t_local = now_s();
+        if (cr->error < 0)
+                fprintf(stderr, "ckpt-bench: rank %u: wait local: %s (%s)\n", cr->rank,
+                        ckpt_strerror(cr->error), ckpt_last_error(cr->conn));
+        return NULL;
+}
+
+static void *commit_node_commit(void *arg) {
+        struct commit_node *n = arg;
+        struct bench *b = n->cb->bench;
+
+        n->commit_error = ckpt_commit(n->ranks[0].conn, b->job, n->cb->step, b->timeout_ms);
+        if (n->commit_error < 0)
+                fprintf(stderr, "ckpt-bench: node %u: commit: %s (%s)\n", n->index,
+                        ckpt_strerror(n->commit_error), ckpt_last_error(n->ranks[0].conn));
+        return NULL;
+}
+
+/* Wait until every waiter is done or `deadline` (CLOCK_MONOTONIC seconds,
+ * 0: none) passes; true when all are done. */
+static bool commit_waiters_wait(struct commit_bench *cb, double deadline) {
+        pthread_mutex_lock(&cb->lock);
+        while (cb->waiters_done < cb->nodes) {
+                if (deadline <= 0) {
+                        pthread_cond_wait(&cb->cond, &cb->lock);
+                        continue;
+                }
+                /* the condvar's clock is CLOCK_REALTIME: poll in 1 ms steps
+                 * (only the first warm-up step has a deadline) */
+                pthread_mutex_unlock(&cb->lock);
+                if (now_s() >= deadline)
+                        return false;
+                usleep(1000);
+                pthread_mutex_lock(&cb->lock);
+        }
+        pthread_mutex_unlock(&cb->lock);
+        return true;
+}
+
+/* Issue the per-node commits of today's daemons on nodes first.. at once. */
+static int commit_per_node(struct commit_bench *cb, uint32_t first) {
+        int r = 0;
+        uint32_t started = first;
+        for (uint32_t i = first; i < cb->nodes; i++, started++)
+                if (pthread_create(&cb->node[i].commit_thread, NULL, commit_node_commit,
+                                   &cb->node[i]) != 0) {
+                        r = -EAGAIN;
+                        break;
+                }
+        for (uint32_t i = first; i < started; i++) {
+                pthread_join(cb->node[i].commit_thread, NULL);
+                if (cb->node[i].commit_error < 0 && r == 0)
+                        r = cb->node[i].commit_error;
+        }
+        return r;
+}
+
+/* A step failed while the waiters block on their connections: the
+ * benchmark is over, and exiting is the only clean way to leave threads
+ * that are inside ckpt_wait() (disconnecting under them is not). */
+static _Noreturn void commit_abandon(void) {
+        fflush(stdout);
+        fprintf(stderr, "ckpt-bench: commit: giving up at the first failed step\n");
+        exit(1);
+}
+
+/* One step; timed ones print their line. */
+static int commit_step(struct commit_bench *cb, bool timed, bool detect) {
+        struct bench *b = cb->bench;
+        uint32_t rpn = b->ranks_per_node, world = cb->nodes * rpn;
+        char name[32];
+        int r = 0;
+
+        cb->waiters_done = 0;
+        for (uint32_t i = 0; i < cb->nodes; i++)
+                for (uint32_t k = 0; k < rpn; k++) {
+                        struct commit_rank *cr = &cb->node[i].ranks[k];
+                        cr->step = cb->step;
+                        cr->error = 0;
+                        r = ckpt_save_begin(cr->conn, b->job, cb->step, cr->rank, world, &cr->save);
+                        if (r < 0) {
+                                fprintf(stderr, "ckpt-bench: rank %u: save_begin step %" PRIu64
+                                                ": %s (%s)\n", cr->rank, cb->step,
+                                        ckpt_strerror(r), ckpt_last_error(cr->conn));
+                                return r;
+                        }
+                        for (uint32_t t = 0; t < b->tensors; t++) {
+                                shard_name(name, sizeof(name), t);
+                                r = ckpt_save_write(cr->save, name,
+                                                    b->src + (uint64_t)t * b->tensor_size,
+                                                    b->tensor_size);
+                                if (r < 0) {
+                                        fprintf(stderr, "ckpt-bench: rank %u: save_write: %s (%s)\n",
+                                                cr->rank, ckpt_strerror(r),
+                                                ckpt_last_error(cr->conn));
+                                        return r;
+                                }
+                        }
+                }
+
+        uint32_t waiting = 0;
+        for (; waiting < cb->nodes; waiting++) {
+                struct commit_waiter *w = &cb->node[waiting].waiter;
+                w->done = false;
+                w->error = 0;
+                if (pthread_create(&w->thread, NULL, commit_waiter_run, w) != 0)
+                        break;
+        }
+        if (waiting < cb->nodes) {
+                fprintf(stderr, "ckpt-bench: cannot start a waiter thread\n");
+                return -EAGAIN;
+        }
+        usleep(5000);
+
+        pthread_t *th = calloc(world, sizeof(*th));
+        uint32_t started = 0;
+        if (!th)
+                r = -ENOMEM;
+        for (uint32_t i = 0; i < cb->nodes && r == 0; i++)
+                for (uint32_t k = 0; k < rpn; k++, started++)
+                        if (pthread_create(&th[started], NULL, commit_rank_finish,
+                                           &cb->node[i].ranks[k]) != 0) {
+                                r = -EAGAIN;
+                                break;
+                        }
+        for (uint32_t j = 0; j < started; j++)
+                pthread_join(th[j], NULL);
+        free(th);
+        double t_local = 0;
+        for (uint32_t i = 0; i < cb->nodes; i++)
+                for (uint32_t k = 0; k < rpn; k++) {
+                        struct commit_rank *cr = &cb->node[i].ranks[k];
+                        if (cr->error < 0 && r == 0)
+                                r = cr->error;
+                        t_local = cr->t_local > t_local ? cr->t_local : t_local;
+                }
+        if (r < 0)
+                commit_abandon();
+
+        double t_issue = now_s();
+        if (cb->per_node) {
+                r = commit_per_node(cb, 0);
+        } else {
+                r = ckpt_commit(cb->node[0].ranks[0].conn, b->job, cb->step, b->timeout_ms);
+                if (r < 0)
+                        fprintf(stderr, "ckpt-bench: commit step %" PRIu64 ": %s (%s)\n", cb->step,
+                                ckpt_strerror(r), ckpt_last_error(cb->node[0].ranks[0].conn));
+        }
+        double t_call = now_s();
+        if (r == 0 && detect && !cb->per_node && !commit_waiters_wait(cb, t_call + 2.0)) {
+                fprintf(stderr, "ckpt-bench: node 0's commit did not reach every node within "
+                                "2 s: per-node commits from now on (a daemon before the cluster "
+                                "commit)\n");
+                cb->per_node = true;
+                r = commit_per_node(cb, 1);
+        }
+        if (r == 0)
+                commit_waiters_wait(cb, 0);
+        if (r < 0)
+                commit_abandon();
+        for (uint32_t i = 0; i < waiting; i++)
+                pthread_join(cb->node[i].waiter.thread, NULL);
+
+        double last = 0, first = 0;
+        for (uint32_t i = 0; i < cb->nodes; i++) {
+                struct commit_waiter *w = &cb->node[i].waiter;
+                if (w->error < 0)
+                        return w->error;
+                last = w->t_committed > last ? w->t_committed : last;
+                first = i == 0 || w->t_committed < first ? w->t_committed : first;
+        }
+        if (!timed)
+                return 0;
+        printf("%s_step=%" PRIu64 " latency_s=%.6f call_s=%.6f issue_s=%.6f first_node_s=%.6f "
+               "nodes_s=", cb->label, cb->step, last - t_local, t_call - t_issue, t_issue - t_local,
+               first - t_local);
+        for (uint32_t i = 0; i < cb->nodes; i++)
+                printf("%s%.6f", i ? "," : "", cb->node[i].waiter.t_committed - t_local);
+        printf("\n");
+        fflush(stdout);
+        return 0;
+}
+
+/* Connect ranks and waiters to the daemons of `list` (node 0 first) and
+ * find the first step to save; cb->bench must be set. */
+static int commit_bench_open(struct commit_bench *cb, const char *list, const char *label) {
+        struct bench *b = cb->bench;
+        char *sockets = strdup(list ? list : "");
+        char *save_ptr = NULL, *tok;
+        int r = 0;
+
+        if (!sockets)
+                return -ENOMEM;
+        cb->label = label;
+        pthread_mutex_init(&cb->lock, NULL);
+        pthread_cond_init(&cb->cond, NULL);
+        for (const char *p = sockets; *p; p++)
+                cb->nodes += *p == ',';
+        cb->nodes++;
+        cb->node = calloc(cb->nodes, sizeof(*cb->node));
+        if (!cb->node) {
+                free(sockets);
+                return -ENOMEM;
+        }
+        uint32_t i = 0;
+        for (tok = strtok_r(sockets, ",", &save_ptr); tok && r == 0;
+             tok = strtok_r(NULL, ",", &save_ptr), i++) {
+                struct commit_node *n = &cb->node[i];
+                n->cb = cb;
+                n->index = i;
+                n->waiter.node = n;
+                n->ranks = calloc(b->ranks_per_node, sizeof(*n->ranks));
+                if (!n->ranks) {
+                        r = -ENOMEM;
+                        break;
+                }
+                r = connect_to(tok, &n->waiter.conn);
+                for (uint32_t k = 0; r == 0 && k < b->ranks_per_node; k++) {
+                        n->ranks[k] = (struct commit_rank){ .bench = b,
+                                                            .rank = i * b->ranks_per_node + k };
+                        r = connect_to(tok, &n->ranks[k].conn);
+                }
+        }
+        free(sockets);
+        if (r == 0 && i != cb->nodes) {
+                fprintf(stderr, "ckpt-bench: an empty entry in the socket list '%s'\n", list);
+                r = -EINVAL;
+        }
+        if (r == 0) {
+                uint64_t latest;
+                r = ckpt_latest(cb->node[0].ranks[0].conn, b->job, &latest, NULL);
+                cb->step = r == 0 ? latest + 1 : 1;
+                r = r == -ENOENT ? 0 : r;
+                if (r < 0)
+                        fprintf(stderr, "ckpt-bench: latest: %s (%s)\n", ckpt_strerror(r),
+                                ckpt_last_error(cb->node[0].ranks[0].conn));
+        }
+        return r;
+}
+
+static void commit_bench_close(struct commit_bench *cb) {
+        for (uint32_t i = 0; cb->node && i < cb->nodes; i++) {
+                ckpt_disconnect(cb->node[i].waiter.conn);
+                for (uint32_t k = 0; cb->node[i].ranks && k < cb->bench->ranks_per_node; k++)
+                        ckpt_disconnect(cb->node[i].ranks[k].conn);
+                free(cb->node[i].ranks);
+        }
+        free(cb->node);
+        pthread_cond_destroy(&cb->cond);
+        pthread_mutex_destroy(&cb->lock);
+}
+
+/*
+ * --sockets, and with --base-sockets a second set of daemons (another
+ * build) measured in the same run: the two take turns step by step, which
+ * goes first alternating, so that a burst of someone else's load on this
+ * machine lands on both about equally.
+ */
+static int mode_commit(struct bench *b) {
+        struct commit_bench cb[2] = { { .bench = b }, { .bench = b } };
+        uint32_t sets = b->base_sockets ? 2 : 1;
+        int r = commit_bench_open(&cb[0], b->sockets ? b->sockets : b->socket, "commit");
+
+        if (r == 0 && sets == 2)
+                r = commit_bench_open(&cb[1], b->base_sockets, "base_commit");
+        if (r == 0 && sets == 2 && cb[1].nodes != cb[0].nodes) {
+                fprintf(stderr, "ckpt-bench: --sockets and --base-sockets name different "
+                                "numbers of daemons\n");
+                r = -EINVAL;
+        }
+        if (r == 0) {
+                printf("nodes=%u\nranks_per_node=%u\nsteps=%u\n", cb[0].nodes, b->ranks_per_node,
+                       b->steps);
+                fflush(stdout);
+        }
+        for (uint32_t s = 0; r == 0 && s < b->warmup + b->steps; s++)
+                for (uint32_t j = 0; r == 0 && j < sets; j++) {
+                        struct commit_bench *c = &cb[(s + j) % sets];
+                        r = commit_step(c, s >= b->warmup, s == 0 && c->nodes > 1);
+                        c->step++;
+                }
+        for (uint32_t j = 0; r == 0 && j < sets; j++)
+                printf("%s_mode=%s\n", cb[j].label, cb[j].per_node ? "per-node" : "cluster");
+        for (uint32_t j = 0; j < sets; j++)
+                commit_bench_close(&cb[j]);
+        return r;
+}
+
 static void usage(FILE *f) {
         fprintf(f, "usage: ckpt-bench [--socket PATH] [--job NAME] [--size BYTES] [--tensors K]\n"
                    "                  [--daemon-pid PID] [--no-commit] [--restore-streams N]\n"
-                   "                  [--restore-strided] "
-                   "all|memcpy|stage|zerocopy|restore|flush-stage\n");
+                   "                  [--restore-strided] [--sockets P0,P1,..] "
+                   "[--base-sockets P0,P1,..]\n"
+                   "                  [--ranks-per-node R]"
+                   " [--steps N] [--warmup W] [--timeout MS]\n"
+                   "                  all|memcpy|stage|zerocopy|restore|flush-stage|commit\n");
 }
 
 int main(int argc, char **argv) {
@@ -523,11 +938,18 @@ int main(int argc, char **argv) {
                 { "no-commit", no_argument, NULL, 'C' },
                 { "restore-streams", required_argument, NULL, 'R' },
                 { "restore-strided", no_argument, NULL, 'S' },
+                { "sockets", required_argument, NULL, 'P' },
+                { "base-sockets", required_argument, NULL, 'B' },
+                { "ranks-per-node", required_argument, NULL, 'r' },
+                { "steps", required_argument, NULL, 'N' },
+                { "warmup", required_argument, NULL, 'W' },
+                { "timeout", required_argument, NULL, 'T' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         struct bench b = { .job = "bench", .size = 1ull << 30, .tensors = 64, .commit = true,
-                           .restore_streams = 1 };
+                           .restore_streams = 1, .ranks_per_node = 2, .steps = 20,
+                           .warmup = 2, .timeout_ms = 60000 };
         int c;
 
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -551,6 +973,12 @@ int main(int argc, char **argv) {
                                 return 2;
                         }
                         break;
+                case 'P': b.sockets = optarg; break;
+                case 'B': b.base_sockets = optarg; break;
+                case 'r': b.ranks_per_node = (uint32_t)strtoul(optarg, NULL, 10); break;
+                case 'N': b.steps = (uint32_t)strtoul(optarg, NULL, 10); break;
+                case 'W': b.warmup = (uint32_t)strtoul(optarg, NULL, 10); break;
+                case 'T': b.timeout_ms = (uint32_t)strtoul(optarg, NULL, 10); break;
                 case 'h': usage(stdout); return 0;
                 default: usage(stderr); return 2;
                 }
@@ -561,7 +989,8 @@ int main(int argc, char **argv) {
         }
         const char *mode = argv[optind];
         if (strcmp(mode, "all") && strcmp(mode, "memcpy") && strcmp(mode, "stage") &&
-            strcmp(mode, "zerocopy") && strcmp(mode, "restore") && strcmp(mode, "flush-stage")) {
+            strcmp(mode, "zerocopy") && strcmp(mode, "restore") && strcmp(mode, "flush-stage") &&
+            strcmp(mode, "commit")) {
                 usage(stderr);
                 return 2;
         }
@@ -571,10 +1000,20 @@ int main(int argc, char **argv) {
                 return 2;
         }
         b.tensor_size = b.size / b.tensors;
+        if (b.ranks_per_node < 1 || b.ranks_per_node > 64) {
+                fprintf(stderr, "ckpt-bench: --ranks-per-node must be 1-64\n");
+                return 2;
+        }
         bool flush_stage = !strcmp(mode, "flush-stage");
+        bool commit = !strcmp(mode, "commit");
+        if (commit && b.warmup < 1) {
+                fprintf(stderr, "ckpt-bench: commit needs --warmup 1 or more (the first step "
+                                "finds out whether a commit on node 0 reaches every node)\n");
+                return 2;
+        }
         b.src = alloc_prefaulted(b.size, true);
-        /* flush-stage reads nothing back: no second buffer to hold */
-        b.dst = flush_stage ? b.src : alloc_prefaulted(b.size, false);
+        /* flush-stage and commit read nothing back: no second buffer to hold */
+        b.dst = flush_stage || commit ? b.src : alloc_prefaulted(b.size, false);
         /* no commit but the one of A that mode_flush_stage() makes itself */
         if (flush_stage)
                 b.commit = false;
@@ -586,6 +1025,11 @@ int main(int argc, char **argv) {
 
         bool all = !strcmp(mode, "all");
         int r = 0;
+        if (commit) {
+                r = mode_commit(&b);
+                fflush(stdout);
+                return r < 0 ? 1 : 0;
+        }
         if (strcmp(mode, "memcpy") && !flush_stage)
                 r = bench_warmup(&b);
         /* the reference copy right before the staging it is compared with,

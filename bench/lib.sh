@@ -14,3 +14,18 @@ to_bytes() {
         [[ "$v" =~ ^[0-9]+$ ]] || die "not a size: '$1'"
         echo $((v * m))
 }
+
+# free_ports N: N TCP ports free on loopback right now, space-separated
+# (bound together, then released: another process could take one before
+# the daemon binds it; the daemon then fails to start, loudly)
+free_ports() {
+        python3 - "$1" <<'PYEOF'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PYEOF
+}

@@ -179,17 +179,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_ports() { # n: n TCP ports free on loopback right now
-        python3 - "$1" <<'PYEOF'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PYEOF
-}
 read -r P0 P1 PI < <(free_ports 3)
 PEERS=127.0.0.1:$P0,127.0.0.1:$P1
 

@@ -51,6 +51,7 @@ struct ckpt_shard {
 struct ckpt_save {
         struct ckpt_conn *conn;
         uint32_t id;
+        int replaced; /* ckpt_save_replaced()'s answer */
         struct ckpt_shard *shards;
 };
 
@@ -268,8 +269,15 @@ int ckpt_save_begin(struct ckpt_conn *c, const char *job, uint64_t step, uint32_
         }
         s->conn = c;
         s->id = rep.id.id;
+        /* a daemon that speaks only version 2 cannot say */
+        s->replaced = req.hdr.version >= CKPT_PROTO_VERSION_REPLACED ? rep.id.replaced
+                                                                     : -EOPNOTSUPP;
         *out = s;
         return 0;
+}
+
+int ckpt_save_replaced(const struct ckpt_save *s) {
+        return s ? s->replaced : -EINVAL;
 }
 
 static void save_free(struct ckpt_save *s) {

@@ -11,7 +11,8 @@
  *     ckpt_save_write(s, "model.pt", data, size);      // one copy into shared memory
  *     ...                                              // more shards
  *     ckpt_save_finish(s);     // every shard staged: the daemon owns the bytes
- *     // trainer barrier across ranks, then one rank (or all: idempotent):
+ *     // one rank (or all: idempotent), no barrier needed: it waits for
+ *     // every rank of the step, on every node of the job
  *     ckpt_commit(c, "llama", step, timeout_ms);
  *
  * The only time a trainer waits for is the copy into the daemon's shared
@@ -41,7 +42,8 @@
  * ckpt_last_error() gives the daemon's own words about the last failure on a
  * connection.  Common ones:
  *   -ENOENT / -ECONNREFUSED  daemon not running (connect), or no such
- *                            job/step/rank/shard
+ *                            job/step/rank/shard, or (restore) the step
+ *                            is not committed
  *   -EINVAL                  invalid name or argument
  *   -EACCES                  the job belongs to another user
  *   -ETIMEDOUT               no shared-memory slot freed up within the
@@ -104,7 +106,9 @@ extern "C" {
 #endif
 
 #define CKPT_VERSION_MAJOR 0
-#define CKPT_VERSION_MINOR 3 /* 0.2: ckpt_latest_rank(); 0.3: ckpt_set_timeout() */
+/* 0.2: ckpt_latest_rank(); 0.3: ckpt_set_timeout(); 0.4: ckpt_save_replaced()
+ * (protocol version 3) */
+#define CKPT_VERSION_MINOR 4
 
 /* What ckpt_wait() and ckpt_commit() allow the daemon beyond their own
  * timeout_ms to deliver its reply (see "Deadlines" above). */
@@ -168,10 +172,26 @@ CKPT_EXPORT const char *ckpt_strerror(int err);
 /*
  * Start saving rank `rank` of `world_size` for (job, step).  The job is
  * created on first use and belongs to the calling uid.  Saving a step that
- * is already committed fails with -EEXIST.
+ * is already committed fails with -EEXIST.  Saving a rank of a step that is
+ * not committed again replaces the earlier copy of that rank (once the new
+ * save is on disk; until then a restore could not read the step anyway, as
+ * it is not committed): ckpt_save_replaced() tells whether this happened,
+ * and the daemon logs it.
  */
 CKPT_EXPORT int ckpt_save_begin(struct ckpt_conn *conn, const char *job, uint64_t step,
                                 uint32_t rank, uint32_t world_size, struct ckpt_save **out);
+
+/*
+ * Whether the save begun as `save` replaces an earlier copy of its rank:
+ * 1 when the daemon held one (saved before in this step, which is not
+ * committed, by this daemon run or an earlier one), 0 when this is the
+ * rank's first copy.  -EOPNOTSUPP when the daemon speaks only protocol
+ * version 2 and cannot say; -EINVAL for NULL.  Ask before
+ * ckpt_save_finish() or ckpt_save_abort(), which free save.  Makes no
+ * request; thread-safe as far as save is not being freed.  Since libckpt
+ * 0.4.
+ */
+CKPT_EXPORT int ckpt_save_replaced(const struct ckpt_save *save);
 
 /*
  * Save a whole shard by copying `size` bytes from `data` (the only copy on
@@ -223,13 +243,17 @@ CKPT_EXPORT int ckpt_wait(struct ckpt_conn *conn, const char *job, uint64_t step
                           enum ckpt_wait_tier tier, uint32_t timeout_ms);
 
 /*
- * Mark (job, step) committed, after the trainer's own barrier guarantees
- * every rank finished its save.  Waits (up to timeout_ms) for the node's
- * ranks to reach local disk, then writes the commit record atomically.
- * Idempotent.  -EPROTO if a rank's save failed or (single-node daemon) not
- * every rank of world_size was saved.  The reply must arrive within
- * timeout_ms + CKPT_REPLY_GRACE_MS, or the call returns -ETIMEDOUT and
- * closes conn (see "Deadlines").
+ * Commit (job, step): any rank on any node may call it, once or every
+ * rank, with or without a barrier before it.  It returns 0 once every rank
+ * 0..world_size-1 is on disk and the step is committed — on a job of
+ * several nodes, once node 0 has decided it and every node holding ranks
+ * of it has recorded it, so ckpt_latest() on any of them names it
+ * (docs/commit.md).  Until then it waits, at most timeout_ms: -ETIMEDOUT,
+ * and ckpt_last_error() names the ranks (and nodes) still missing, or that
+ * node 0 cannot be reached.  -EPROTO at once if a save of a rank of it
+ * failed on this node (a torn shard).  Idempotent.  The reply must arrive
+ * within timeout_ms + CKPT_REPLY_GRACE_MS, or the call returns -ETIMEDOUT
+ * and closes conn (see "Deadlines").
  */
 CKPT_EXPORT int ckpt_commit(struct ckpt_conn *conn, const char *job, uint64_t step,
                             uint32_t timeout_ms);
@@ -278,21 +302,27 @@ struct ckpt_shard_info {
 };
 
 /* The shards of one rank of (job, step), sorted by name.  *list is
- * malloc'd; free it with ckpt_shard_list_free(). */
+ * malloc'd; free it with ckpt_shard_list_free().  Like ckpt_read() and
+ * ckpt_map(): -ENOENT when the step is not committed (ckpt_last_error()
+ * says "step S of job 'J' is not committed (N of W ranks saved on this
+ * node)"), as for a step, rank or shard that does not exist. */
 CKPT_EXPORT int ckpt_shard_list(struct ckpt_conn *conn, const char *job, uint64_t step,
                                 uint32_t rank, struct ckpt_shard_info **list, size_t *count);
 CKPT_EXPORT void ckpt_shard_list_free(struct ckpt_shard_info *list);
 
 /*
- * Read bytes [offset, offset+len) of a shard into buf.  Returns the number
- * of bytes read (less than len only at the end of the shard), or -errno.
- * Every block read is checked against its CRC32C: -EIO on a mismatch.
+ * Read bytes [offset, offset+len) of a shard of a committed step into buf.
+ * Returns the number of bytes read (less than len only at the end of the
+ * shard), or -errno: -ENOENT also for a step that is not committed yet
+ * (see ckpt_shard_list()).  Every block read is checked against its
+ * CRC32C: -EIO on a mismatch.
  */
 CKPT_EXPORT int64_t ckpt_read(struct ckpt_conn *conn, const char *job, uint64_t step,
                               uint32_t rank, const char *shard, uint64_t offset, void *buf,
                               uint64_t len);
 
-/* Map a whole shard read-only.  Its CRC32C is checked before returning
+/* Map a whole shard of a committed step read-only (-ENOENT for a step not
+ * committed, as for ckpt_read()).  Its CRC32C is checked before returning
  * (-EIO on mismatch).  Release with ckpt_unmap(). */
 CKPT_EXPORT int ckpt_map(struct ckpt_conn *conn, const char *job, uint64_t step, uint32_t rank,
                          const char *shard, const void **addr, uint64_t *size);

@@ -157,6 +157,7 @@ int wire_open_within(struct wire *w, const char *path, const char *what, uint32_
 
         memset(w, 0, sizeof(*w));
         w->fd = -1;
+        w->proto = CKPT_PROTO_VERSION_MIN;
         w->timeout_ms = timeout_ms;
         if (!path)
                 path = wire_default_path(def, sizeof(def));
@@ -182,13 +183,21 @@ int wire_open_within(struct wire *w, const char *path, const char *what, uint32_
         }
         struct ckpt_request req = { .hdr.type = CKPT_MSG_HELLO };
         struct ckpt_reply rep;
-        req.hello.proto_min = CKPT_PROTO_VERSION;
+        req.hello.proto_min = CKPT_PROTO_VERSION_MIN;
         req.hello.proto_max = CKPT_PROTO_VERSION;
         r = exchange(w, what, deadline, timeout_ms, &req, &rep, NULL);
+        if (r == 0 && (rep.hello.proto < CKPT_PROTO_VERSION_MIN ||
+                       rep.hello.proto > CKPT_PROTO_VERSION)) {
+                snprintf(w->errmsg, sizeof(w->errmsg), "ckptd chose protocol version %u, not one "
+                         "of the versions %u..%u this library speaks", rep.hello.proto,
+                         CKPT_PROTO_VERSION_MIN, CKPT_PROTO_VERSION);
+                r = -EPROTONOSUPPORT;
+        }
         if (r < 0) {
                 wire_close(w);
                 return r;
         }
+        w->proto = rep.hello.proto;
         if (hello)
                 *hello = rep.hello;
         return 0;
@@ -253,6 +262,7 @@ static int exchange(struct wire *w, const char *what, int64_t deadline, int64_t 
                 return -ENOTCONN;
         }
         req->hdr.seq = ++w->seq;
+        req->hdr.version = w->proto ? w->proto : CKPT_PROTO_VERSION_MIN;
         r = ckpt_request_encode(req, buf, sizeof(buf));
         if (r < 0) {
                 snprintf(w->errmsg, sizeof(w->errmsg), "invalid request: %s", strerror(-r));
@@ -300,7 +310,7 @@ static int exchange(struct wire *w, const char *what, int64_t deadline, int64_t 
                         memcpy(&fd, CMSG_DATA(cm), sizeof(int));
 
         r = ckpt_reply_decode(rep, buf, (size_t)n);
-        if (r == 0 && rep->hdr.seq != req->hdr.seq)
+        if (r == 0 && (rep->hdr.seq != req->hdr.seq || rep->hdr.version != req->hdr.version))
                 r = -EBADMSG;
         if (r == 0 && rep->hdr.type != CKPT_MSG_ERROR &&
             rep->hdr.type != (req->hdr.type | CKPT_MSG_REPLY))

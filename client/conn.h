@@ -33,6 +33,9 @@
 struct wire {
         int fd;
         uint32_t seq;
+        /* The protocol version of every request (HELLO's answer); until
+         * then CKPT_PROTO_VERSION_MIN, which every daemon of it reads. */
+        uint16_t proto;
         /* Deadline of one exchange without a timeout of its own; 0: none. */
         uint32_t timeout_ms;
         char errmsg[CKPT_ERRMSG_MAX + 1];

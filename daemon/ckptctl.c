@@ -439,9 +439,14 @@ static int cmd_show(const char *job, const char *step_str) {
                        c->shards, human_bytes(c->bytes, b), fmt_time(c->committed_at, t),
                        ckpt_remote_state_name(c->remote_state));
         }
+        /* The daemon lists the shards of committed steps only (a restore
+         * reads nothing else): say so instead of an empty list. */
+        bool committed = c->state == CKPT_STATE_COMMITTED;
+        if (!committed && !json)
+                fprintf(out, "\nshards: not listed until the step is committed\n");
         struct ckpt_reply *rep = malloc(sizeof(*rep));
         bool first_rank = true;
-        for (uint32_t rank = 0; rep && rank < c->world_size; rank++) {
+        for (uint32_t rank = 0; committed && rep && rank < c->world_size; rank++) {
                 uint32_t got = 0;
                 bool header = false;
                 for (;;) {

@@ -316,7 +316,7 @@ static const struct key keys[] = {
           .count_offset = FIELD(cluster_npeers, uint32_t), .empty_ok = true, .def = "",
           .metavar = "HOST:PORT,...",
           .help = "peer address of every node, node i's at position i, node_count of them "
-                  "(IPv6 in brackets; empty: no peers)" },
+                  "(IPv6 in brackets; required when node_count > 1; empty: no peers)" },
         { .section = "cluster", .name = "listen", .type = TYPE_ADDRESS,
           .offset = FIELD(cluster_listen, struct node_address), .empty_ok = true, .def = "",
           .metavar = "HOST:PORT",
@@ -338,7 +338,7 @@ static const struct key keys[] = {
         { .section = "cluster", .name = "psk_file", .type = TYPE_PATH,
           .offset = FIELD(cluster_psk_file, char *), .empty_ok = true, .def = "",
           .help = "pre-shared key that authenticates peers: at least 32 bytes, mode 0600 "
-                  "(required when replication_factor > 1)" },
+                  "(required when node_count > 1)" },
         { .section = "cluster", .name = "peer_connect_timeout", .type = TYPE_DURATION,
           .offset = FIELD(cluster_peer_connect_timeout_ms, uint64_t),
           .min = PEER_CONNECT_TIMEOUT_MIN, .max = PEER_CONNECT_TIMEOUT_MAX, .def = "5s",

@@ -347,6 +347,11 @@ static void daemon_peers_changed(void *userdata, const char *job, uint64_t step)
         save_step_changed(d->server, job, step);
 }
 
+static void daemon_peers_restored(void *userdata, const char *job, uint64_t step) {
+        struct daemon *d = userdata;
+        flush_step_in_store(d->flusher, job, step);
+}
+
 /* ---- the cluster-wide commit (docs/commit.md) ------------------------------------------- */
 
 struct local_msg {
@@ -521,7 +526,7 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
                 .unauth_per_address = cfg->cluster_peer_unauthenticated_per_address,
                 .keep = cfg->keep,
                 .restore_on_start = true,
-                .store_configured = d->flusher != NULL,
+                .restored = d->flusher ? daemon_peers_restored : NULL,
                 .pool_wait_ms = cfg->pool_wait_ms,
         };
         if (!cfg->cluster_peer_frame_mac)

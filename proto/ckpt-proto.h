@@ -11,7 +11,7 @@
  * Every message starts with a 16-byte header (all integers little-endian):
  *
  *   u32 magic    CKPT_PROTO_MAGIC
- *   u16 version  CKPT_PROTO_VERSION
+ *   u16 version  CKPT_PROTO_VERSION_MIN .. CKPT_PROTO_VERSION
  *   u16 type     enum ckpt_msg_type
  *   u32 length   whole message including header, <= CKPT_MSG_MAX
  *   u32 seq      chosen by the requester, echoed in the reply
@@ -34,7 +34,13 @@
 #include <stdint.h>
 
 #define CKPT_PROTO_MAGIC 0x54504b43u /* "CKPT" on the wire */
-#define CKPT_PROTO_VERSION 2
+/* The versions spoken: a message's header carries one of them, a daemon
+ * answers a request in its version, and HELLO settles the newest both sides
+ * speak (docs/protocol.md, "Versioning").  Version 3 differs from 2 only in
+ * the SAVE_BEGIN reply, which gained `replaced`. */
+#define CKPT_PROTO_VERSION 3     /* the newest */
+#define CKPT_PROTO_VERSION_MIN 2 /* the oldest */
+#define CKPT_PROTO_VERSION_REPLACED 3 /* the first with SAVE_BEGIN's `replaced` */
 #define CKPT_HDR_SIZE 16
 /* Fits the default net.core.wmem_max so no process needs SO_SNDBUFFORCE. */
 #define CKPT_MSG_MAX 65536
@@ -282,6 +288,10 @@ struct ckpt_rep_hello {
 
 struct ckpt_rep_id {
         uint32_t id; /* SAVE_BEGIN: save id, SHARD_BEGIN: shard id */
+        /* SAVE_BEGIN from version 3 on: 1 when an earlier copy of this rank
+         * of the (uncommitted) step exists and this save replaces it; 0
+         * otherwise, and always 0 in SHARD_BEGIN and version-2 replies */
+        uint8_t replaced;
 };
 
 /* CHUNK_GET and READ: the bytes live at `slot_offset` in slot `slot_id`.
@@ -429,8 +439,10 @@ struct ckpt_reply {
 };
 
 /*
- * Encode a request / reply into buf (capacity cap).  msg->hdr.type and
- * msg->hdr.seq are taken from msg; version and length are filled in.
+ * Encode a request / reply into buf (capacity cap).  msg->hdr.type,
+ * msg->hdr.seq and msg->hdr.version (0: CKPT_PROTO_VERSION; otherwise
+ * CKPT_PROTO_VERSION_MIN .. CKPT_PROTO_VERSION, which decides the layout)
+ * are taken from msg; length is filled in.
  * Returns the encoded length, -EINVAL if a field is invalid (the encoder
  * validates like the decoder, so neither side can emit what the other would
  * reject), or -EMSGSIZE if cap is too small.
@@ -444,7 +456,8 @@ int ckpt_reply_encode(const struct ckpt_reply *msg, void *buf, size_t cap);
  * Decode one message of len bytes.  Returns 0 and fills *msg, or
  * -EBADMSG (malformed: short, bad magic, length mismatch, unknown type,
  * bad enum, count too large, trailing bytes), -EPROTONOSUPPORT (header
- * version != CKPT_PROTO_VERSION; msg->hdr is still filled so the daemon can
+ * version outside CKPT_PROTO_VERSION_MIN .. CKPT_PROTO_VERSION; msg->hdr is
+ * still filled so the daemon can
  * answer with the right seq), -EINVAL (well-formed but a name or value is
  * invalid).  *msg is zeroed first, so after success every byte the message
  * does not set (padding, string tails, list entries past count) is zero and

@@ -47,7 +47,7 @@
 #include "ckpt-proto.h"
 
 #define PEER_PROTO_MAGIC 0x45504b43u /* "CKPE" on the wire */
-#define PEER_PROTO_VERSION 2
+#define PEER_PROTO_VERSION 3
 #define PEER_HDR_SIZE 24
 /* Body bytes of every message but RANK_BEGIN and DATA. */
 #define PEER_MSG_MAX 65536

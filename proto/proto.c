@@ -319,6 +319,15 @@ static void get_request_body(struct rbuf *r, struct ckpt_request *m) {
         }
 }
 
+/* The version a message is encoded in (0 asks for the newest). */
+static uint16_t msg_version(const struct ckpt_hdr *hdr) {
+        return hdr->version ? hdr->version : CKPT_PROTO_VERSION;
+}
+
+static bool version_spoken(uint16_t version) {
+        return version >= CKPT_PROTO_VERSION_MIN && version <= CKPT_PROTO_VERSION;
+}
+
 /* ---- replies ----------------------------------------------------------- */
 
 static int check_reply(const struct ckpt_reply *m) {
@@ -336,6 +345,15 @@ static int check_reply(const struct ckpt_reply *m) {
         case CKPT_MSG_HELLO:
                 check_inval(&c, m->hello.proto < 1);
                 check_cstr(&c, m->hello.daemon_version, CKPT_VERSION_STR_MAX);
+                break;
+        case CKPT_MSG_SAVE_BEGIN:
+                check_bool(&c, m->id.replaced);
+                /* version 2 has no room for it: refused, not dropped */
+                check_inval(&c, m->id.replaced &&
+                                msg_version(&m->hdr) < CKPT_PROTO_VERSION_REPLACED);
+                break;
+        case CKPT_MSG_SHARD_BEGIN:
+                check_inval(&c, m->id.replaced != 0);
                 break;
         case CKPT_MSG_CHUNK_GET:
         case CKPT_MSG_READ:
@@ -438,6 +456,10 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                 w_cstr(w, m->hello.daemon_version, CKPT_VERSION_STR_MAX);
                 break;
         case CKPT_MSG_SAVE_BEGIN:
+                w_u32(w, m->id.id);
+                if (msg_version(&m->hdr) >= CKPT_PROTO_VERSION_REPLACED)
+                        w_u8(w, m->id.replaced);
+                break;
         case CKPT_MSG_SHARD_BEGIN:
                 w_u32(w, m->id.id);
                 break;
@@ -577,6 +599,10 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                 r_cstr(r, m->hello.daemon_version, CKPT_VERSION_STR_MAX);
                 break;
         case CKPT_MSG_SAVE_BEGIN:
+                m->id.id = r_u32(r);
+                if (msg_version(&m->hdr) >= CKPT_PROTO_VERSION_REPLACED)
+                        m->id.replaced = r_u8(r);
+                break;
         case CKPT_MSG_SHARD_BEGIN:
                 m->id.id = r_u32(r);
                 break;
@@ -732,7 +758,7 @@ int ckpt_hdr_decode(struct ckpt_hdr *hdr, const void *buf, size_t len) {
         hdr->type = get_le16(p + 6);
         hdr->length = get_le32(p + 8);
         hdr->seq = get_le32(p + 12);
-        if (hdr->version != CKPT_PROTO_VERSION)
+        if (!version_spoken(hdr->version))
                 return -EPROTONOSUPPORT;
         if (hdr->length < CKPT_HDR_SIZE || hdr->length > CKPT_MSG_MAX)
                 return -EBADMSG;
@@ -743,7 +769,7 @@ int ckpt_hdr_decode(struct ckpt_hdr *hdr, const void *buf, size_t len) {
 
 static void put_hdr(struct wbuf *w, const struct ckpt_hdr *hdr) {
         w_u32(w, CKPT_PROTO_MAGIC);
-        w_u16(w, CKPT_PROTO_VERSION);
+        w_u16(w, msg_version(hdr));
         w_u16(w, hdr->type);
         w_u32(w, 0); /* length, patched in by finish() */
         w_u32(w, hdr->seq);
@@ -760,7 +786,8 @@ static int finish(struct wbuf *w) {
 int ckpt_request_encode(const struct ckpt_request *msg, void *buf, size_t cap) {
         struct wbuf w = { .p = buf, .cap = cap };
 
-        if (!is_request_type(msg->hdr.type) || check_request(msg) < 0)
+        if (!is_request_type(msg->hdr.type) || !version_spoken(msg_version(&msg->hdr)) ||
+            check_request(msg) < 0)
                 return -EINVAL;
         put_hdr(&w, &msg->hdr);
         put_request_body(&w, msg);
@@ -770,7 +797,8 @@ int ckpt_request_encode(const struct ckpt_request *msg, void *buf, size_t cap) {
 int ckpt_reply_encode(const struct ckpt_reply *msg, void *buf, size_t cap) {
         struct wbuf w = { .p = buf, .cap = cap };
 
-        if (!is_reply_type(msg->hdr.type) || check_reply(msg) < 0)
+        if (!is_reply_type(msg->hdr.type) || !version_spoken(msg_version(&msg->hdr)) ||
+            check_reply(msg) < 0)
                 return -EINVAL;
         put_hdr(&w, &msg->hdr);
         put_reply_body(&w, msg);

@@ -1215,7 +1215,8 @@ static void on_accept(struct acceptor *a, int fd, const struct sockaddr_storage 
 /* The numeric addresses of the nodes that replicate here (they are the
  * ones that connect to this node's listener). */
 static void env_resolve_sources(struct link_env *env) {
-        for (size_t i = 0; i < env->nsources; i++) {
+        /* (node 0 lists every node: it stops resolving once the table is full) */
+        for (size_t i = 0; i < env->nsources && env->nsource_hosts < LINK_NODES_MAX; i++) {
                 const struct node_address *p = &env->addrs[env->sources[i]];
                 struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res = NULL, *ai;
                 if (!p->host || getaddrinfo(p->host, NULL, &hints, &res) != 0)

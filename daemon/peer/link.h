@@ -83,7 +83,8 @@ struct link_env {
         bool frames_unsealed;             /* no frame MACs (peers_options) */
         uint32_t unauth_max;              /* 0: no cap */
         uint32_t unauth_per_address;      /* 0: no cap */
-        /* the nodes that may connect here (they replicate to this one);
+        /* the nodes that may connect here (they replicate to this one, or,
+         * on the commit's coordinator, any node: its control link);
          * borrowed */
         const uint32_t *sources;
         size_t nsources;

@@ -448,15 +448,10 @@ void neighbour_restore_landed(struct neighbour_restore *nr, const struct rx *rx)
          * connect */
         (void)catalog_repl_set(rx->catalog, rx->m->job, rx->m->step, rx->from,
                                CATALOG_REPL_DONE, NULL);
-        /* and the object store has it already (or its node
-         * will flush it): a flush from here would rewrite
-         * this node's manifest of an old step */
-        if (nr->store_configured)
-                /* (void): catalog.c logs a fault; the step then looks
-                 * unflushed here and may be flushed again, which costs
-                 * uploads, not data (issue 10 gives this column one owner) */
-                (void)catalog_ckpt_remote_set(rx->catalog, rx->m->job, rx->m->step,
-                                              CATALOG_REMOTE_DONE, NULL);
+        /* and the object store has it already (or its node will flush
+         * it): the object-store tier, which owns that state, is told */
+        if (nr->restored)
+                nr->restored(nr->restored_userdata, rx->m->job, rx->m->step);
 }
 
 /* ---- answering: LIST_REQ, GET_RANK ------------------------------------------------------- */

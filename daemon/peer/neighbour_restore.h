@@ -66,7 +66,10 @@ struct neighbour_restore {
         struct replica_area *areas; /* borrowed */
         size_t nareas;
         bool restore_on_start;
-        bool store_configured;     /* an object store flushes committed steps */
+        /* a step landed in the local tier from a neighbour (the tier
+         * above tells the object-store tier: nothing to flush); NULL: none */
+        void (*restored)(void *userdata, const char *job, uint64_t step);
+        void *restored_userdata;
         /* the link of target slot needs a pump (peers.c) */
         void (*pump)(void *owner, size_t slot);
         /* target slot listed every rank of this node it holds */

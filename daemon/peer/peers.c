@@ -473,7 +473,8 @@ int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers
         ps->restore.areas = areas;
         ps->restore.nareas = nareas;
         ps->restore.restore_on_start = opts->restore_on_start;
-        ps->restore.store_configured = opts->store_configured;
+        ps->restore.restored = opts->restored;
+        ps->restore.restored_userdata = userdata;
         ps->restore.pump = pump_hook;
         ps->restore.listed = listed_hook;
         ps->restore.owner = ps;

@@ -61,7 +61,9 @@ struct peers_options {
         uint32_t unauth_per_address;     /* of them from one address; 0: no cap */
         uint32_t keep;                   /* committed steps kept per job in each area */
         bool restore_on_start;           /* pull missing ranks from the targets */
-        bool store_configured;           /* an object store flushes committed steps */
+        /* a step of this node landed here from a neighbour (NULL: no
+         * one to tell); called with peers_new()'s userdata */
+        void (*restored)(void *userdata, const char *job, uint64_t step);
         uint64_t pool_wait_ms;
 };
 

@@ -554,6 +554,19 @@ static int resume_cb(void *userdata, const char *job, uint64_t step, uint8_t rem
         return 0;
 }
 
+void flush_step_in_store(struct flusher *f, const char *job, uint64_t step) {
+        uint8_t rs = CATALOG_REMOTE_NONE;
+
+        if (flush_busy(f, job, step) ||
+            catalog_ckpt_remote_get(f->catalog, job, step, &rs, NULL, 0) < 0 ||
+            rs == CATALOG_REMOTE_DONE)
+                return;
+        /* a flush from here would rewrite this node's manifest of an old
+         * step.  (void): catalog.c logs a fault; the step then looks
+         * unflushed and may be flushed again, which costs uploads, not data */
+        (void)catalog_ckpt_remote_set(f->catalog, job, step, CATALOG_REMOTE_DONE, NULL);
+}
+
 int flush_resume(struct flusher *f) {
         return catalog_remote_pending_foreach(f->catalog, resume_cb, f);
 }

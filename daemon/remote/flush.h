@@ -75,6 +75,10 @@ void flush_set_keep(struct flusher *f, uint32_t keep);
 int flush_step(struct flusher *f, const char *job, uint64_t step);
 /* Queue every committed step whose flush has not finished (at start). */
 int flush_resume(struct flusher *f);
+/* (job, step) was committed here by a restore from a neighbour: the
+ * store holds it already (the node that saved it flushes it), so this
+ * node has nothing to flush of it. */
+void flush_step_in_store(struct flusher *f, const char *job, uint64_t step);
 /* Put failed steps back in the queue (SIGHUP). */
 int flush_retry_failed(struct flusher *f);
 

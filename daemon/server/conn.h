@@ -59,6 +59,7 @@ struct conn {
         bool busy;
         uint16_t busy_type;
         uint32_t busy_seq;
+        uint16_t busy_version;      /* the request's protocol version: the reply's */
         struct pool_waiter waiter;  /* CHUNK_GET / READ waiting for a slot */
         struct loop_timer timer;    /* WAIT / COMMIT timeout */
         struct list step_link;      /* on step_state.waiters */

@@ -15,6 +15,9 @@
  * a byte; a mismatch is -EIO and is logged against the job.  MAP hands over
  * a read-only fd; the client checks the whole-shard CRC32C itself.
  *
+ * Only committed steps are served: SHARD_LIST, READ and MAP of a step this
+ * node holds but has not committed get -ENOENT saying so.
+ *
  * Reading is allowed to the job's owner and to root.
  */
 #include <errno.h>
@@ -379,6 +382,51 @@ static int locate(struct conn *c, const char *job, uint64_t step, uint32_t rank,
         *store = a->store;
         *catalog = a->catalog;
         return 0;
+}
+
+/*
+ * ckptd(8): a restore reads only committed checkpoints.  A step this node
+ * knows of (in its own catalog or in the replica area that holds the rank)
+ * and has not committed is refused whichever rank is asked for, with a
+ * message that says so, rather than served half-saved or looked for on the
+ * neighbours or in the object store (which never hold a step that is not
+ * committed).  `ckptctl list` and `show` still describe such a step.
+ * true: refused, the error reply is sent.
+ */
+static bool refuse_uncommitted(struct conn *c, struct catalog *catalog, const char *job,
+                               uint64_t step) {
+        struct ckpt_ckpt_entry e;
+
+        /* -ENOENT: not known here; another catalog error was logged by the
+         * catalog and the read goes on as before (the files decide) */
+        if (catalog_ckpt_get(catalog, job, step, &e) < 0 || e.state == CKPT_STATE_COMMITTED)
+                return false;
+        const char *why = e.state == CKPT_STATE_FAILED   ? "; a rank's save failed"
+                          : e.state == CKPT_STATE_SAVING ? "; ranks are still being saved"
+                                                         : "";
+        conn_error(c, -ENOENT, "step %" PRIu64 " of job '%s' is not committed (%u of %u ranks "
+                   "saved on this node%s): a restore reads only committed steps; commit it "
+                   "(ckpt_commit) once every rank is saved, or restore the newest committed "
+                   "step (ckpt_latest)", step, job, e.ranks_local, e.world_size, why);
+        return true;
+}
+
+/*
+ * locate() for SHARD_LIST, READ and MAP: 0 with *store and *catalog set;
+ * -ENOENT (not on this node: a neighbour or the object store may have it);
+ * -EACCES; or 1 when the step is here but not committed and the error
+ * reply has been sent (refuse_uncommitted).
+ */
+static int locate_committed(struct conn *c, const char *job, uint64_t step, uint32_t rank,
+                            struct store **store, struct catalog **catalog) {
+        int r = locate(c, job, step, rank, store, catalog);
+        if (r == 0 && refuse_uncommitted(c, *catalog, job, step))
+                return 1;
+        /* the rank is not here, but the step is: not a rank to fetch */
+        if (r == -ENOENT && conn_check_job(c, job, false) == 0 &&
+            refuse_uncommitted(c, c->srv->catalog, job, step))
+                return 1;
+        return r;
 }
 
 /* The error reply for a failed locate(). */
@@ -774,7 +822,9 @@ void restore_handle_latest_rank(struct conn *c, const struct ckpt_req_latest_ran
 void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list *req) {
         struct store *store;
         struct catalog *catalog;
-        int r = locate(c, req->job.str, req->step, req->rank, &store, &catalog);
+        int r = locate_committed(c, req->job.str, req->step, req->rank, &store, &catalog);
+        if (r > 0)
+                return;
         /* not on this node: a neighbour or the object store, then again */
         if (r == -ENOENT &&
             restore_from_store(c, CKPT_MSG_SHARD_LIST, req, sizeof(*req), req->job.str, req->step,
@@ -1133,7 +1183,9 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
         }
         struct store *store;
         struct catalog *catalog;
-        int r = locate(c, req->job.str, req->step, req->rank, &store, &catalog);
+        int r = locate_committed(c, req->job.str, req->step, req->rank, &store, &catalog);
+        if (r > 0)
+                return;
         /* not on this node: a neighbour or the object store, then again */
         if (r == -ENOENT &&
             restore_from_store(c, CKPT_MSG_READ, req, sizeof(*req), req->job.str, req->step,
@@ -1246,7 +1298,9 @@ void restore_handle_map(struct conn *c, const struct ckpt_req_read *req) {
 
         struct store *store;
         struct catalog *catalog;
-        int r = locate(c, req->job.str, req->step, req->rank, &store, &catalog);
+        int r = locate_committed(c, req->job.str, req->step, req->rank, &store, &catalog);
+        if (r > 0)
+                return;
         /* not on this node: a neighbour or the object store, then again */
         if (r == -ENOENT &&
             restore_from_store(c, CKPT_MSG_MAP, req, sizeof(*req), req->job.str, req->step,

@@ -104,15 +104,21 @@ static void conn_drop_save(struct conn *c, struct save *s) {
 /* How long a first SAVE_BEGIN of a step waits for the coordinator's word
  * on its world_size before it goes ahead without it. */
 #define CLUSTER_VERDICT_MS 2000
+/* While trainers wait in ckpt_commit, their node asks node 0 again this
+ * often: its answer (what is missing) is then at most this old when a
+ * commit times out, and an ask lost with a link is repeated. */
+#define CLUSTER_ASK_AGAIN_MS 500
 
 /* the cluster-wide commit, this node's side (near the end) */
 static bool clustered(const struct server *srv);
 static void cluster_commit_check(struct conn *c, struct step_state *st);
 static void cluster_begin_timeout(struct conn *c);
+static void cluster_ask_again(struct loop_timer *t);
 static int cluster_report_step(struct server *srv, const char *job, uint64_t step,
                                uint32_t world_size, uint32_t uid, uint8_t flags);
 static uint8_t cluster_flags(const struct step_state *st);
 static void wait_join(struct conn *c, struct step_state *st, uint8_t tier, uint32_t timeout_ms);
+static void save_begin_reply(struct conn *c, const struct save *s);
 
 static struct step_state *step_find(struct server *srv, const char *job, uint64_t step) {
         struct list *pos, *tmp;
@@ -519,6 +525,10 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 return;
         }
 
+        /* An earlier copy of the rank (saved in this run, or on disk from an
+         * earlier one): the new save replaces it, and the reply says so
+         * (issue 10: never silently). */
+        bool replaced = false;
         struct step_state *st = step_find(srv, job, req->step);
         if (st) {
                 if (st->committing || st->committed) {
@@ -547,6 +557,7 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                                 return;
                         }
                         /* saving a rank again replaces the old copy */
+                        replaced |= old->state == SAVE_DONE;
                         save_free(old);
                 }
         }
@@ -607,6 +618,15 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 srv->on_saving(srv, true);
         ckpt_state_update(srv, st);
 
+        /* -EIO (logged by the catalog) counts as no copy: the flag is news
+         * for the trainer, the save goes on either way */
+        replaced |= catalog_rank_exists(srv->catalog, job, req->step, req->rank) == 1;
+        if (replaced)
+                log_notice("job %s step %" PRIu64 " rank %u saved again (uid %u): the new save "
+                           "replaces the copy saved before (the step is not committed)", job,
+                           req->step, req->rank, s->uid);
+        s->replaced = replaced;
+
         if (ask_verdict && cluster_report_step(srv, job, req->step, req->world_size, st->uid,
                                                PEER_REPORT_BEGIN) == 0)
                 st->verdict_asked = true;
@@ -618,8 +638,14 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 wait_join(c, st, 0, CLUSTER_VERDICT_MS);
                 return;
         }
+        save_begin_reply(c, s);
+}
+
+static void save_begin_reply(struct conn *c, const struct save *s) {
         struct ckpt_reply rep = { 0 };
         rep.id.id = s->id;
+        /* a version-2 SAVE_BEGIN reply has no room for the flag */
+        rep.id.replaced = s->replaced && c->busy_version >= CKPT_PROTO_VERSION_REPLACED;
         conn_reply(c, &rep, -1);
 }
 
@@ -1106,7 +1132,11 @@ static void wait_timeout(struct loop_timer *t) {
         }
         list_unlink(&c->step_link);
         c->wait_step = NULL;
-        if (c->busy_type == CKPT_MSG_COMMIT && clustered(c->srv)) {
+        if (c->busy_type == CKPT_MSG_COMMIT && !clustered(c->srv) && st->cluster_why[0]) {
+                conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' was not committed within "
+                           "%u ms: %s",
+                           st->step, st->job, c->wait_ms, st->cluster_why);
+        } else if (c->busy_type == CKPT_MSG_COMMIT && clustered(c->srv)) {
                 bool up = c->srv->cluster_reachable(c->srv);
                 conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' was not committed within "
                            "%u ms: %s%s%s%s",
@@ -1283,6 +1313,34 @@ static void step_committed(void *userdata, int error) {
         server_check_drained(srv);
 }
 
+/* What a single node's commit waits for, for its timeout's message:
+ * "ranks 1, 3 of 4 are not saved" (from the catalog's ranks on disk). */
+static void local_missing(struct server *srv, struct step_state *st, uint32_t saved) {
+        _cleanup_free_ uint32_t *have = calloc(saved ? saved : 1, sizeof(*have));
+        size_t n = 0, at = 0, k = 0;
+        int w;
+
+        if (!have || catalog_ranks(srv->catalog, st->job, st->step, have, saved, &n) < 0)
+                n = 0;
+        n = MIN(n, (size_t)saved);
+        bool one = st->world_size - n == 1;
+        w = snprintf(st->cluster_why, sizeof(st->cluster_why), one ? "rank" : "ranks");
+        at = w > 0 ? (size_t)w : 0;
+        bool first = true;
+        for (uint32_t rk = 0; rk < st->world_size && at + 64 < sizeof(st->cluster_why); rk++) {
+                while (k < n && have[k] < rk)
+                        k++;
+                if (k < n && have[k] == rk)
+                        continue;
+                w = snprintf(st->cluster_why + at, sizeof(st->cluster_why) - at, "%s %u",
+                             first ? "" : ",", rk);
+                at += w > 0 ? (size_t)w : 0;
+                first = false;
+        }
+        snprintf(st->cluster_why + at, sizeof(st->cluster_why) - at, " of %u %s not saved",
+                 st->world_size, one ? "is" : "are");
+}
+
 static void step_try_commit(struct conn *c, struct step_state *st) {
         struct server *srv = c->srv;
         const char *why;
@@ -1305,36 +1363,10 @@ static void step_try_commit(struct conn *c, struct step_state *st) {
         }
         struct ckpt_ckpt_entry e;
         r = catalog_ckpt_get(srv->catalog, st->job, st->step, &e);
-        if (srv->opts.node_count > 1 && r == 0 && e.ranks_local > 0) {
-                /* One node of several: commit the ranks this node holds;
-                 * the object store's COMMIT checks that the nodes
-                 * together hold every rank. */
-                commit_record_clear(&st->record);
-                st->record.ranks = calloc(e.ranks_local, sizeof(uint32_t));
-                size_t n = 0;
-                if (!st->record.ranks ||
-                    catalog_ranks(srv->catalog, st->job, st->step, st->record.ranks,
-                                  e.ranks_local, &n) < 0) {
-                        wait_leave(c);
-                        conn_error(c, -ENOMEM, "cannot list the ranks of step %" PRIu64,
-                                   st->step);
-                        return;
-                }
-                snprintf(st->record.job, sizeof(st->record.job), "%s", st->job);
-                st->record.step = st->step;
-                st->record.world_size = st->world_size;
-                st->record.committed_at = (int64_t)time(NULL);
-                st->record.nranks = (uint32_t)n;
-                st->committing = true;
-                store_step_commit(srv->store, &st->record, step_committed, st);
-                return;
-        }
         if (r < 0 || e.ranks_local != st->world_size) {
-                wait_leave(c);
-                conn_error(c, -EPROTO,
-                           "cannot commit step %" PRIu64 " of job '%s': only %u of %u ranks are "
-                           "saved; every rank must finish its save before the commit",
-                           st->step, st->job, r < 0 ? 0 : e.ranks_local, st->world_size);
+                /* Ranks missing: without a barrier before it, a commit
+                 * waits for them (up to its timeout, which names them). */
+                local_missing(srv, st, r < 0 ? 0 : e.ranks_local);
                 return;
         }
         commit_record_clear(&st->record);
@@ -1400,6 +1432,9 @@ void save_handle_commit(struct conn *c, const struct ckpt_req_job_step *req) {
                                 cluster_flags(st)) == -ENOTCONN && !st->cluster_why[0])
                 snprintf(st->cluster_why, sizeof(st->cluster_why),
                          "the coordinator (node 0) is unreachable");
+        if (!loop_timer_armed(&st->ask_again))
+                loop_timer_start(srv->loop, &st->ask_again, CLUSTER_ASK_AGAIN_MS,
+                                 cluster_ask_again);
 }
 
 static void step_state_free(struct step_state *st) {
@@ -1416,6 +1451,7 @@ static void step_state_free(struct step_state *st) {
                 save_free(s);
         }
         commit_record_clear(&st->record);
+        loop_timer_cancel(&st->ask_again);
         list_unlink(&st->link);
         free(st);
 }
@@ -1559,9 +1595,7 @@ static void cluster_verdict(struct step_state *st, int error, const char *why) {
                 c->pending = NULL;
                 wait_leave(c);
                 if (!error) {
-                        struct ckpt_reply rep = { 0 };
-                        rep.id.id = s->id;
-                        conn_reply(c, &rep, -1);
+                        save_begin_reply(c, s);
                         continue;
                 }
                 conn_drop_save(c, s);
@@ -1582,6 +1616,17 @@ static void cluster_verdict(struct step_state *st, int error, const char *why) {
         step_free_if_idle(st);
 }
 
+static void cluster_ask_again(struct loop_timer *t) {
+        struct step_state *st = container_of(t, struct step_state, ask_again);
+        struct server *srv = st->srv;
+        uint8_t flags = cluster_flags(st);
+
+        if (!(flags & PEER_REPORT_COMMIT) || st->everywhere)
+                return; /* nobody waits any more */
+        (void)cluster_report_step(srv, st->job, st->step, st->world_size, st->uid, flags);
+        loop_timer_start(srv->loop, &st->ask_again, CLUSTER_ASK_AGAIN_MS, cluster_ask_again);
+}
+
 static void cluster_begin_timeout(struct conn *c) {
         struct step_state *st = c->wait_step;
         struct save *s = c->pending;
@@ -1591,9 +1636,7 @@ static void cluster_begin_timeout(struct conn *c) {
         log_warn("job %s step %" PRIu64 ": no word from the coordinator (node 0) on world_size %u "
                  "within %u ms; saving without it",
                  st->job, st->step, st->world_size, CLUSTER_VERDICT_MS);
-        struct ckpt_reply rep = { 0 };
-        rep.id.id = s->id;
-        conn_reply(c, &rep, -1);
+        save_begin_reply(c, s);
 }
 
 /* The decision reached this node: record it for the ranks held here. */

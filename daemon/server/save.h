@@ -61,6 +61,7 @@ struct step_state {
         uint32_t uid;              /* whose saves these are */
         bool everywhere;           /* every node holding ranks recorded it */
         bool verdict_asked;        /* a BEGIN report went out, no word back yet */
+        struct loop_timer ask_again; /* trainers wait in ckpt_commit: ask again */
         char cluster_why[CKPT_ERRMSG_MAX + 1]; /* the coordinator's last word on it */
 };
 
@@ -88,6 +89,7 @@ struct save {
         uint64_t bytes;
         uint32_t files;           /* descriptors taken from srv->files for the rank writer */
         struct manifest *manifest;
+        bool replaced;            /* it replaces an earlier copy of the rank (the reply says so) */
 };
 
 void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req);

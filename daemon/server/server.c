@@ -139,6 +139,7 @@ void conn_reply(struct conn *c, struct ckpt_reply *rep, int fd) {
         if (rep->hdr.type != CKPT_MSG_ERROR)
                 rep->hdr.type = c->busy_type | CKPT_MSG_REPLY;
         rep->hdr.seq = c->busy_seq;
+        rep->hdr.version = c->busy_version;
         int n = ckpt_reply_encode(rep, buf, sizeof(buf));
         if (n < 0) {
                 /* A reply we cannot encode is our bug; say so rather than
@@ -146,7 +147,8 @@ void conn_reply(struct conn *c, struct ckpt_reply *rep, int fd) {
                 log_error("server: cannot encode %s reply: %s", ckpt_msg_type_name(c->busy_type),
                           strerror(-n));
                 safe_close(fd);
-                struct ckpt_reply err = { .hdr.type = CKPT_MSG_ERROR, .hdr.seq = c->busy_seq };
+                struct ckpt_reply err = { .hdr.type = CKPT_MSG_ERROR, .hdr.seq = c->busy_seq,
+                                          .hdr.version = c->busy_version };
                 err.error.error = -EIO;
                 snprintf(err.error.message, sizeof(err.error.message),
                          "internal error: daemon could not encode its reply");
@@ -295,15 +297,18 @@ int conn_check_job(struct conn *c, const char *job, bool write) {
 static void handle_hello(struct conn *c, const struct ckpt_req_hello *req) {
         struct ckpt_reply rep = { 0 };
 
-        if (req->proto_min > CKPT_PROTO_VERSION || req->proto_max < CKPT_PROTO_VERSION) {
+        if (req->proto_min > CKPT_PROTO_VERSION || req->proto_max < CKPT_PROTO_VERSION_MIN) {
                 conn_error(c, -EPROTONOSUPPORT,
-                           "client speaks protocol versions %u..%u, this daemon speaks %u: "
+                           "client speaks protocol versions %u..%u, this daemon speaks %u..%u: "
                            "upgrade libckpt or ckptd so they match",
-                           req->proto_min, req->proto_max, CKPT_PROTO_VERSION);
+                           req->proto_min, req->proto_max, CKPT_PROTO_VERSION_MIN,
+                           CKPT_PROTO_VERSION);
                 return;
         }
         c->hello = true;
-        rep.hello.proto = CKPT_PROTO_VERSION;
+        /* the newest both speak; each later request says its own in its
+         * header, and is answered in it */
+        rep.hello.proto = MIN(req->proto_max, (uint16_t)CKPT_PROTO_VERSION);
         rep.hello.slot_count = pool_slot_count(c->srv->pool);
         rep.hello.slot_size = pool_slot_size(c->srv->pool);
         rep.hello.block_size = MANIFEST_BLOCK_SIZE;
@@ -614,6 +619,9 @@ static void conn_read(struct conn *c) {
                 c->busy = true;
                 c->busy_type = 0;
                 c->busy_seq = 0;
+                /* a packet without a header this daemon reads is answered in
+                 * the oldest version: every client reads that error reply */
+                c->busy_version = CKPT_PROTO_VERSION_MIN;
                 memset(&req.hdr, 0, sizeof(req.hdr));
                 int r;
                 if ((size_t)n > CKPT_MSG_MAX || (msg.msg_flags & MSG_TRUNC)) {
@@ -631,10 +639,13 @@ static void conn_read(struct conn *c) {
                 }
                 r = ckpt_request_decode(&req, buf, (size_t)n);
                 c->busy_seq = req.hdr.seq;
+                if (r != -EPROTONOSUPPORT && req.hdr.version)
+                        c->busy_version = req.hdr.version;
                 c->busy_type = req.hdr.type < CKPT_MSG_REQUEST_MAX_ ? req.hdr.type : 0;
                 if (r == -EPROTONOSUPPORT) {
                         conn_error(c, r, "protocol version %u not supported; this daemon speaks "
-                                   "version %u", req.hdr.version, CKPT_PROTO_VERSION);
+                                   "versions %u..%u", req.hdr.version, CKPT_PROTO_VERSION_MIN,
+                                   CKPT_PROTO_VERSION);
                         continue;
                 }
                 if (r < 0) {

@@ -35,6 +35,11 @@ struct cstep {
         uint32_t missing;       /* ranks held nowhere */
         uint8_t *holder;        /* node_count entries: enum holder */
         uint8_t *asked;         /* node_count entries: a trainer there asked */
+        uint32_t unrecorded;    /* nodes at HOLDS_RANKS (keeps advance() O(1)) */
+        /* what is missing, as PENDING says it: rebuilt only after a
+         * change, so the nodes' repeated asks cost no walk over the ranks */
+        char missing_text[PEER_ERRMSG_MAX + 1];
+        bool missing_text_ok;
         bool commit_asked;
         bool decided;           /* made here, or learned from a COMMITTED report */
         bool everywhere;        /* every holder recorded it; told */
@@ -150,6 +155,14 @@ static struct cstep *cstep_new(struct coordinator *co, const struct peer_step_re
         return ret;
 }
 
+static void set_holder(struct cstep *s, uint32_t node, uint8_t h) {
+        if ((s->holder[node] == HOLDS_NONE) != (h == HOLDS_NONE))
+                s->missing_text_ok = false; /* "nodes with none saved" changed */
+        s->unrecorded -= s->holder[node] == HOLDS_RANKS;
+        s->holder[node] = h;
+        s->unrecorded += h == HOLDS_RANKS;
+}
+
 static void state_init(struct peer_step_state *m, const struct cstep *s, uint8_t state) {
         memset(m, 0, sizeof(*m));
         m->job.len = (uint16_t)strlen(s->job);
@@ -238,11 +251,22 @@ static void describe_missing(const struct coordinator *co, const struct cstep *s
 #undef PUT
 }
 
-static void send_pending(struct coordinator *co, uint32_t node, const struct cstep *s) {
+/* asked: a commit ask, which wants to know what is missing (its timeout
+ * says it); a BEGIN only wants the world_size agreed, and at 2,048 nodes
+ * every node's BEGIN comes at once: no walk over the ranks for it. */
+static void send_pending(struct coordinator *co, uint32_t node, struct cstep *s,
+                         bool asked) {
         struct peer_step_state m;
         state_init(&m, s, PEER_STEP_PENDING);
-        if (s->missing)
-                describe_missing(co, s, m.message, sizeof(m.message));
+        if (!asked) {
+                snprintf(m.message, sizeof(m.message), "world_size %u agreed", s->world_size);
+        } else if (s->missing) {
+                if (!s->missing_text_ok) {
+                        describe_missing(co, s, s->missing_text, sizeof(s->missing_text));
+                        s->missing_text_ok = true;
+                }
+                memcpy(m.message, s->missing_text, sizeof(m.message));
+        }
         else
                 snprintf(m.message, sizeof(m.message), "every rank is saved; no commit asked for");
         co->ops.send(co->userdata, node, &m);
@@ -260,11 +284,11 @@ static void advance(struct coordinator *co, struct cstep *s, int64_t now) {
                         if (s->holder[nd] == HOLDS_RANKS)
                                 send_state(co, nd, s, PEER_STEP_DECIDED);
         }
-        if (!s->decided || s->everywhere)
+        /* every rank's holder known and every holder recorded it (a
+         * decision learned after a restart waits for the holders of the
+         * ranks not reported yet) */
+        if (!s->decided || s->everywhere || s->unrecorded || s->missing)
                 return;
-        for (uint32_t nd = 0; nd < co->node_count; nd++)
-                if (s->holder[nd] == HOLDS_RANKS)
-                        return;
         s->everywhere = true;
         for (uint32_t nd = 0; nd < co->node_count; nd++)
                 if (s->holder[nd] != HOLDS_NONE || s->asked[nd])
@@ -299,14 +323,16 @@ void coordinator_report(struct coordinator *co, uint32_t node,
         bool was_decided = s->decided;
         for (uint32_t i = 0; i < r->nranks; i++) {
                 uint32_t rk = r->ranks[i];
-                if (s->rank_node[rk] == NO_NODE)
+                if (s->rank_node[rk] == NO_NODE) {
                         s->missing--;
+                        s->missing_text_ok = false;
+                }
                 s->rank_node[rk] = node;
         }
         if (r->nranks && s->holder[node] == HOLDS_NONE)
-                s->holder[node] = HOLDS_RANKS;
+                set_holder(s, node, HOLDS_RANKS);
         if (r->flags & PEER_REPORT_COMMITTED) {
-                s->holder[node] = HOLDS_RECORDED;
+                set_holder(s, node, HOLDS_RECORDED);
                 if (!s->decided) {
                         /* a decision made before this coordinator started
                          * (or before it forgot the step): the recorder's
@@ -330,12 +356,13 @@ void coordinator_report(struct coordinator *co, uint32_t node,
                 send_state(co, node, s, PEER_STEP_DECIDED);
         bool everywhere = s->everywhere;
         advance(co, s, now);
-        if (r->flags & (PEER_REPORT_BEGIN | PEER_REPORT_COMMIT)) {
+        if (everywhere && (s->asked[node] || (r->flags & PEER_REPORT_COMMIT)))
+                /* told before, and this node asks (again, or its trainers
+                 * wait for the word after recording the decision late) */
+                send_state(co, node, s, PEER_STEP_EVERYWHERE);
+        else if (r->flags & (PEER_REPORT_BEGIN | PEER_REPORT_COMMIT)) {
                 if (!s->decided)
-                        send_pending(co, node, s);
-                else if (everywhere)
-                        /* advance() told the others; this one asked again */
-                        send_state(co, node, s, PEER_STEP_EVERYWHERE);
+                        send_pending(co, node, s, r->flags & PEER_REPORT_COMMIT);
                 else if (!s->everywhere && s->holder[node] == HOLDS_NONE)
                         /* it holds nothing to record: it waits for EVERYWHERE */
                         send_state(co, node, s, PEER_STEP_DECIDED);

@@ -31,7 +31,8 @@ static void check_decode(const uint8_t *data, size_t size) {
         int r = ckpt_reply_decode(&first, data, size);
 
         if (r == -EPROTONOSUPPORT) {
-                if (size < CKPT_HDR_SIZE || first.hdr.version == CKPT_PROTO_VERSION ||
+                if (size < CKPT_HDR_SIZE || (first.hdr.version >= CKPT_PROTO_VERSION_MIN &&
+                                              first.hdr.version <= CKPT_PROTO_VERSION) ||
                     first.hdr.seq != le32(data + 12))
                         abort();
                 return;

@@ -159,7 +159,11 @@ static void requests(void) {
                 m.hdr.seq = t;
                 switch (t) {
                 case CKPT_MSG_HELLO:
-                        m.hello.proto_min = m.hello.proto_max = CKPT_PROTO_VERSION;
+                        /* as libckpt sends it: in the oldest version's
+                         * header, offering every version it speaks */
+                        m.hdr.version = CKPT_PROTO_VERSION_MIN;
+                        m.hello.proto_min = CKPT_PROTO_VERSION_MIN;
+                        m.hello.proto_max = CKPT_PROTO_VERSION;
                         break;
                 case CKPT_MSG_SAVE_BEGIN:
                         name(&m.save_begin.job, "llama-70b");
@@ -297,6 +301,21 @@ static void more_replies(void) {
         rep.wait.tier = CKPT_TIER_REMOTE;
         n = encode_rep(&rep);
         write_file("reply", "wait-reply-remote.bin", buf, (size_t)n);
+
+        /* version 2, the oldest spoken: its SAVE_BEGIN reply has no
+         * `replaced`; and a version-3 one whose flag is neither 0 nor 1 */
+        memset(&rep, 0, sizeof(rep));
+        rep.hdr.type = CKPT_MSG_SAVE_BEGIN | CKPT_MSG_REPLY;
+        rep.hdr.version = CKPT_PROTO_VERSION_MIN;
+        rep.hdr.seq = 102;
+        rep.id.id = 9;
+        n = encode_rep(&rep);
+        write_file("reply", "save-begin-reply-v2.bin", buf, (size_t)n);
+        rep.hdr.version = CKPT_PROTO_VERSION_REPLACED;
+        rep.id.replaced = 1;
+        n = encode_rep(&rep);
+        buf[n - 1] = 2;
+        write_file("reply", "invalid-replaced.bin", buf, (size_t)n);
 }
 
 static void replies(void) {
@@ -329,6 +348,9 @@ static void replies(void) {
                         snprintf(rep.hello.daemon_version, sizeof(rep.hello.daemon_version), "0.1.0");
                         break;
                 case CKPT_MSG_SAVE_BEGIN:
+                        rep.id.id = 7;
+                        rep.id.replaced = 1;
+                        break;
                 case CKPT_MSG_SHARD_BEGIN:
                         rep.id.id = 7;
                         break;

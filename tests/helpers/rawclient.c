@@ -17,7 +17,8 @@
  *   bad-version V [TYPE]        a valid request (STATUS) with header version V
  *   bad-magic [TYPE]            a valid request (STATUS) with a wrong magic
  *   unknown-type T              a header of type T, length 16
- *   hello-range MIN MAX         HELLO offering versions MIN..MAX
+ *   hello-range MIN MAX [V]     HELLO offering versions MIN..MAX, in a
+ *                               header of version V (default: the newest)
  *   no-hello [TYPE...]          requests before HELLO (default SAVE_BEGIN)
  *   bad-name job|shard NAME     SAVE_BEGIN (or SHARD_BEGIN in a valid save)
  *                               carrying NAME, encoded by hand; NAME may
@@ -309,6 +310,11 @@ static const char *reply_details(const struct ckpt_reply *rep) {
         case CKPT_MSG_READ:
                 snprintf(buf, sizeof(buf), " offset=%" PRIu64 " length=%" PRIu64, rep->slot.offset,
                          rep->slot.length);
+                return buf;
+        case CKPT_MSG_HELLO:
+                /* the version chosen, and the one the reply came in */
+                snprintf(buf, sizeof(buf), " proto=%u version=%u", rep->hello.proto,
+                         rep->hdr.version);
                 return buf;
         default:
                 return "";
@@ -734,7 +740,8 @@ static int cmd_hello_range(int argc, char **argv) {
         struct bytes b = { 0 };
         if (argc < 2)
                 return 2;
-        put_hdr(&b, CKPT_PROTO_VERSION, CKPT_MSG_HELLO, RAW_SEQ);
+        put_hdr(&b, argc > 2 ? (uint16_t)strtoul(argv[2], NULL, 0) : CKPT_PROTO_VERSION,
+                CKPT_MSG_HELLO, RAW_SEQ);
         put_le(&b, strtoul(argv[0], NULL, 0), 2);
         put_le(&b, strtoul(argv[1], NULL, 0), 2);
         finish_packet(&b);

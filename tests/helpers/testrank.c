@@ -8,6 +8,8 @@
  *   ckpt-testrank save   --job J --step S --rank R --world W --shards a:SIZE,b:SIZE
  *                        [--seed N] [--zero-copy] [--commit] [--wait-local]
  *                        [--exit-after-finish] [--torn] [--hold MS]
+ *                        prints "replaced" when the save replaces an earlier
+ *                        copy of the rank (ckpt_save_replaced)
  *   ckpt-testrank verify --job J --step S --rank R --shards ... [--seed N] [--map]
  *                        [--piece BYTES]
  *   ckpt-testrank read   --job J --step S --rank R --shard NAME --offset O --length L [--seed N]
@@ -116,6 +118,13 @@ static int do_save(void) {
         int r = ckpt_save_begin(conn, opt.job, opt.step, opt.rank, opt.world, &s);
         if (r < 0)
                 return fail(r, "save_begin");
+        r = ckpt_save_replaced(s);
+        if (r < 0)
+                return fail(r, "save_replaced");
+        if (r == 1) {
+                printf("replaced\n"); /* an earlier copy of the rank */
+                fflush(stdout);
+        }
         for (int i = 0; i < opt.nshards; i++) {
                 struct shard_spec *sp = &opt.shards[i];
                 uint64_t key = datagen_key(opt.job, opt.step, opt.rank, sp->name, opt.seed);

@@ -6,7 +6,8 @@ list JOB, show JOB STEP) in table and --json form must report exactly what
 was saved: versions, pool geometry, per-job latest committed step, counts,
 bytes on local disk equal to the sum of the shard sizes, and per-rank
 shards whose sizes and CRC32Cs match what a client sees (ckpt-testrank
-list).  Exit statuses follow ckptctl(1): 3 and a clear message when no
+list); a step that is not committed is shown without shards, and a client's
+shard list of it is refused.  Exit statuses follow ckptctl(1): 3 and a clear message when no
 daemon listens, 2 for usage errors, 1 for errors the daemon reports.
 Finally, as another user: root's jobs are not shown or described."""
 import json
@@ -143,6 +144,19 @@ def json_forms(d, t0, t1):
                   and sh["bytes"] == want_bytes
                   and sh["state"] == ("committed" if committed else "local"),
                   "show %s %d: %s" % (job, step, {k: v for k, v in sh.items() if k != "ranks"}))
+            if not committed:
+                # a step that is not committed is shown, but its shards are
+                # not listed: neither ckptctl nor a client reads it (issue 10)
+                check(sh["ranks"] == [], "show %s %d (not committed) lists ranks %s"
+                      % (job, step, sh["ranks"]))
+                for r in ranks:
+                    p = d.rank("list", "--job", job, "--step", step, "--rank", r,
+                               check_rc=False)
+                    check(p.returncode == 1 and "ENOENT" in p.stderr
+                          and "is not committed" in p.stderr,
+                          "list of rank %d of uncommitted step %s %d: rc %d, %s"
+                          % (r, job, step, p.returncode, p.stderr.strip()))
+                continue
             check([r["rank"] for r in sh["ranks"]] == ranks, "show %s %d ranks %s, want %s"
                   % (job, step, [r["rank"] for r in sh["ranks"]], ranks))
             for r in sh["ranks"]:
@@ -194,6 +208,11 @@ def table_forms(d):
           "no object store, yet a remote state other than none: %s" % rows)
     check(all(r[-2] == "0" for r in rows),
           "no replication, yet replicas counted: %s" % rows)
+
+    text = d.ctl("show", A, 30).stdout
+    check(text.startswith("job %s step 30: local, world size 2, 1 ranks here, 3 shards" % A)
+          and "shards: not listed until the step is committed" in text,
+          "show of the uncommitted step 30:\n%s" % text)
 
     text = d.ctl("show", A, 20).stdout
     check(text.startswith("job %s step 20: committed, world size 2, 2 ranks here, 6 shards" % A),

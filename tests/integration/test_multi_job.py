@@ -107,12 +107,18 @@ def resave(d):
     for r in range(world):
         d.rank(*save_args(job, step, world, 1, r, old))
     d.rank("wait", "--job", job, "--step", step, "--tier", "local")
-    # the first copies are on disk and readable before the commit
-    d.rank(*verify_args(job, step, 0, 1, old))
+    # the first copies are on disk, but not readable before the commit
+    # (issue 10: a restore reads only committed steps)
+    p = d.rank(*verify_args(job, step, 0, 1, old), check_rc=False)
+    check(p.returncode == 1 and "ENOENT" in p.stderr and "is not committed" in p.stderr,
+          "rank 0 of the uncommitted step: rc %d %s" % (p.returncode, p.stderr.strip()))
 
-    # rank 0 again with other bytes; rank 1 again with another layout
-    d.rank(*save_args(job, step, world, 2, 0, old, ["--zero-copy"]))
-    d.rank(*save_args(job, step, world, 3, 1, new1))
+    # rank 0 again with other bytes; rank 1 again with another layout: each
+    # says it replaced the first copy
+    for rank, seed, layout, extra in ((0, 2, old, ["--zero-copy"]), (1, 3, new1, [])):
+        p = d.rank(*save_args(job, step, world, seed, rank, layout, extra))
+        check("replaced" in p.stdout.split(), "saving rank %d again does not say it replaced "
+              "the first copy: %r" % (rank, p.stdout))
     d.rank("commit", "--job", job, "--step", step)
 
     d.rank(*verify_args(job, step, 0, 2, old, ["--map"]))

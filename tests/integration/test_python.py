@@ -2,8 +2,9 @@
 """The Python bindings (client/python/ckptd) against a real ckptd: a
 4-rank save from bytes, bytearray and memoryview objects, commit, latest,
 shard list, whole and ranged reads compared byte for byte, and the errors
-a user sees (bad name, another job's step, torn-free commit of a missing
-rank) as CkptError with the right errno and the daemon's message."""
+a user sees (bad name, another job's step, a read of a step not committed,
+torn-free commit of a missing rank) as CkptError with the right errno and
+the daemon's message; a rank saved twice says it replaced the first copy."""
 import errno
 import os
 import sys
@@ -51,12 +52,27 @@ def main(tmp):
         except ckptd.CkptError as e:
             check(e.errno == errno.ENOENT, "missing step: %s" % e)
         with c.save("py-job", 11, 0, 2) as s:
+            check(s.replaced is False, "a rank's first save says replaced")
+            s.write("weights", b"y")
+        c.wait("py-job", 11)  # the first copy on disk: a rank being saved is EBUSY
+        with c.save("py-job", 11, 0, 2) as s:
+            # saved again before the step is committed: replaces the first copy
+            check(s.replaced is True, "saving rank 0 of step 11 again does not say replaced")
             s.write("weights", b"x")
         try:
-            c.commit("py-job", 11, timeout_ms=5000)
+            c.read("py-job", 11, 0, "weights")
+            check(False, "read of an uncommitted step succeeded")
+        except ckptd.CkptError as e:
+            check(e.errno == errno.ENOENT and "is not committed" in str(e),
+                  "uncommitted step: %s" % e)
+        try:
+            # no barrier is needed before a commit: it waits for the
+            # missing rank, and its timeout names it (docs/commit.md)
+            c.commit("py-job", 11, timeout_ms=500)
             check(False, "commit with a rank missing succeeded")
         except ckptd.CkptError as e:
-            check(e.errno == errno.EPROTO and "1 of 2 ranks" in str(e), "commit: %s" % e)
+            check(e.errno == errno.ETIMEDOUT and "rank 1 of 2 is not saved" in str(e),
+                  "commit: %s" % e)
     check(d.stop() == 0, "unclean exit")
 
 

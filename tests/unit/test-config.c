@@ -110,6 +110,21 @@ static char *tmp_path(const char *name) {
         return p;
 }
 
+/* A [cluster] peers value of n distinct entries, "node0.x:1,node1.x:2,...",
+ * for configs with many nodes (node_count > 1 needs one per node). */
+static char *peer_list(unsigned n) {
+        size_t len = (size_t)n * 24 + 1, used = 0;
+        char *list = malloc(len);
+
+        if (!list)
+                exit(1);
+        list[0] = '\0';
+        for (unsigned i = 0; i < n; i++)
+                used += (size_t)snprintf(list + used, len - used, "%snode%u.x:%u",
+                                         i ? "," : "", i, 1 + i % 4);
+        return list;
+}
+
 /* Environment the defaults depend on, reset to a known state. */
 static void env_reset(void) {
         setenv("HOME", "/home/tester", 1);
@@ -1011,6 +1026,16 @@ static void check_invalid(const struct config *c, const char *want) {
         capture_close(&cap);
 }
 
+/* config_validate's refusals of node_count = n (> 1, given as text)
+ * without [cluster] peers or psk_file: the nodes agree on each commit over
+ * the peer links, so they need them with or without replication. */
+#define NEEDS_PEERS(n)                                                                     \
+        "[cluster] node_count = " n " needs [cluster] peers, the host:port of every node: " \
+        "the nodes agree on each commit over them (or set node_count = 1: a single node)\n"
+#define NEEDS_PSK_FILE(n)                                                                  \
+        "[cluster] node_count = " n " needs [cluster] psk_file, the pre-shared key with "    \
+        "which nodes authenticate each other (the same file on every node, mode 0600)\n"
+
 static void test_validate(void) {
         struct config c = config_default(), v;
         struct capture cap;
@@ -1214,30 +1239,39 @@ static void test_remote_file(void) {
         char *path = tmp_path("remote.conf");
         struct config c = config_default();
         struct capture cap;
+        char *peers = peer_list(65536), *all_keys;
         int r;
 
         env_reset();
-        write_file_mode(path,
-                        "[remote]\n"
-                        "endpoint = http://127.0.0.1:7480\n"
-                        "region = default\n"
-                        "bucket = ckpt-bucket.1\n"
-                        "prefix = ckpt/cluster-a\n"
-                        "addressing = path\n"
-                        "credentials_file = /etc/ckptd/aws credentials\n"
-                        "profile = training\n"
-                        "access_key_id = AKIDEXAMPLE\n"
-                        "secret_access_key = wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY\n"
-                        "ca_file = /etc/ssl/store-ca.pem\n"
-                        "part_size = 5M\n"
-                        "concurrency = 256\n"
-                        "bandwidth = 100M\n"
-                        "keep = 10\n"
-                        "retry_attempts = 1\n"
-                        "[cluster]\n"
-                        "node_index = 65535\n"
-                        "node_count = 65536\n",
-                        0600);
+        /* the largest cluster: one peers entry per node, and the key the
+         * nodes authenticate each other with (node_count > 1 needs both) */
+        if (asprintf(&all_keys,
+                     "[remote]\n"
+                     "endpoint = http://127.0.0.1:7480\n"
+                     "region = default\n"
+                     "bucket = ckpt-bucket.1\n"
+                     "prefix = ckpt/cluster-a\n"
+                     "addressing = path\n"
+                     "credentials_file = /etc/ckptd/aws credentials\n"
+                     "profile = training\n"
+                     "access_key_id = AKIDEXAMPLE\n"
+                     "secret_access_key = wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY\n"
+                     "ca_file = /etc/ssl/store-ca.pem\n"
+                     "part_size = 5M\n"
+                     "concurrency = 256\n"
+                     "bandwidth = 100M\n"
+                     "keep = 10\n"
+                     "retry_attempts = 1\n"
+                     "[cluster]\n"
+                     "node_index = 65535\n"
+                     "node_count = 65536\n"
+                     "peers = %s\n"
+                     "psk_file = /etc/ckptd/peer.psk\n",
+                     peers) < 0)
+                exit(1);
+        write_file_mode(path, all_keys, 0600);
+        free(all_keys);
+        free(peers);
         capture_open(&cap);
         r = config_load_file(&c, path, cap.f);
         CHECK(r == 0, "load: %d %s", r, capture_text(&cap));
@@ -1259,6 +1293,7 @@ static void test_remote_file(void) {
         CHECK(c.remote_retry_attempts == 1, "retry_attempts");
         CHECK(c.cluster_node_index == 65535 && c.cluster_node_count == 65536, "cluster %u/%u",
               c.cluster_node_index, c.cluster_node_count);
+        CHECK(c.cluster_npeers == 65536, "%u peers", c.cluster_npeers);
         CHECK(config_remote_enabled(&c), "remote tier on");
         CHECK(config_validate(&c, cap.f) == 0, "validate: %s", capture_text(&cap));
         CHECK(c.keep == 3 && c.pool_size == GiB, "other sections untouched");
@@ -1288,7 +1323,7 @@ static void test_remote_file(void) {
         write_file_mode(path,
                         "[remote]\nendpoint = HTTPS://S3.Example.com:443/\n"
                         "bucket = a-b\nprefix = x=1:a@b+c-d_e.f/G.H/..x/x..\n"
-                        "[cluster]\nnode_index = 0\nnode_count = 1\n",
+                        "[cluster]\nnode_index = 0\nnode_count = 1\npeers =\n",
                         0644);
         capture_open(&cap);
         r = config_load_file(&c, path, cap.f);
@@ -1650,17 +1685,22 @@ static void test_cluster_env(void) {
         config_clear(&c);
 
         /* Values that are each valid but inconsistent are a configuration
-         * error, and the message says where the defaults came from. */
+         * error, and the message says where the defaults came from.  A job
+         * of 8 nodes from Slurm alone also lacks the peer links its
+         * commits need: every message is printed. */
         setenv("SLURM_NODEID", "8", 1);
         c = config_default();
         check_invalid(&c, "[cluster] node_index = 8 must be less than [cluster] node_count = 8 "
-                          "(their defaults come from $SLURM_NODEID and $SLURM_NNODES)\n");
+                          "(their defaults come from $SLURM_NODEID and $SLURM_NNODES)\n"
+                          NEEDS_PEERS("8") NEEDS_PSK_FILE("8"));
         config_clear(&c);
         env_reset();
 }
 
 static void test_remote_validate(void) {
         struct config c = config_default(), v;
+        struct node_address four[4] = { { (char *)"n0", 7000 }, { (char *)"n1", 7000 },
+                                         { (char *)"n2", 7000 }, { (char *)"n3", 7000 } };
         struct capture cap;
 
         /* A struct set by code: the same rules as the file. */
@@ -1721,12 +1761,17 @@ static void test_remote_validate(void) {
         v = c;
         v.cluster_node_index = 4;
         v.cluster_node_count = 4;
+        v.cluster_peers = four; /* node_count > 1 needs them */
+        v.cluster_npeers = 4;
+        v.cluster_psk_file = (char *)"/etc/ckptd/peer.psk";
         check_invalid(&v, "[cluster] node_index = 4 must be less than [cluster] node_count = 4 "
                           "(their defaults come from $SLURM_NODEID and $SLURM_NNODES)\n");
         v.cluster_node_index = 3;
         capture_open(&cap);
         CHECK(config_validate(&v, cap.f) == 0, "3 of 4: %s", capture_text(&cap));
         capture_close(&cap);
+        v.cluster_peers = NULL; /* or they would not match node_count */
+        v.cluster_npeers = 0;
         v.cluster_node_count = 0;
         v.cluster_node_index = 0;
         check_invalid(&v, "[cluster] node_count = 0 is out of range (1..65536)\n"
@@ -1965,7 +2010,7 @@ static void test_cluster_file(void) {
                 snprintf(text, sizeof(text),
                          "[cluster]\nnode_index = 0\nnode_count = 4\nlisten =\n"
                          "peers = %s:1,127.0.0.1:7001,127.0.0.1:7002,x:7001\n"
-                         "psk_file =\nreplication_factor = 1\n", name);
+                         "psk_file = /k\nreplication_factor = 1\n", name);
                 write_file(path, text);
                 capture_open(&cap);
                 r = config_load_file(&c, path, cap.f);
@@ -1976,13 +2021,15 @@ static void test_cluster_file(void) {
                                       "7001"));
                 CHECK(c.cluster_listen.host == NULL && c.cluster_listen.port == 0,
                       "listen unset");
-                CHECK(c.cluster_psk_file == NULL, "psk_file unset");
+                CHECK_STR(c.cluster_psk_file, "/k");
         }
-        write_file(path, "[cluster]\npeers =\n");
+        /* psk_file empties too (the edge file set one: node_count 4 needs it) */
+        write_file(path, "[cluster]\npeers =\npsk_file =\n");
         capture_open(&cap);
         CHECK(config_load_file(&c, path, cap.f) == 0, "empty peers: %s", capture_text(&cap));
         capture_close(&cap);
         check_peers(&c, PEERS(NULL));
+        CHECK(c.cluster_psk_file == NULL, "psk_file unset");
 
         config_clear(&c);
         CHECK(c.cluster_peers == NULL && c.cluster_npeers == 0 && c.cluster_listen.host == NULL &&
@@ -2292,19 +2339,17 @@ static void test_cluster_flags(void) {
 static void test_cluster_many_peers(void) {
         struct config c = config_default();
         struct capture cap;
-        size_t cap_len = 65537 * 24;
-        char *list = malloc(cap_len), *arg = malloc(cap_len + 32);
-        size_t used = 0;
+        char *list = peer_list(65536);
+        size_t arg_len = strlen(list) + 32;
+        char *arg = malloc(arg_len);
         int r;
 
-        if (!list || !arg)
+        if (!arg)
                 exit(1);
-        for (unsigned i = 0; i < 65536; i++)
-                used += (size_t)snprintf(list + used, cap_len - used, "%snode%u.x:%u",
-                                         i ? "," : "", i, 1 + i % 4);
-        snprintf(arg, cap_len + 32, "--cluster-peers=%s", list);
+        snprintf(arg, arg_len, "--cluster-peers=%s", list);
         capture_open(&cap);
-        r = PARSE(&c, &cap, "--cluster-node-count=65536", arg);
+        r = PARSE(&c, &cap, "--cluster-node-count=65536", arg,
+                  "--cluster-psk-file=/etc/ckptd/peer.psk");
         CHECK(r == 0, "65536 peers: %d %s", r, capture_text(&cap));
         CHECK(c.cluster_npeers == 65536 && c.cluster_peers &&
                       strcmp(c.cluster_peers[65535].host, "node65535.x") == 0 &&
@@ -2314,7 +2359,7 @@ static void test_cluster_many_peers(void) {
         capture_close(&cap);
         config_clear(&c);
 
-        snprintf(arg, cap_len + 32, "--cluster-peers=%s,one:1", list);
+        snprintf(arg, arg_len, "--cluster-peers=%s,one:1", list);
         c = config_default();
         capture_open(&cap);
         CHECK(PARSE(&c, &cap, arg) == -EINVAL, "65537 peers");
@@ -2379,13 +2424,38 @@ static void test_cluster_validate(void) {
                 check_invalid(&w, "[cluster] replication_factor = 2 needs [cluster] psk_file, "
                                   "the pre-shared key with which nodes authenticate each other "
                                   "(the same file on every node, mode 0600)\n");
-                /* without replication neither is needed */
+                /* Without replication both are still needed: the nodes
+                 * agree on each commit over the peer links (issue 10). */
                 w.cluster_replication_factor = 1;
                 w.cluster_peers = NULL;
                 w.cluster_npeers = 0;
+                check_invalid(&w, NEEDS_PEERS("4") NEEDS_PSK_FILE("4"));
+                w.cluster_peers = four;
+                w.cluster_npeers = 4;
+                check_invalid(&w, NEEDS_PSK_FILE("4"));
+                w.cluster_psk_file = (char *)"/etc/ckptd/peer.psk";
+                w.cluster_peers = NULL;
+                w.cluster_npeers = 0;
+                check_invalid(&w, NEEDS_PEERS("4"));
+                w.cluster_peers = four;
+                w.cluster_npeers = 4;
                 capture_open(&cap);
-                CHECK(config_validate(&w, cap.f) == 0, "F=1: %s", capture_text(&cap));
+                CHECK(config_validate(&w, cap.f) == 0, "F=1 with peers and psk_file: %s",
+                      capture_text(&cap));
                 capture_close(&cap);
+        }
+
+        /* The smallest cluster without replication, from the defaults:
+         * both refusals, word for word, and nothing else. */
+        {
+                struct config w = c;
+                w.cluster_node_count = 2;
+                check_invalid(&w, "[cluster] node_count = 2 needs [cluster] peers, the "
+                                  "host:port of every node: the nodes agree on each commit "
+                                  "over them (or set node_count = 1: a single node)\n"
+                                  "[cluster] node_count = 2 needs [cluster] psk_file, the "
+                                  "pre-shared key with which nodes authenticate each other "
+                                  "(the same file on every node, mode 0600)\n");
         }
 
         /* A peer's 4 MiB data frame goes into one pool extent. */
@@ -2464,6 +2534,7 @@ static void test_cluster_validate(void) {
                 w.cluster_node_count = 2;
                 w.cluster_peers = bad;
                 w.cluster_npeers = 2;
+                w.cluster_psk_file = (char *)"/etc/ckptd/peer.psk"; /* node_count > 1 */
                 check_invalid(&w, "[cluster] peers: node 1's address 'n 1:7000': 'n 1' " HOST_RULES
                                   "\n");
                 bad[1].host = (char *)"N0";
@@ -2497,7 +2568,7 @@ static void test_cluster_validate(void) {
                 w.cluster_psk_file = (char *)"peer.psk";
                 check_invalid(&w, "[cluster] psk_file must be an absolute path, not "
                                   "'peer.psk'\n");
-                w.cluster_psk_file = NULL;
+                w.cluster_psk_file = (char *)"/etc/ckptd/peer.psk";
                 w.cluster_peer_connect_timeout_ms = 0;
                 check_invalid(&w, "[cluster] peer_connect_timeout = 0ms is out of range "
                                   "(100ms..10m)\n");

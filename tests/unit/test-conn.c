@@ -78,7 +78,10 @@ static uint32_t daemon_read(int fd) {
 }
 
 static void daemon_reply_latest(int fd, uint32_t seq, uint64_t step) {
-        struct ckpt_reply rep = { .hdr.type = CKPT_MSG_LATEST | CKPT_MSG_REPLY, .hdr.seq = seq };
+        /* a wire that said no HELLO speaks the oldest version; the reply is
+         * in the request's */
+        struct ckpt_reply rep = { .hdr.type = CKPT_MSG_LATEST | CKPT_MSG_REPLY, .hdr.seq = seq,
+                                  .hdr.version = CKPT_PROTO_VERSION_MIN };
         uint8_t buf[256];
         rep.latest.step = step;
         rep.latest.world_size = 1;

@@ -374,7 +374,7 @@ static void test_golden(void) {
         snprintf(in.hello.cluster_id, sizeof(in.hello.cluster_id), "c1");
         static const uint8_t hello[] = {
                 /* header */
-                'C', 'K', 'P', 'E', 0x02, 0x00, 0x01, 0x00, 44, 0, 0, 0, 0, 0, 0, 0,
+                'C', 'K', 'P', 'E', 0x03, 0x00, 0x01, 0x00, 44, 0, 0, 0, 0, 0, 0, 0,
                 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01,
                 /* node_index, node_count */
                 0x02, 0, 0, 0, 0x04, 0x03, 0, 0,
@@ -397,7 +397,7 @@ static void test_golden(void) {
         in.data.length = 0x00400000; /* 4 MiB */
         static const uint8_t data[] = {
                 /* header: body = 24 + 4 MiB */
-                'C', 'K', 'P', 'E', 0x02, 0x00, 0x07, 0x00, 0x18, 0x00, 0x40, 0x00,
+                'C', 'K', 'P', 'E', 0x03, 0x00, 0x07, 0x00, 0x18, 0x00, 0x40, 0x00,
                 0x44, 0x33, 0x22, 0x11, 9, 0, 0, 0, 0, 0, 0, 0,
                 /* shard, offset, length, reserved */
                 0x06, 0x05, 0, 0, 0x00, 0x00, 0x20, 0x00, 0x00, 0x01, 0x00, 0x00,

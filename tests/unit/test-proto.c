@@ -222,6 +222,9 @@ static void make_reply(struct ckpt_reply *m, uint16_t type, uint32_t count) {
                 fill(m->hello.daemon_version, CKPT_VERSION_STR_MAX, 'A');
                 break;
         case CKPT_MSG_SAVE_BEGIN:
+                m->id.id = 0xf1f2f3f4;
+                m->id.replaced = 1; /* in the newest version; test_versions() has 2 */
+                break;
         case CKPT_MSG_SHARD_BEGIN:
                 m->id.id = 0xf1f2f3f4;
                 break;
@@ -520,6 +523,7 @@ static void test_golden(void) {
         struct ckpt_request m;
         memset(&m, 0, sizeof(m));
         m.hdr.type = CKPT_MSG_HELLO;
+        m.hdr.version = 2; /* the examples of docs/protocol.md */
         m.hdr.seq = 0x01020304;
         m.hello.proto_min = 1;
         m.hello.proto_max = 2;
@@ -531,6 +535,7 @@ static void test_golden(void) {
 
         memset(&m, 0, sizeof(m));
         m.hdr.type = CKPT_MSG_SAVE_BEGIN;
+        m.hdr.version = 2; /* the examples of docs/protocol.md */
         m.hdr.seq = 5;
         set_name(&m.save_begin.job, "j1");
         m.save_begin.step = 0x0102030405060708ull;
@@ -548,6 +553,7 @@ static void test_golden(void) {
 
         memset(&m, 0, sizeof(m));
         m.hdr.type = CKPT_MSG_STATUS;
+        m.hdr.version = 2; /* the examples of docs/protocol.md */
         m.hdr.seq = 0xffffffff;
         static const uint8_t status[] = {
                 'C', 'K', 'P', 'T', 2, 0, 15, 0, 16, 0, 0, 0, 0xff, 0xff, 0xff, 0xff,
@@ -556,6 +562,7 @@ static void test_golden(void) {
 
         memset(&rep_a, 0, sizeof(rep_a));
         rep_a.hdr.type = CKPT_MSG_ERROR;
+        rep_a.hdr.version = 2;
         rep_a.hdr.seq = 7;
         rep_a.error.error = -ENOENT;
         strcpy(rep_a.error.message, "no such job");
@@ -568,6 +575,7 @@ static void test_golden(void) {
 
         memset(&rep_a, 0, sizeof(rep_a));
         rep_a.hdr.type = CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY;
+        rep_a.hdr.version = 2;
         rep_a.hdr.seq = 1;
         rep_a.ckpt_list.total = 9;
         rep_a.ckpt_list.count = 1;
@@ -587,6 +595,7 @@ static void test_golden(void) {
         /* LATEST_RANK (docs/protocol.md): job "j1", rank 3, below 20 ... */
         memset(&m, 0, sizeof(m));
         m.hdr.type = CKPT_MSG_LATEST_RANK;
+        m.hdr.version = 2; /* the examples of docs/protocol.md */
         m.hdr.seq = 9;
         set_name(&m.latest_rank.job, "j1");
         m.latest_rank.rank = 3;
@@ -602,6 +611,7 @@ static void test_golden(void) {
         /* ... and its reply: step 10 of world 2, fell back from 20 past 1 step */
         memset(&rep_a, 0, sizeof(rep_a));
         rep_a.hdr.type = CKPT_MSG_LATEST_RANK | CKPT_MSG_REPLY;
+        rep_a.hdr.version = 2;
         rep_a.hdr.seq = 9;
         rep_a.latest_rank.step = 10;
         rep_a.latest_rank.world_size = 2;
@@ -623,7 +633,7 @@ static void test_golden(void) {
               "LATEST_RANK reply golden fields");
 
         /* And the other way: hand-written bytes decode to the right fields. */
-        raw_start(CKPT_PROTO_VERSION, CKPT_MSG_CHUNK_GET | CKPT_MSG_REPLY, 0x42);
+        raw_start(2, CKPT_MSG_CHUNK_GET | CKPT_MSG_REPLY, 0x42);
         raw_u32(7);
         raw_u32(8);
         raw_u8(1);
@@ -636,6 +646,123 @@ static void test_golden(void) {
                       rep_a.slot.has_fd == 1 && rep_a.slot.slot_offset == 0x100000 &&
                       rep_a.slot.offset == 0x200000 && rep_a.slot.length == 0x300000,
               "raw CHUNK_GET reply fields");
+}
+
+/* ---- versions 2 and 3 -------------------------------------------------- */
+
+/* Version 3 differs from 2 only in the SAVE_BEGIN reply (`replaced`); every
+ * other message has the same body in both, and a message decodes and
+ * re-encodes in the version of its header. */
+static void test_versions(void) {
+        /* every reply in version 2 round-trips, and stays version 2 */
+        for (size_t i = 0; i < sizeof(reply_types) / sizeof(reply_types[0]); i++) {
+                make_reply(&rep_a, reply_types[i], 3);
+                rep_a.hdr.version = 2;
+                if (reply_types[i] == (CKPT_MSG_SAVE_BEGIN | CKPT_MSG_REPLY))
+                        rep_a.id.replaced = 0;
+                int n = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
+                CHECK(n >= CKPT_HDR_SIZE && buf[4] == 2 && buf[5] == 0, "%s v2: encode %d",
+                      ckpt_msg_type_name(reply_types[i]), n);
+                if (n < CKPT_HDR_SIZE)
+                        continue;
+                CHECK_RC(ckpt_reply_decode(&rep_b, buf, (size_t)n), 0, "%s v2: decode",
+                         ckpt_msg_type_name(reply_types[i]));
+                rep_a.hdr.length = (uint32_t)n;
+                CHECK(memcmp(&rep_a, &rep_b, sizeof(rep_a)) == 0, "%s v2: fields differ",
+                      ckpt_msg_type_name(reply_types[i]));
+                int n2 = ckpt_reply_encode(&rep_b, buf2, sizeof(buf2));
+                CHECK(n2 == n && memcmp(buf, buf2, (size_t)n) == 0, "%s v2: re-encode differs",
+                      ckpt_msg_type_name(reply_types[i]));
+        }
+        for (uint16_t t = CKPT_MSG_HELLO; t < CKPT_MSG_REQUEST_MAX_; t++) {
+                struct ckpt_request m, out;
+                make_request(&m, t);
+                m.hdr.version = 2;
+                int n = ckpt_request_encode(&m, buf, sizeof(buf));
+                CHECK(n >= CKPT_HDR_SIZE && buf[4] == 2, "%s v2: encode %d",
+                      ckpt_msg_type_name(t), n);
+                CHECK(n >= CKPT_HDR_SIZE && ckpt_request_decode(&out, buf, (size_t)n) == 0 &&
+                              out.hdr.version == 2,
+                      "%s v2: decode", ckpt_msg_type_name(t));
+        }
+
+        /* SAVE_BEGIN reply: 4 bytes in version 2, 5 in version 3 */
+        static const uint8_t v2[] = {
+                'C', 'K', 'P', 'T', 2, 0, 2, 0x80, 20, 0, 0, 0, 6, 0, 0, 0,
+                0x2a, 0, 0, 0,
+        };
+        static const uint8_t v3[] = {
+                'C', 'K', 'P', 'T', 3, 0, 2, 0x80, 21, 0, 0, 0, 6, 0, 0, 0,
+                0x2a, 0, 0, 0,
+                1,
+        };
+        memset(&rep_a, 0, sizeof(rep_a));
+        rep_a.hdr.type = CKPT_MSG_SAVE_BEGIN | CKPT_MSG_REPLY;
+        rep_a.hdr.seq = 6;
+        rep_a.hdr.version = 2;
+        rep_a.id.id = 42;
+        check_bytes("SAVE_BEGIN reply v2", buf, ckpt_reply_encode(&rep_a, buf, sizeof(buf)), v2,
+                    sizeof(v2));
+        rep_a.id.replaced = 1;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL,
+                 "SAVE_BEGIN reply v2 with replaced (no room for it)");
+        rep_a.hdr.version = 3;
+        check_bytes("SAVE_BEGIN reply v3", buf, ckpt_reply_encode(&rep_a, buf, sizeof(buf)), v3,
+                    sizeof(v3));
+        rep_a.hdr.version = 0; /* the newest */
+        check_bytes("SAVE_BEGIN reply, version 0", buf,
+                    ckpt_reply_encode(&rep_a, buf, sizeof(buf)), v3, sizeof(v3));
+        CHECK_RC(ckpt_reply_decode(&rep_b, v3, sizeof(v3)), 0, "SAVE_BEGIN reply v3 decode");
+        CHECK(rep_b.hdr.version == 3 && rep_b.id.id == 42 && rep_b.id.replaced == 1,
+              "SAVE_BEGIN reply v3 fields");
+        CHECK_RC(ckpt_reply_decode(&rep_b, v2, sizeof(v2)), 0, "SAVE_BEGIN reply v2 decode");
+        CHECK(rep_b.hdr.version == 2 && rep_b.id.id == 42 && rep_b.id.replaced == 0,
+              "SAVE_BEGIN reply v2 fields");
+        rep_a.id.replaced = 2;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc replaced 2");
+
+        /* the layout goes by the header's version: strict both ways */
+        raw_start(3, CKPT_MSG_SAVE_BEGIN | CKPT_MSG_REPLY, 6);
+        raw_u32(42);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "v3 SAVE_BEGIN reply without replaced");
+        raw_start(2, CKPT_MSG_SAVE_BEGIN | CKPT_MSG_REPLY, 6);
+        raw_u32(42);
+        raw_u8(0);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "v2 SAVE_BEGIN reply with a fifth byte");
+        for (unsigned v = 2; v < 256; v++) {
+                raw_start(3, CKPT_MSG_SAVE_BEGIN | CKPT_MSG_REPLY, 6);
+                raw_u32(42);
+                raw_u8((uint8_t)v);
+                raw_end();
+                CHECK_RC(raw_decode_rep(), -EBADMSG, "v3 SAVE_BEGIN reply replaced %u", v);
+        }
+        /* SHARD_BEGIN's reply shares the struct, not the flag */
+        memset(&rep_a, 0, sizeof(rep_a));
+        rep_a.hdr.type = CKPT_MSG_SHARD_BEGIN | CKPT_MSG_REPLY;
+        rep_a.id.replaced = 1;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL,
+                 "SHARD_BEGIN reply with replaced");
+        raw_start(3, CKPT_MSG_SHARD_BEGIN | CKPT_MSG_REPLY, 6);
+        raw_u32(42);
+        raw_u8(0);
+        raw_end();
+        CHECK_RC(raw_decode_rep(), -EBADMSG, "v3 SHARD_BEGIN reply with a fifth byte");
+
+        /* encoders speak only the versions decoders read */
+        const uint16_t unspoken[] = { 1, CKPT_PROTO_VERSION + 1, 0xffff };
+        for (size_t i = 0; i < 3; i++) {
+                struct ckpt_request m;
+                make_request(&m, CKPT_MSG_STATUS);
+                m.hdr.version = unspoken[i];
+                CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "enc request v%u",
+                         unspoken[i]);
+                make_reply(&rep_a, CKPT_MSG_ERROR, 0);
+                rep_a.hdr.version = unspoken[i];
+                CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "enc reply v%u",
+                         unspoken[i]);
+        }
 }
 
 /* ---- rejections -------------------------------------------------------- */
@@ -1525,6 +1652,7 @@ static void test_enum_names(void) {
 int main(void) {
         test_roundtrips();
         test_golden();
+        test_versions();
         test_truncation();
         test_header();
         test_names();

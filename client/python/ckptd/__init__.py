@@ -66,6 +66,7 @@ def _load():
     # Newer than libckpt 0.1: bound only when the library has them.
     optional = {
         "ckpt_set_timeout": (ctypes.c_int, [c_p, ctypes.c_uint32]),
+        "ckpt_save_replaced": (ctypes.c_int, [c_p]),
     }
     for name, (res, args) in list(sig.items()) + list(optional.items()):
         f = getattr(lib, name, None)
@@ -244,6 +245,24 @@ class Save:
         r = _l().ckpt_save_write(self._s, _enc(shard), addr, length)
         del keep
         self._client._check(r, "save_write %s" % shard)
+
+    @property
+    def replaced(self):
+        """True when this save replaces an earlier copy of its rank (the step
+        is not committed, and the rank was saved before), False when it is
+        the rank's first copy.  Ask before finish().  CkptError EOPNOTSUPP
+        when libckpt (before 0.4) or ckptd (protocol version 2) cannot say."""
+        if not self._s:
+            raise CkptError(_errno.EINVAL, "replaced", "the save is finished or aborted")
+        if not hasattr(_l(), "ckpt_save_replaced"):
+            raise CkptError(_errno.EOPNOTSUPP, "replaced",
+                            "this libckpt predates ckpt_save_replaced()")
+        r = _l().ckpt_save_replaced(self._s)
+        if r < 0:
+            raise CkptError(-r, "replaced", "ckptd speaks protocol version 2 only: it cannot "
+                            "say whether a save replaced an earlier copy"
+                            if r == -_errno.EOPNOTSUPP else None)
+        return r == 1
 
     def finish(self):
         s, self._s = self._s, None
