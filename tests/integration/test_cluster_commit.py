@@ -347,13 +347,24 @@ def case_world_size(ctx):
         step, "accepted" if p.returncode == 0 else p.stderr.strip().split(": ", 2)[-1]))
     cl.nodes[0].start(timeout=60)
     cl.wait_control_links({1: 2, 2: 2, 3: 2})
-    for n in (0, 3):
-        save_node(cl.nodes[n], JOB, step, cl.ranks_of(n), 8, LAYOUTS, seed=step, commit=False)
     # which world_size the cluster took depends on which report reached
-    # node 0 first: the commits on both sides fail, one at least with EINVAL
-    # naming both values
-    procs = [(n, commit_async(cl.nodes[n], JOB, step, 5000)) for n in (1, 2)]
+    # node 0 first: the late saves (nodes 0 and 3, world 8) may be refused,
+    # the commits on both sides fail; one refusal at least is EINVAL naming
+    # both values
     msgs = []
+    for n in (0, 3):
+        for r in cl.ranks_of(n):
+            p = cl.nodes[n].rank("save", "--job", JOB, "--step", step, "--rank", r, "--world", 8,
+                                 "--shards", ",".join("%s:%d" % x for x in LAYOUTS[r]),
+                                 "--seed", step, check_rc=False, timeout=60)
+            check(p.returncode == 0 or "EINVAL" in p.stderr,
+                  "node %d's save of rank %d of step %d (world 8) failed otherwise than with "
+                  "EINVAL: %s" % (n, r, step, p.stderr.strip()))
+            if p.returncode:
+                msgs.append(p.stderr.strip())
+    log("   node 0 back: %d of the saves on nodes 0 and 3 (world 8) refused%s"
+        % (len(msgs), (": " + msgs[0].split(": ", 2)[-1]) if msgs else ""))
+    procs = [(n, commit_async(cl.nodes[n], JOB, step, 5000)) for n in (1, 2)]
     for n, p in procs:
         out, err = p.communicate(timeout=60)
         check(p.returncode != 0, "step %d was committed (on node %d) although node 2 saved a "
@@ -362,8 +373,8 @@ def case_world_size(ctx):
         log("   commit of step %d on node %d: %s" % (step, n, err.strip().split(": ", 2)[-1]))
     check(any("EINVAL" in m and re.search(r"world_size (8|16)\b.*\b(16|8)\b", m)
               for m in msgs),
-          "the commits of step %d (world sizes 8 and 16 saved while node 0 was away) should "
-          "be refused, one at least with EINVAL naming both: %r" % (step, msgs))
+          "the saves and commits of step %d (world sizes 8 and 16 saved while node 0 was away) "
+          "should be refused, one at least with EINVAL naming both: %r" % (step, msgs))
     for d in cl.nodes:
         check(states(d, JOB).get(step) != "committed",
               "node %d lists step %d committed (world sizes 8 and 16)" % (d.node, step))

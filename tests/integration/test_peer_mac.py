@@ -266,7 +266,8 @@ def body(tmp, proxy, n0, n1, p1):
     check(typ == peerproxy.ERROR and version == 1 and code == -93,
           "a version 1 HELLO got type %d version %d (error %d) back, not a version 1 ERROR "
           "-EPROTONOSUPPORT" % (typ, version, code))
-    check("version 2" in msg and "version 1" in msg, "the ERROR does not name both versions: %r"
+    # the daemon speaks version 3 since the cluster-wide commit (issue 10)
+    check("version 3" in msg and "version 1" in msg, "the ERROR does not name both versions: %r"
           % msg)
     wait_until(lambda: "speaks peer protocol version 1" in n1.read_log(), 5,
                what="node 1 logging the version 1 peer")

@@ -48,7 +48,7 @@ JOB = "repl.job-1"
 
 PEER_MAGIC = 0x45504B43  # "CKPE"
 PEER_HDR = struct.Struct("<IHHIIQ")  # magic, version, type, length, stream, seq
-PEER_VERSION = 2
+PEER_VERSION = 3  # 3 since the cluster-wide commit (STEP_REPORT, STEP_STATE)
 
 
 # --------------------------------------------------------------------------
