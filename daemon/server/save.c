@@ -113,6 +113,7 @@ static void conn_drop_save(struct conn *c, struct save *s) {
 static bool clustered(const struct server *srv);
 static void cluster_commit_check(struct conn *c, struct step_state *st);
 static void cluster_begin_timeout(struct conn *c);
+static void cluster_record(struct server *srv, const char *job, const struct peer_step_state *m);
 static void cluster_ask_again(struct loop_timer *t);
 static int cluster_report_step(struct server *srv, const char *job, uint64_t step,
                                uint32_t world_size, uint32_t uid, uint8_t flags);
@@ -1168,6 +1169,14 @@ static void step_notify(struct server *srv, struct step_state *st) {
         struct list *pos, *tmp;
         const char *why;
 
+        if (st->decision_due) {
+                /* recorded once no save of it is on its way (it may free
+                 * nothing: st lives on while it commits) */
+                struct peer_step_state m = { .step = st->step, .world_size = st->world_size,
+                                             .committed_at = st->decision_at };
+                cluster_record(srv, st->job, &m);
+        }
+
         list_for_each_safe(pos, tmp, &st->waiters) {
                 struct conn *c = list_entry(pos, struct conn, step_link);
                 if (c->busy_type == CKPT_MSG_SAVE_BEGIN)
@@ -1662,6 +1671,19 @@ static void cluster_record(struct server *srv, const char *job, const struct pee
                 return; /* out of memory: the next report gets the word again */
         if (st->committing || st->committed)
                 return;
+        /* A rank saved here again (it replaces its copy) is still on its
+         * way: the record must name what is on disk once it lands, so
+         * the decision waits for it (step_notify() brings it back). */
+        struct list *pos;
+        for (pos = st->saves.next; pos != &st->saves; pos = pos->next) {
+                const struct save *s = list_entry(pos, struct save, step_link);
+                if (s->state != SAVE_DONE && s->state != SAVE_FAILED) {
+                        st->decision_due = true;
+                        st->decision_at = m->committed_at;
+                        return;
+                }
+        }
+        st->decision_due = false;
         commit_record_clear(&st->record);
         st->record.ranks = calloc(e.ranks_local, sizeof(uint32_t));
         size_t n = 0;
