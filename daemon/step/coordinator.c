@@ -40,6 +40,9 @@ struct cstep {
          * change, so the nodes' repeated asks cost no walk over the ranks */
         char missing_text[PEER_ERRMSG_MAX + 1];
         bool missing_text_ok;
+        /* the last node whose report was refused for its world_size, and
+         * that size (NO_NODE: none): the others' commits say why they wait */
+        uint32_t refused_node, refused_world;
         bool commit_asked;
         bool decided;           /* made here, or learned from a COMMITTED report */
         bool everywhere;        /* every holder recorded it; told */
@@ -148,6 +151,7 @@ static struct cstep *cstep_new(struct coordinator *co, const struct peer_step_re
         s->world_size = r->world_size;
         s->world_node = node;
         s->missing = r->world_size;
+        s->refused_node = NO_NODE;
         list_add_tail(&co->steps, &s->link);
         co->nsteps++;
         struct cstep *ret = s;
@@ -247,7 +251,10 @@ static void describe_missing(const struct coordinator *co, const struct cstep *s
         if (cut)
                 at += (size_t)snprintf(buf + at, size - at, ", ...");
         if (!first && at + 2 < size)
-                snprintf(buf + at, size - at, ")");
+                at += (size_t)snprintf(buf + at, size - at, ")");
+        if (s->refused_node != NO_NODE && at + 100 < size)
+                snprintf(buf + at, size - at, "; node %u saved ranks of it with world_size %u, "
+                         "refused", s->refused_node, s->refused_world);
 #undef PUT
 }
 
@@ -307,6 +314,9 @@ void coordinator_report(struct coordinator *co, uint32_t node,
                 return;
         }
         if (s && s->world_size != r->world_size) {
+                s->refused_node = node;
+                s->refused_world = r->world_size;
+                s->missing_text_ok = false;
                 refuse(co, node, r, -EINVAL,
                        "step %" PRIu64 " of job '%s' has world_size %u in the cluster (first "
                        "saved on node %u), not %u",

@@ -142,7 +142,8 @@ static void test_refusals(void) {
         report(co, 1, "llama", 9, 4, 1000, PEER_REPORT_COMMIT, 0, 2);
         CHECK(count(mark, 1, PEER_STEP_PENDING, &m) == 1 &&
                       strcmp(m->message, "ranks 2-3 of 4 are not saved (nodes with none saved: "
-                                         "0, 2)") == 0,
+                                         "0, 2); node 2 saved ranks of it with world_size 8, "
+                                         "refused") == 0,
               "after refusals: '%s'", m ? m->message : "");
         coordinator_free(co);
 }
