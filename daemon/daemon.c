@@ -881,6 +881,12 @@ struct daemon *daemon_free(struct daemon *d) {
         d->workers = worker_pool_free(d->workers);
         /* the object-store tier before what its callbacks touch (catalog,
          * store, pool): freeing the client cancels its requests */
+        /* nothing reports to node 0 any more: the steps the server frees
+         * last would otherwise send through the links freed here */
+        if (d->server) {
+                d->server->cluster_report = NULL;
+                d->server->cluster_reachable = NULL;
+        }
         d->peers = peers_free(d->peers);
         d->coord = coordinator_free(d->coord);
         loop_timer_cancel(&d->local_timer);

@@ -13,7 +13,7 @@
  * second root, text outside the root, unknown entities, NUL and other
  * control characters, invalid UTF-8 in a leaf's text, and anything past
  * the bounds below.  What the elements mean is the caller's business
- * (s3.c's documents); the reader only reports structure.
+ * (s3_documents.c); the reader only reports structure.
  *
  * Thread-safety: reentrant; the reader state lives on the heap for the
  * call only.

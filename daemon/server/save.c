@@ -113,7 +113,9 @@ static void conn_drop_save(struct conn *c, struct save *s) {
 static bool clustered(const struct server *srv);
 static void cluster_commit_check(struct conn *c, struct step_state *st);
 static void cluster_begin_timeout(struct conn *c);
+static void cluster_record(struct server *srv, const char *job, const struct peer_step_state *m);
 static void cluster_ask_again(struct loop_timer *t);
+static void cluster_report_due(struct loop_timer *t);
 static int cluster_report_step(struct server *srv, const char *job, uint64_t step,
                                uint32_t world_size, uint32_t uid, uint8_t flags);
 static uint8_t cluster_flags(const struct step_state *st);
@@ -337,10 +339,10 @@ static void save_on_disk(void *userdata, int error) {
         ckpt_state_update(srv, s->step);
         log_debug("job %s step %" PRIu64 " rank %u: on local disk (%" PRIu64 " bytes)",
                   s->step->job, s->step->step, s->rank, s->bytes);
-        if (clustered(srv))
-                /* -ENOTCONN: the sync after the reconnect reports it */
-                (void)cluster_report_step(srv, s->step->job, s->step->step,
-                                          s->step->world_size, s->uid, cluster_flags(s->step));
+        if (clustered(srv) && !loop_timer_armed(&s->step->report_due))
+                /* one report for the ranks that land in this turn of the
+                 * loop, not one each (node 0 hears from every node) */
+                loop_timer_start(srv->loop, &s->step->report_due, 0, cluster_report_due);
         save_set_inactive(s);
         step_notify(srv, s->step);
 }
@@ -1168,6 +1170,14 @@ static void step_notify(struct server *srv, struct step_state *st) {
         struct list *pos, *tmp;
         const char *why;
 
+        if (st->decision_due) {
+                /* recorded once no save of it is on its way (it may free
+                 * nothing: st lives on while it commits) */
+                struct peer_step_state m = { .step = st->step, .world_size = st->world_size,
+                                             .committed_at = st->decision_at };
+                cluster_record(srv, st->job, &m);
+        }
+
         list_for_each_safe(pos, tmp, &st->waiters) {
                 struct conn *c = list_entry(pos, struct conn, step_link);
                 if (c->busy_type == CKPT_MSG_SAVE_BEGIN)
@@ -1452,6 +1462,10 @@ static void step_state_free(struct step_state *st) {
         }
         commit_record_clear(&st->record);
         loop_timer_cancel(&st->ask_again);
+        if (loop_timer_armed(&st->report_due)) {
+                loop_timer_cancel(&st->report_due);
+                cluster_report_due(&st->report_due); /* what landed is still news */
+        }
         list_unlink(&st->link);
         free(st);
 }
@@ -1501,12 +1515,14 @@ static uint8_t cluster_flags(const struct step_state *st) {
  */
 static int cluster_report_step(struct server *srv, const char *job, uint64_t step,
                                uint32_t world_size, uint32_t uid, uint8_t flags) {
-        _cleanup_free_ struct peer_msg *m = calloc(1, sizeof(*m));
+        _cleanup_free_ struct peer_msg *m = NULL;
         _cleanup_free_ uint32_t *ranks = NULL;
         struct ckpt_ckpt_entry e;
         size_t n = 0;
 
-        if (!m)
+        if (!clustered(srv))
+                return -ENOTCONN; /* shutting down */
+        if (!(m = calloc(1, sizeof(*m))))
                 return -ENOMEM;
         struct peer_step_report *p = &m->step_report;
         m->hdr.type = PEER_MSG_STEP_REPORT;
@@ -1616,6 +1632,15 @@ static void cluster_verdict(struct step_state *st, int error, const char *why) {
         step_free_if_idle(st);
 }
 
+static void cluster_report_due(struct loop_timer *t) {
+        struct step_state *st = container_of(t, struct step_state, report_due);
+        if (!clustered(st->srv))
+                return; /* shutting down */
+        /* -ENOTCONN: the sync after the reconnect reports it */
+        (void)cluster_report_step(st->srv, st->job, st->step, st->world_size, st->uid,
+                                  cluster_flags(st));
+}
+
 static void cluster_ask_again(struct loop_timer *t) {
         struct step_state *st = container_of(t, struct step_state, ask_again);
         struct server *srv = st->srv;
@@ -1662,6 +1687,19 @@ static void cluster_record(struct server *srv, const char *job, const struct pee
                 return; /* out of memory: the next report gets the word again */
         if (st->committing || st->committed)
                 return;
+        /* A rank saved here again (it replaces its copy) is still on its
+         * way: the record must name what is on disk once it lands, so
+         * the decision waits for it (step_notify() brings it back). */
+        struct list *pos;
+        for (pos = st->saves.next; pos != &st->saves; pos = pos->next) {
+                const struct save *s = list_entry(pos, struct save, step_link);
+                if (s->state != SAVE_DONE && s->state != SAVE_FAILED) {
+                        st->decision_due = true;
+                        st->decision_at = m->committed_at;
+                        return;
+                }
+        }
+        st->decision_due = false;
         commit_record_clear(&st->record);
         st->record.ranks = calloc(e.ranks_local, sizeof(uint32_t));
         size_t n = 0;

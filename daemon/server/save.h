@@ -62,6 +62,11 @@ struct step_state {
         bool everywhere;           /* every node holding ranks recorded it */
         bool verdict_asked;        /* a BEGIN report went out, no word back yet */
         struct loop_timer ask_again; /* trainers wait in ckpt_commit: ask again */
+        struct loop_timer report_due; /* ranks landed: one report for them all */
+        /* node 0's decision came while a save of a rank of it was still
+         * on its way here (saved again): recorded once that one lands */
+        bool decision_due;
+        int64_t decision_at;
         char cluster_why[CKPT_ERRMSG_MAX + 1]; /* the coordinator's last word on it */
 };
 

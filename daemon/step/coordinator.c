@@ -40,6 +40,9 @@ struct cstep {
          * change, so the nodes' repeated asks cost no walk over the ranks */
         char missing_text[PEER_ERRMSG_MAX + 1];
         bool missing_text_ok;
+        /* the last node whose report was refused for its world_size, and
+         * that size (NO_NODE: none): the others' commits say why they wait */
+        uint32_t refused_node, refused_world;
         bool commit_asked;
         bool decided;           /* made here, or learned from a COMMITTED report */
         bool everywhere;        /* every holder recorded it; told */
@@ -52,9 +55,12 @@ struct coordinator {
         void *userdata;
         struct list steps;
         uint32_t nsteps;
+        uint64_t nranks;        /* world sizes of the steps remembered, summed */
 };
 
-static void cstep_free(struct cstep *s) {
+static void cstep_free(struct coordinator *co, struct cstep *s) {
+        co->nsteps--;
+        co->nranks -= s->world_size;
         list_unlink(&s->link);
         free(s->rank_node);
         free(s->holder);
@@ -80,7 +86,7 @@ struct coordinator *coordinator_free(struct coordinator *co) {
                 return NULL;
         struct list *pos, *tmp;
         list_for_each_safe(pos, tmp, &co->steps)
-                cstep_free(list_entry(pos, struct cstep, link));
+                cstep_free(co, list_entry(pos, struct cstep, link));
         free(co);
         return NULL;
 }
@@ -108,24 +114,23 @@ static struct cstep *cstep_find(struct coordinator *co, const struct ckpt_name *
  * Steps still being decided are never forgotten; with all of them
  * undecided, the new one is refused (the reporter retries at its next
  * report). */
-static bool make_room(struct coordinator *co) {
-        if (co->nsteps < COORDINATOR_STEPS_MAX)
-                return true;
-        struct list *pos;
-        for (pos = co->steps.next; pos != &co->steps; pos = pos->next) {
-                struct cstep *s = list_entry(pos, struct cstep, link);
-                if (s->everywhere) {
-                        cstep_free(s);
-                        co->nsteps--;
+static bool make_room(struct coordinator *co, uint32_t world_size) {
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &co->steps) {
+                if (co->nsteps < COORDINATOR_STEPS_MAX &&
+                    co->nranks + world_size <= COORDINATOR_RANKS_MAX)
                         return true;
-                }
+                struct cstep *s = list_entry(pos, struct cstep, link);
+                if (s->everywhere)
+                        cstep_free(co, s);
         }
-        return false;
+        return co->nsteps < COORDINATOR_STEPS_MAX &&
+               co->nranks + world_size <= COORDINATOR_RANKS_MAX;
 }
 
 static struct cstep *cstep_new(struct coordinator *co, const struct peer_step_report *r,
                                uint32_t node) {
-        if (!make_room(co))
+        if (!make_room(co, r->world_size))
                 return NULL;
         _cleanup_free_ struct cstep *s = calloc(1, sizeof(*s));
         if (!s)
@@ -148,8 +153,10 @@ static struct cstep *cstep_new(struct coordinator *co, const struct peer_step_re
         s->world_size = r->world_size;
         s->world_node = node;
         s->missing = r->world_size;
+        s->refused_node = NO_NODE;
         list_add_tail(&co->steps, &s->link);
         co->nsteps++;
+        co->nranks += s->world_size;
         struct cstep *ret = s;
         s = NULL;
         return ret;
@@ -247,7 +254,10 @@ static void describe_missing(const struct coordinator *co, const struct cstep *s
         if (cut)
                 at += (size_t)snprintf(buf + at, size - at, ", ...");
         if (!first && at + 2 < size)
-                snprintf(buf + at, size - at, ")");
+                at += (size_t)snprintf(buf + at, size - at, ")");
+        if (s->refused_node != NO_NODE && at + 100 < size)
+                snprintf(buf + at, size - at, "; node %u saved ranks of it with world_size %u, "
+                         "refused", s->refused_node, s->refused_world);
 #undef PUT
 }
 
@@ -307,6 +317,9 @@ void coordinator_report(struct coordinator *co, uint32_t node,
                 return;
         }
         if (s && s->world_size != r->world_size) {
+                s->refused_node = node;
+                s->refused_world = r->world_size;
+                s->missing_text_ok = false;
                 refuse(co, node, r, -EINVAL,
                        "step %" PRIu64 " of job '%s' has world_size %u in the cluster (first "
                        "saved on node %u), not %u",
@@ -315,9 +328,9 @@ void coordinator_report(struct coordinator *co, uint32_t node,
         }
         if (!s && !(s = cstep_new(co, r, node))) {
                 refuse(co, node, r, -ENOMEM,
-                       "the coordinator (node 0) holds %u undecided steps and has no room for "
-                       "another",
-                       co->nsteps);
+                       "the coordinator (node 0) holds %u undecided steps of %" PRIu64
+                       " ranks in all and has no room for another",
+                       co->nsteps, co->nranks);
                 return;
         }
         bool was_decided = s->decided;

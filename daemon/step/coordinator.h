@@ -43,6 +43,9 @@ struct coordinator_ops {
  * everywhere is forgotten first (a late report of it is answered from the
  * report itself: a COMMITTED one is a decision again). */
 #define COORDINATOR_STEPS_MAX 4096
+/* ... and at most this many ranks over all of them (4 bytes each): a node
+ * that reports huge world sizes cannot make node 0 allocate without bound */
+#define COORDINATOR_RANKS_MAX (1u << 24)
 
 int coordinator_new(struct coordinator **out, uint32_t node_count,
                     const struct coordinator_ops *ops, void *userdata);

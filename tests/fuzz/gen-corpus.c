@@ -830,6 +830,25 @@ static void peers(void) {
                 case PEER_MSG_PONG:
                         pm.ping.value = 0x0123456789abcdefull;
                         break;
+                case PEER_MSG_STEP_REPORT:
+                        name(&pm.step_report.job, "llama-70b");
+                        pm.step_report.uid = 1000;
+                        pm.step_report.step = 900;
+                        pm.step_report.world_size = 16;
+                        pm.step_report.flags = PEER_REPORT_COMMIT | PEER_REPORT_COMMITTED;
+                        pm.step_report.committed_at = 1764633600;
+                        pm.step_report.nranks = 2;
+                        pm.step_report.ranks[0] = 6;
+                        pm.step_report.ranks[1] = 7;
+                        break;
+                case PEER_MSG_STEP_STATE:
+                        name(&pm.step_state.job, "llama-70b");
+                        pm.step_state.step = 900;
+                        pm.step_state.world_size = 16;
+                        pm.step_state.state = PEER_STEP_PENDING;
+                        snprintf(pm.step_state.message, sizeof(pm.step_state.message),
+                                 "ranks 4-5 of 16 are not saved (nodes with none saved: 2)");
+                        break;
                 default: /* AUTH_OK */
                         break;
                 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""The S3 client (daemon/remote/s3.c) against a real radosgw, directly and
+"""The S3 client (daemon/remote/s3*.c) against a real radosgw, directly and
 through a proxy that injects faults.
 
 Starts a throw-away radosgw with tests/s3/radosgw.sh, puts a fault-injecting

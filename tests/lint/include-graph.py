@@ -20,6 +20,10 @@ and neighbour_restore nothing of each other).  A file of such a folder that
 is in no layer fails too, so that a new one gets a place.  Includes that do not resolve to a daemon/ file (proto/,
 system headers, generated ckptd-config.h) are outside the graph.
 
+A header listed in PRIVATE is the inside of one module split over several
+files: only the files of its folder named after the module (remote/s3.c,
+remote/s3_*.c) may include it.
+
 Usage: include-graph.py DAEMON_DIR
 """
 import os
@@ -34,6 +38,28 @@ LAYERS = {
     'peer': [['auth', 'rkeys', 'replica_area'], ['framemac'], ['link'], ['transfer'],
              ['replication', 'neighbour_restore'], ['peers']],
 }
+
+
+# private header: the module whose files (STEM.c, STEM_*.c|h) alone include it
+PRIVATE = {
+    'remote/s3_internal.h': 's3',
+}
+
+
+def private_errors(includes):
+    """Lines naming an include of a private header from outside its module."""
+    errors = []
+    for rel in sorted(includes):
+        for lineno, inc in includes[rel]:
+            owner = PRIVATE.get(inc)
+            if owner is None:
+                continue
+            stem = stem_of(rel)
+            if module_of(rel) != module_of(inc) or not (stem == owner or
+                                                         stem.startswith(owner + '_')):
+                errors.append(f'{rel}:{lineno}: #include "{inc}": private to '
+                              f'{module_of(inc)}/{owner}*.c')
+    return errors
 
 
 def stem_of(rel):
@@ -141,6 +167,9 @@ def main():
     for line in layer_errors(files, includes):
         failed = True
         print(f'include-graph: a layer broken: {line}')
+    for line in private_errors(includes):
+        failed = True
+        print(f'include-graph: a private header included: {line}')
     if failed:
         return 1
     order = ', '.join(f'{m} -> {{{", ".join(sorted(modules[m]))}}}'

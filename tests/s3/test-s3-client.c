@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * test-s3-client — the S3 client (daemon/remote/s3.c) on a real loop,
+ * test-s3-client — the S3 client (daemon/remote/s3*.c) on a real loop,
  * against a real radosgw.
  *
  * Offline part (always; alone with --offline): the XML reader on S3's

@@ -142,7 +142,8 @@ static void test_refusals(void) {
         report(co, 1, "llama", 9, 4, 1000, PEER_REPORT_COMMIT, 0, 2);
         CHECK(count(mark, 1, PEER_STEP_PENDING, &m) == 1 &&
                       strcmp(m->message, "ranks 2-3 of 4 are not saved (nodes with none saved: "
-                                         "0, 2)") == 0,
+                                         "0, 2); node 2 saved ranks of it with world_size 8, "
+                                         "refused") == 0,
               "after refusals: '%s'", m ? m->message : "");
         coordinator_free(co);
 }
@@ -199,11 +200,31 @@ static void test_bound(void) {
         coordinator_free(co);
 }
 
+/* The ranks remembered are bounded too: 16 steps of 2^20 ranks fill it. */
+static void test_rank_bound(void) {
+        struct coordinator *co;
+        const struct peer_step_state *m = NULL;
+
+        CHECK(coordinator_new(&co, 2, &ops, NULL) == 0, "new");
+        nsent = 0;
+        for (uint64_t st = 0; st < COORDINATOR_RANKS_MAX / CKPT_WORLD_MAX; st++)
+                report(co, 0, "big", st, CKPT_WORLD_MAX, 0, 0, 0, 1);
+        CHECK(nsent == 0, "16 huge steps fit (%zu sent)", nsent);
+        report(co, 1, "big", 99, CKPT_WORLD_MAX, 0, PEER_REPORT_BEGIN, 0, 0);
+        CHECK(count(0, 1, PEER_STEP_REFUSED, &m) == 1 && m->error == -12 &&
+                      strstr(m->message, "16777216 ranks in all"),
+              "a 17th is refused: '%s'", m ? m->message : "");
+        report(co, 1, "small", 1, 2, 0, PEER_REPORT_BEGIN, 0, 0);
+        CHECK(count(0, 1, PEER_STEP_PENDING, NULL) == 0, "no room for 2 more ranks either");
+        coordinator_free(co);
+}
+
 int main(void) {
         test_decide();
         test_no_ask();
         test_refusals();
         test_relearn();
         test_bound();
+        test_rank_bound();
         return check_exit_code();
 }
