@@ -12,13 +12,14 @@ relies on, with four real daemons (two ranks each, world 8):
 
   1. commit from one rank only, from every rank at once, and without a
      barrier (each rank commits right after its own save, before the other
-     nodes' ranks saved): the
-     commit returns 0, every node's `latest` names the step, every rank
-     reads back bit-exact through its node;
+     nodes' ranks saved): the commit returns 0, every node's `latest` names
+     the step, every rank reads back bit-exact through its node;
   2. one node's ranks never save: the commit times out (ETIMEDOUT) naming
      the missing ranks and the node, and no node calls the step committed;
   3. a save of a step with another world_size than the cluster's first
-     save of it is refused with EINVAL naming both values;
+     save of it is refused with EINVAL naming both values; saved while node
+     0 was away, the disagreement is refused once it is back, and the step
+     is committed nowhere;
   4. case 1 with the daemons in network namespaces, then node 3's link goes
      down while a step is being decided: the commit waits (times out, or
      succeeds if the decision was out), and once the link is back every
@@ -33,6 +34,7 @@ Cases can be chosen with CKPT_CC_CASES=2,3 (by number) when run by hand.
 Case 4 skips itself when not run as root or when `ip netns` or a bridge
 cannot be made; the file passes when the other cases pass.
 """
+import json
 import os
 import random
 import re
@@ -44,8 +46,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import (SkipTest, TestFailure, check, check_log_clean, ctl_json,  # noqa: E402
-                     log, run_cases, save_node, wait_until)
+from harness import (SkipTest, TestFailure, check, check_log_clean, log,  # noqa: E402
+                     run_cases, save_node, wait_until)
 from cluster import Cluster, ip, must_verify, verify_rank  # noqa: E402
 
 JOB = "cc.job-1"
@@ -120,7 +122,6 @@ def states(d, job):
     p = d.ctl("--json", "list", job, check_rc=False)
     if p.returncode != 0:
         return {}
-    import json
     try:
         return {row["step"]: row["state"] for row in json.loads(p.stdout)}
     except (ValueError, KeyError, TypeError) as e:
@@ -131,7 +132,6 @@ def states(d, job):
 def show_state(d, job, step):
     """The state `ckptctl --json show JOB STEP` gives on d, or None when d
     does not know the step."""
-    import json
     p = d.ctl("--json", "show", job, step, check_rc=False)
     if p.returncode != 0:
         return None
@@ -145,17 +145,13 @@ def show_state(d, job, step):
 def steps_text(steps, limit=240):
     """Steps as ranges ("1-4, 7"), cut at limit characters: failure
     messages of the kill loop stay readable."""
-    out, run = [], []
+    runs = []
     for x in sorted(steps):
-        if run and x == run[-1] + 1:
-            run.append(x)
-            continue
-        if run:
-            out.append("%d-%d" % (run[0], run[-1]) if len(run) > 1 else "%d" % run[0])
-        run = [x]
-    if run:
-        out.append("%d-%d" % (run[0], run[-1]) if len(run) > 1 else "%d" % run[0])
-    text = ", ".join(out) or "none"
+        if runs and x == runs[-1][1] + 1:
+            runs[-1][1] = x
+        else:
+            runs.append([x, x])
+    text = ", ".join("%d-%d" % (a, b) if b > a else "%d" % a for a, b in runs) or "none"
     return text if len(text) <= limit else text[:limit] + "... (%d steps)" % len(steps)
 
 
@@ -174,7 +170,7 @@ def check_agree(cl, job, step, seed=0, world=None, what=""):
             # say whether it is slow or wrong
             try:
                 wait_until(lambda: latest(d, job) == (step, world), timeout=10, interval=0.2)
-                later = "it did %.0f s later" % 10
+                later = "it did within 10 s"
             except TestFailure:
                 later = "not even 10 s later (then %r)" % (latest(d, job),)
             raise TestFailure("%snode %d: latest of %s is %r right after the commit returned, "
