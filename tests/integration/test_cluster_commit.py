@@ -28,7 +28,10 @@ relies on, with four real daemons (two ranks each, world 8):
      coordinator, included) while every node saves and commits steps; a
      commit that returned 0 is committed on every node after the restarts
      and restores bit-exact; a step with a rank never saved is committed
-     nowhere, ever.
+     nowhere, ever;
+  6. the kill loop (25 kills) with replication factor 2: the same, and
+     every committed step reaches its replica holders and reads back
+     bit-exact through them too.
 
 Cases can be chosen with CKPT_CC_CASES=2,3 (by number) when run by hand.
 Case 4 skips itself when not run as root or when `ip netns` or a bridge
@@ -48,7 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from harness import (SkipTest, TestFailure, check, check_log_clean, log,  # noqa: E402
                      run_cases, save_node, wait_until)
-from cluster import Cluster, ip, must_verify, verify_rank  # noqa: E402
+from cluster import Cluster, ip, must_verify, verify_rank, wait_replicated  # noqa: E402
 
 JOB = "cc.job-1"
 NODES, RPN = 4, 2
@@ -488,8 +491,8 @@ KILL_COMMIT_MS = 2500
 class KillLoop:
     """The state shared by the trainer loop (main thread) and the killer."""
 
-    def __init__(self, cl, job):
-        self.cl, self.job = cl, job
+    def __init__(self, cl, job, kills):
+        self.cl, self.job, self.want_kills = cl, job, kills
         self.lock = threading.Lock()
         self.acked = set()          # steps some commit returned 0 for
         self.skipped = set()        # steps one rank of which never saved
@@ -501,7 +504,7 @@ class KillLoop:
 
     def killer(self, rnd):
         try:
-            while self.kills < KILLS and not self.stop.is_set():
+            while self.kills < self.want_kills and not self.stop.is_set():
                 time.sleep(rnd.uniform(0.2, 1.6))
                 n = rnd.randrange(self.cl.count) if rnd.random() > 0.25 else 0
                 d = self.cl.nodes[n]
@@ -577,13 +580,13 @@ def trainer_step(kl, rnd, step):
     return saved, ok
 
 
-def case_kill_loop(ctx):
-    cl = Cluster(ctx, NODES, 1, ranks_per_node=RPN, prefix="kill",
+def kill_loop(ctx, factor, kills):
+    cl = Cluster(ctx, NODES, factor, ranks_per_node=RPN, prefix="kill%d-" % factor,
                  extra=["--local-keep", "1000"]).start()
     seed = int(os.environ.get("CKPT_CC_SEED", str(random.randrange(1 << 30))))
     log("   seed %d (CKPT_CC_SEED to repeat)" % seed)
     rnd = random.Random(seed)
-    kl = KillLoop(cl, JOB)
+    kl = KillLoop(cl, JOB, kills)
     killer = threading.Thread(target=kl.killer, args=(random.Random(seed + 1),))
     t0 = time.monotonic()
     killer.start()
@@ -607,7 +610,7 @@ def case_kill_loop(ctx):
         "left out; %d restart checks" % (kl.kills, kl.kills_by_node, step,
                                          time.monotonic() - t0, len(kl.acked),
                                          len(kl.skipped), kl.restart_checks))
-    check(kl.kills >= KILLS and kl.kills_by_node[0] >= 1,
+    check(kl.kills >= kills and kl.kills_by_node[0] >= 1,
           "only %d kills (node 0: %d)" % (kl.kills, kl.kills_by_node[0]))
     check(len(kl.acked) >= 5, "only %d of %d steps were committed: the loop tested little"
           % (len(kl.acked), step))
@@ -646,17 +649,34 @@ def case_kill_loop(ctx):
     bad = []
     for s in sorted(committed):
         for d in cl.nodes:
-            for r in cl.ranks_of(d.node):
-                err = verify_rank(d, JOB, s, r, LAYOUTS[r], seed=s)
+            # with replication, through each holder of a copy too, once the
+            # node says the step reached its targets
+            holders = [d]
+            if factor > 1:
+                wait_replicated(d, JOB, s, timeout_s=60)
+                holders += [cl.nodes[t] for t in cl.targets(d.node)]
+            for r, h in [(r, h) for r in cl.ranks_of(d.node) for h in holders]:
+                err = verify_rank(h, JOB, s, r, LAYOUTS[r], seed=s)
                 if err:
-                    bad.append("step %d rank %d%s: %s" % (s, r, " (acked)" if s in kl.acked
-                                                          else "", err))
+                    bad.append("step %d rank %d through node %d%s: %s"
+                               % (s, r, h.node, " (acked)" if s in kl.acked else "", err))
     check(not bad, "%d reads of committed steps failed: %s" % (len(bad), bad[:5]))
     log("   %d committed steps (%d acked, %d decided while their commits timed out) restore "
         "bit-exact on every node (%.1f s); none of the %d with a rank left out is committed"
         % (len(committed), len(kl.acked), len(unacked), time.monotonic() - t2,
            len(kl.skipped)))
     stop_clean(cl)
+
+
+def case_kill_loop(ctx):
+    kill_loop(ctx, 1, KILLS)
+
+
+def case_kill_loop_replicated(ctx):
+    # the same with neighbour replication (cliques {0,1} {2,3}): a killed
+    # node's restart also resumes the replicas it owes and is owed, and
+    # decisions reach the replica holders' areas; half the kills
+    kill_loop(ctx, 2, max(1, KILLS // 2))
 
 
 CASES = [
@@ -668,6 +688,7 @@ CASES = [
     (4, "network namespaces: the commits, and a partition during the decision", case_netns),
     (5, "kill loop: >= 50 SIGKILLs of random daemons while every node saves and commits",
      case_kill_loop),
+    (6, "kill loop with replication factor 2: 25 SIGKILLs", case_kill_loop_replicated),
 ]
 
 
