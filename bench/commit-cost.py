@@ -15,11 +15,16 @@
 #
 # Per step, every node but node 0 (whose own reports do not leave it):
 #   - STEP_REPORT BEGIN at its first save_begin of the step, answered with a
-#     STEP_STATE PENDING whose message names what is missing;
-#   - a STEP_REPORT each time one of its ranks lands on its disk (naming all
-#     of its ranks on disk so far);
+#     short STEP_STATE PENDING ("world_size N agreed": no list of what is
+#     missing for a BEGIN);
+#   - a STEP_REPORT for the ranks that land on its disk in one turn of its
+#     loop (naming all of its ranks on disk so far): between one per node
+#     and one per rank; counted here as one per rank, the upper bound;
 #   - a STEP_REPORT COMMIT per ckpt_commit called there, answered with a
-#     PENDING while the step is not decided;
+#     PENDING (what is missing, cached at node 0) while the step is not
+#     decided; while trainers wait, their node asks again every 500 ms
+#     (CLUSTER_ASK_AGAIN_MS) — not counted: a commit of the last rank
+#     decides within one round trip;
 #   - the decision: STEP_STATE DECIDED to each holder, a COMMITTED report
 #     back from each, STEP_STATE EVERYWHERE to each.
 # Two cases: "barrier" — the trainer's barrier, then one rank commits, so
@@ -41,6 +46,7 @@ REPORT_PER_RANK = 4
 STATE_FIXED = 2 + JOB_LEN + 8 + 4 + 1 + 8 + 4 + 2
 PENDING_MESSAGE = 512  # PEER_ERRMSG_MAX: at 2,048 nodes the list of what is
                        # missing is cut there ("..."); a few dozen bytes on small clusters
+BEGIN_MESSAGE = len("world_size 16384 agreed")  # the answer to a BEGIN
 PING = HEADER + 8 + FRAME_TAG  # keepalive PING and PONG, each (u64 value)
 KEEPALIVE_S = 15      # [cluster] peer_keepalive
 TCPIP = 20 + 32       # IPv4 + TCP with timestamps, one segment per frame (no
@@ -67,7 +73,7 @@ def rows(nodes, ranks):
     return [
         ("STEP_REPORT BEGIN", "in", {c: (m, m * report(0)) for c in ("barrier", "worst")}),
         ("STEP_STATE PENDING (answer to BEGIN)", "out",
-         {c: (m, m * pending) for c in ("barrier", "worst")}),
+         {c: (m, m * state(BEGIN_MESSAGE)) for c in ("barrier", "worst")}),
         ("STEP_REPORT, a rank landed", "in",
          {c: (m * ranks, m * landing) for c in ("barrier", "worst")}),
         ("STEP_REPORT COMMIT", "in",

@@ -244,7 +244,8 @@ CKPT_EXPORT int ckpt_wait(struct ckpt_conn *conn, const char *job, uint64_t step
 
 /*
  * Commit (job, step): any rank on any node may call it, once or every
- * rank, with or without a barrier before it.  It returns 0 once every rank
+ * rank, with or without a barrier before it, after its own
+ * ckpt_save_finish() (-ENOENT on a node where no save of the step began).  It returns 0 once every rank
  * 0..world_size-1 is on disk and the step is committed — on a job of
  * several nodes, once node 0 has decided it and every node holding ranks
  * of it has recorded it, so ckpt_latest() on any of them names it
