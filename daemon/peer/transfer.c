@@ -22,19 +22,14 @@
 
 #define FRAME_PAYLOAD PEER_DATA_MAX /* 4 MiB, a multiple of the block size */
 
-/* One DATA frame's payload: read into pool memory, checked, written. */
+/* One DATA frame's payload: read into pool memory (ic.ext), then checked
+ * against the manifest and written by the ingest (step/ingest.h). */
 struct rchunk {
-        struct work work;
-        struct store_xfer xfer;
+        struct ingest_chunk ic;
         struct rx *rx;
-        struct pool_extent ext;
         bool has_ext;
         struct pool_waiter waiter;
         bool waiting;              /* for pool memory, the link's input blocked */
-        uint32_t shard;
-        uint64_t offset;
-        uint32_t length;
-        int64_t bad_block;
 };
 
 /* ---- tx: one rank out ---------------------------------------------------------------------- */
@@ -177,16 +172,12 @@ struct rx *transfer_rx_find(struct plink *l, uint32_t stream) {
 static void rx_free(struct rx *rx) {
         if (rx->inflight || rx->finishing)
                 return; /* the last chunk or the finish frees it */
-        if (rx->rw) {
-                store_rank_abort(rx->store, rx->rw);
-                rx->rw = NULL;
-        }
+        ingest_abort(&rx->ingest);
         void (*report)(void *ctx, int error, const char *msg) = rx->report;
         void *ctx = rx->report_ctx;
         int error = rx->error;
         char msg[sizeof(rx->msg)];
         snprintf(msg, sizeof(msg), "%s", rx->msg);
-        free(rx->fds);
         manifest_free(rx->m);
         commit_record_clear(&rx->record);
         free(rx);
@@ -235,7 +226,6 @@ static void rx_step_commit(struct rx *rx);
 static void rx_finished(void *userdata, int error) {
         struct rx *rx = userdata;
 
-        rx->rw = NULL; /* finish frees it either way */
         if (error < 0) {
                 rx->finishing = false;
                 rx->error = error;
@@ -247,12 +237,7 @@ static void rx_finished(void *userdata, int error) {
                 rx_free(rx);
                 return;
         }
-        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
-         * a fault and reconcile re-adds the row at the next start */
-        (void)catalog_job_add(rx->catalog, rx->m->job, rx->m->uid);
-        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
-         * a fault and reconcile re-adds the row at the next start */
-        (void)catalog_rank_add(rx->catalog, rx->m);
+        /* the ingest added the rank's catalog rows */
         list_add_tail(&rx->te->commits, &rx->clink);
         rx_step_commit(rx);
 }
@@ -300,7 +285,7 @@ static void rx_step_commit(struct rx *rx) {
                 memcpy(rx->record.ranks, ranks, MIN(n, (size_t)256) * sizeof(uint32_t));
                 rx->record.nranks = (uint32_t)MIN(n, (size_t)256);
         }
-        store_step_commit(rx->store, &rx->record, rx_committed, rx);
+        ingest_commit_step(&rx->commit, rx->store, rx->catalog, &rx->record, rx_committed, rx);
 }
 
 static void rx_committed(void *userdata, int error) {
@@ -323,10 +308,7 @@ static void rx_committed(void *userdata, int error) {
                 snprintf(rx->msg, sizeof(rx->msg), "cannot write the commit record: %s",
                          strerror(-error));
         } else {
-                /* (void): the rank's files and MANIFEST, written first, are the truth;
-                 * catalog.c logs a fault and reconcile re-adds the row at the next start */
-                (void)catalog_ckpt_upsert(rx->catalog, rx->m->job, rx->m->step, rx->m->world_size,
-                                          CKPT_STATE_COMMITTED, (int64_t)time(NULL));
+                /* committed in rx->catalog too: the ingest marked it */
                 te->hooks->committed(te->owner, rx);
                 /* (void): catalog_flush() logs a failed commit and drops the batch; reconcile
                  * re-derives the rows from the manifests at the next start */
@@ -359,7 +341,7 @@ static void rx_maybe_finish(struct rx *rx) {
                 return;
         }
         rx->finishing = true;
-        store_rank_finish(rx->store, rx->rw, rx->m, rx_finished, rx);
+        ingest_finish(&rx->ingest, rx->m, rx_finished, rx);
 }
 
 /* One chunk checked or written: a transfer cut short is freed after its
@@ -372,54 +354,35 @@ static void rx_chunk_done(struct rx *rx) {
                 rx_maybe_finish(rx);
 }
 
-static void rchunk_written(struct store_xfer *x, int error) {
-        struct rchunk *ch = container_of(x, struct rchunk, xfer);
+static bool rx_ingest_failed(const struct ingest *in) {
+        return container_of(in, struct rx, ingest)->error != 0;
+}
+
+static void rchunk_done(struct ingest_chunk *ic, int error) {
+        struct rchunk *ch = container_of(ic, struct rchunk, ic);
         struct rx *rx = ch->rx;
 
-        if (error < 0 && !rx->error) {
+        if (ic->end == INGEST_REJECTED && !rx->error) {
+                rx->error = -EBADMSG;
+                snprintf(rx->msg, sizeof(rx->msg), "shard %s block %" PRId64 " failed its CRC32C",
+                         rx->m->shards[ic->shard].name, ic->bad_block);
+                log_error("peers: job %s step %" PRIu64 " rank %u from node %u: %s", rx->m->job,
+                          rx->m->step, rx->m->rank, rx->src, rx->msg);
+        } else if (ic->end == INGEST_WRITE && error < 0 && !rx->error) {
                 rx->error = error;
                 snprintf(rx->msg, sizeof(rx->msg), "writing shard %s: %s",
-                         rx->m->shards[ch->shard].name, strerror(-error));
+                         rx->m->shards[ic->shard].name, strerror(-error));
         }
-        pool_release(rx->te->pool, &ch->ext);
+        pool_release(rx->te->pool, &ic->ext);
         free(ch);
         rx_chunk_done(rx);
 }
 
-static void rchunk_verify_run(struct work *w) {
-        struct rchunk *ch = container_of(w, struct rchunk, work);
-
-        ch->bad_block = manifest_shard_check(&ch->rx->m->shards[ch->shard], ch->offset, pool_extent_addr(&ch->ext),
-                                             ch->length);
-}
-
-static void rchunk_verify_done(struct work *w) {
-        struct rchunk *ch = container_of(w, struct rchunk, work);
-        struct rx *rx = ch->rx;
-
-        if (ch->bad_block >= 0 && !rx->error) {
-                rx->error = -EBADMSG;
-                snprintf(rx->msg, sizeof(rx->msg), "shard %s block %" PRId64 " failed its CRC32C",
-                         rx->m->shards[ch->shard].name, ch->bad_block);
-                log_error("peers: job %s step %" PRIu64 " rank %u from node %u: %s", rx->m->job,
-                          rx->m->step, rx->m->rank, rx->src, rx->msg);
-        }
-        if (rx->error) {
-                pool_release(rx->te->pool, &ch->ext);
-                free(ch);
-                rx_chunk_done(rx);
-                return;
-        }
-        ch->xfer = (struct store_xfer){
-                .fd = rx->fds[ch->shard],
-                .slot = ch->ext.slot,
-                .slot_offset = pool_extent_offset(&ch->ext),
-                .file_offset = ch->offset,
-                .length = store_pad_tail(rx->store, pool_extent_addr(&ch->ext), ch->length),
-                .done = rchunk_written,
-        };
-        store_write(rx->store, &ch->xfer);
-}
+/* checked against the manifest's block CRCs (the default check) */
+static const struct ingest_ops rx_ingest_ops = {
+        .failed = rx_ingest_failed,
+        .chunk_done = rchunk_done,
+};
 
 /* ---- rx: the messages of a transfer ------------------------------------------------------ */
 
@@ -464,13 +427,8 @@ void transfer_rx_begin(struct transfer_env *te, struct plink *l, const struct pe
                            "names another rank");
                 return;
         }
-        r = store_rank_begin(rx->store, rx->m->job, rx->m->step, rx->m->rank, &rx->rw);
-        rx->fds = calloc(rx->m->nshards ? rx->m->nshards : 1, sizeof(int));
-        if (r == 0 && !rx->fds)
-                r = -ENOMEM;
-        for (uint32_t i = 0; r == 0 && i < rx->m->nshards; i++)
-                r = store_shard_create(rx->store, rx->rw, rx->m->shards[i].name,
-                                       rx->m->shards[i].size, &rx->fds[i]);
+        r = ingest_begin(&rx->ingest, rx->store, rx->catalog, te->workers, &rx_ingest_ops,
+                         rx->m->job, rx->m->step, rx->m->rank, rx->m);
         if (r < 0) {
                 /* Refuse the rank, not the link: the data that follows is
                  * read and dropped, and RANK_ACK says why. */
@@ -478,10 +436,6 @@ void transfer_rx_begin(struct transfer_env *te, struct plink *l, const struct pe
                 snprintf(rx->msg, sizeof(rx->msg), "cannot store job %s step %" PRIu64
                          " rank %u: %s", rx->m->job, rx->m->step, rx->m->rank, strerror(-r));
                 log_error("peers: %s (from node %u)", rx->msg, l->node);
-                if (rx->rw) {
-                        store_rank_abort(rx->store, rx->rw);
-                        rx->rw = NULL;
-                }
         }
 }
 
@@ -494,9 +448,9 @@ static void rchunk_memory(struct pool_waiter *w, const struct pool_extent *e, in
                 link_close(l, error, "no pool memory for incoming data");
                 return;
         }
-        ch->ext = *e;
+        ch->ic.ext = *e;
         ch->has_ext = true;
-        link_payload_memory(l, pool_extent_addr(&ch->ext));
+        link_payload_memory(l, pool_extent_addr(&ch->ic.ext));
 }
 
 /* DATA header: check it follows on, then find memory for its payload.
@@ -530,9 +484,9 @@ bool transfer_rx_data(struct transfer_env *te, struct plink *l, const struct pee
                 return false;
         }
         ch->rx = rx;
-        ch->shard = d->shard;
-        ch->offset = d->offset;
-        ch->length = d->length;
+        ch->ic.shard = d->shard;
+        ch->ic.offset = d->offset;
+        ch->ic.length = d->length;
         rx->inflight++;
         link_payload_expect(l, ch, d->length, NULL);
         /* the whole frame or nothing: its payload is read into the extent
@@ -542,10 +496,10 @@ bool transfer_rx_data(struct transfer_env *te, struct plink *l, const struct pee
                 link_close(l, -EMSGSIZE, "a %u-byte frame does not fit a pool slot", d->length);
                 return false;
         }
-        int r = pool_try_acquire_whole(te->pool, rx->m->uid, units, &ch->ext);
+        int r = pool_try_acquire_whole(te->pool, rx->m->uid, units, &ch->ic.ext);
         if (r == 1) {
                 ch->has_ext = true;
-                link_payload_set_memory(l, pool_extent_addr(&ch->ext));
+                link_payload_set_memory(l, pool_extent_addr(&ch->ic.ext));
                 return true;
         }
         if (r < 0) {
@@ -566,14 +520,12 @@ void transfer_rx_payload(struct transfer_env *te, struct plink *l, void *cookie)
         (void)l;
 
         if (rx->error) {
-                pool_release(te->pool, &ch->ext);
+                pool_release(te->pool, &ch->ic.ext);
                 free(ch);
                 rx->inflight--;
                 return;
         }
-        ch->work.run = rchunk_verify_run;
-        ch->work.done = rchunk_verify_done;
-        worker_pool_submit(te->workers, &ch->work);
+        ingest_chunk_submit(&rx->ingest, &ch->ic);
 }
 
 /* The link closed with a DATA's payload not (all) in: its memory goes back. */
@@ -584,7 +536,7 @@ void transfer_rx_payload_drop(struct transfer_env *te, struct plink *l, void *co
         if (ch->waiting)
                 pool_wait_cancel(te->pool, &ch->waiter);
         if (ch->has_ext)
-                pool_release(te->pool, &ch->ext);
+                pool_release(te->pool, &ch->ic.ext);
         ch->rx->inflight--;
         free(ch);
 }

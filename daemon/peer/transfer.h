@@ -9,7 +9,8 @@
  *            block checked against the manifest's CRC32C on a worker,
  *            O_DIRECT write from the registered slot, then the local
  *            tier's own finish (fsync, MANIFEST, rename), the step's
- *            commit record and the catalog rows.
+ *            commit record and the catalog rows — all of it through
+ *            step/ingest, the path a trainer's save takes too.
  *
  * Within a transfer, ordering stays strict, which keeps the receiver's
  * checks tight: shards in manifest order, DATA frames contiguous and
@@ -40,6 +41,7 @@
 #include "peer-proto.h"
 #include "peer/link.h"
 #include "pool/pool.h"
+#include "step/ingest.h"
 #include "util/list.h"
 
 /* Rank transfers a sender keeps open on a link (replication pushes and
@@ -121,8 +123,7 @@ struct rx {
         struct catalog *catalog;
         bool local;                /* into the local tier (restore) */
         struct manifest *m;
-        struct rank_writer *rw;
-        int *fds;
+        struct ingest ingest;      /* the rank landing in store (its writer and files) */
         uint32_t shard;            /* next expected */
         uint64_t offset;
         uint32_t inflight;         /* chunks being checked or written */
@@ -136,6 +137,7 @@ struct rx {
         void (*report)(void *ctx, int error, const char *msg);
         void *report_ctx;
         struct commit_record record;
+        struct ingest_commit commit; /* record being written, while committing */
         /* transfer_env.commits, from the rank's finish to its step's
          * commit record: the record of a step is written by one rank at a
          * time */

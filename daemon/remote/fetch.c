@@ -9,6 +9,9 @@
  *          1 MiB block on a worker -> O_DIRECT write at the same offset ->
  *          units back to the pool
  *
+ * The check, the write, the finish and the commit record are step/ingest's,
+ * the same path a trainer's save and a neighbour's transfer take.
+ *
  * Chunks start at multiples of FETCH_CHUNK (a multiple of the manifest's
  * block size), so each chunk holds whole blocks and is checked against the
  * manifest's block CRCs before a byte of it reaches the disk.  A rank is
@@ -26,6 +29,7 @@
 #include "crc32c.h"
 #include "remote/fetch.h"
 #include "remote/objects.h"
+#include "step/ingest.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -42,18 +46,15 @@ enum fetch_phase {
         PH_LOCAL_COMMIT,
 };
 
+/* A range of a shard: GET into pool memory (ic.ext), then checked against
+ * the manifest and written by the ingest (step/ingest.h). */
 struct fchunk {
+        struct ingest_chunk ic;   /* ic.shard: index in the rank's manifest */
         struct fetch_op *op;
         struct pool_waiter waiter;
-        struct pool_extent ext;
         bool has_ext;
         struct s3_request req;
         bool req_busy;
-        struct work work;
-        struct store_xfer xfer;
-        uint32_t shard;       /* index in the rank's manifest */
-        uint64_t offset, length;
-        int64_t bad_block;
 };
 
 struct want {
@@ -89,15 +90,15 @@ struct fetch_op {
         struct want *wants;
         uint32_t nwants, want_next;
         /* the rank being written */
-        struct rank_writer *rw;
-        uint32_t files;             /* taken from f->files for rw */
-        int *fds;
+        struct ingest ingest;       /* its writer and files, until finished */
+        uint32_t files;             /* taken from f->files for the rank writer */
         uint32_t shard_next;
         uint64_t offset_next;
         uint32_t chunks_inflight;
         bool rank_finishing;
         struct manifest *rank_m;    /* copy for store_rank_finish */
         struct commit_record record;
+        struct ingest_commit commit; /* record being written (PH_LOCAL_COMMIT) */
         uint64_t bytes;
         uint32_t shards;
         uint32_t ranks_fetched;
@@ -144,7 +145,6 @@ static void op_free(struct fetch_op *op) {
         commit_object_clear(&op->co);
         free(op->need);
         free(op->wants);
-        free(op->fds);
         manifest_free(op->rank_m);
         commit_record_clear(&op->record);
         free(op);
@@ -158,10 +158,7 @@ static void op_finish(struct fetch_op *op) {
 
         if (op->chunks_inflight || op->req_busy || op->rank_finishing)
                 return;
-        if (op->rw) {
-                store_rank_abort(op->f->store, op->rw);
-                op->rw = NULL;
-        }
+        ingest_abort(&op->ingest);
         op_give_files(op);
         if (fr) {
                 fr->op = NULL;
@@ -467,7 +464,7 @@ static void op_next(struct fetch_op *op) {
 static void chunk_free(struct fchunk *ch) {
         struct fetch_op *op = ch->op;
         if (ch->has_ext)
-                pool_release(op->f->pool, &ch->ext);
+                pool_release(op->f->pool, &ch->ic.ext);
         free(ch);
         op->chunks_inflight--;
 }
@@ -483,51 +480,31 @@ static void chunk_end(struct fchunk *ch) {
         chunks_pump(op);
 }
 
-static void chunk_written(struct store_xfer *x, int error) {
-        struct fchunk *ch = container_of(x, struct fchunk, xfer);
+static bool op_ingest_failed(const struct ingest *in) {
+        return container_of(in, struct fetch_op, ingest)->error != 0;
+}
+
+static void chunk_done(struct ingest_chunk *ic, int error) {
+        struct fchunk *ch = container_of(ic, struct fchunk, ic);
         struct fetch_op *op = ch->op;
 
-        if (error < 0)
+        if (ic->end == INGEST_REJECTED)
+                op_fail(op, -EBADMSG, "shard '%s' of rank %u: block %" PRId64 " from the store "
+                        "fails its CRC32C", op->rank_m->shards[ic->shard].name, op->rank_m->rank,
+                        ic->bad_block);
+        else if (ic->end == INGEST_WRITE && error < 0)
                 op_fail(op, error, "writing rank %u to local disk: %s", op->rank_m->rank,
                         strerror(-error));
-        else
-                op->bytes += ch->length;
+        else if (ic->end == INGEST_WRITE)
+                op->bytes += ic->length;
         chunk_end(ch);
 }
 
-static void chunk_verify_run(struct work *w) {
-        struct fchunk *ch = container_of(w, struct fchunk, work);
-
-        ch->bad_block = manifest_shard_check(&ch->op->rank_m->shards[ch->shard], ch->offset, pool_extent_addr(&ch->ext),
-                                             ch->length);
-}
-
-static void chunk_verify_done(struct work *w) {
-        struct fchunk *ch = container_of(w, struct fchunk, work);
-        struct fetch_op *op = ch->op;
-        struct fetcher *f = op->f;
-
-        if (op->error) {
-                chunk_end(ch);
-                return;
-        }
-        if (ch->bad_block >= 0) {
-                op_fail(op, -EBADMSG, "shard '%s' of rank %u: block %" PRId64 " from the store "
-                        "fails its CRC32C", op->rank_m->shards[ch->shard].name, op->rank_m->rank,
-                        ch->bad_block);
-                chunk_end(ch);
-                return;
-        }
-        ch->xfer = (struct store_xfer){
-                .fd = op->fds[ch->shard],
-                .slot = ch->ext.slot,
-                .slot_offset = pool_extent_offset(&ch->ext),
-                .file_offset = ch->offset,
-                .length = store_pad_tail(f->store, pool_extent_addr(&ch->ext), ch->length),
-                .done = chunk_written,
-        };
-        store_write(f->store, &ch->xfer);
-}
+/* checked against the manifest's block CRCs (the default check) */
+static const struct ingest_ops fetch_ingest_ops = {
+        .failed = op_ingest_failed,
+        .chunk_done = chunk_done,
+};
 
 static void chunk_got(struct s3_request *req, int error) {
         struct fchunk *ch = container_of(req, struct fchunk, req);
@@ -539,15 +516,13 @@ static void chunk_got(struct s3_request *req, int error) {
                 s3_result_describe(&req->result, error, why, sizeof(why));
                 if (!op->error)
                         op_fail(op, error, "GET of shard '%s' of rank %u (bytes %" PRIu64 "+%"
-                                PRIu64 "): %s", op->rank_m->shards[ch->shard].name,
-                                op->rank_m->rank, ch->offset, ch->length, why);
+                                PRIu64 "): %s", op->rank_m->shards[ch->ic.shard].name,
+                                op->rank_m->rank, ch->ic.offset, ch->ic.length, why);
                 chunk_end(ch);
                 return;
         }
-        op->f->bytes += ch->length;
-        ch->work.run = chunk_verify_run;
-        ch->work.done = chunk_verify_done;
-        worker_pool_submit(op->f->workers, &ch->work);
+        op->f->bytes += ch->ic.length;
+        ingest_chunk_submit(&op->ingest, &ch->ic);
 }
 
 static void chunk_window(struct pool_waiter *w, const struct pool_extent *e, int error) {
@@ -560,17 +535,17 @@ static void chunk_window(struct pool_waiter *w, const struct pool_extent *e, int
                 chunk_end(ch);
                 return;
         }
-        ch->ext = *e;
+        ch->ic.ext = *e;
         ch->has_ext = true;
         if (op->error) {
                 chunk_end(ch);
                 return;
         }
         object_key_shard(key, sizeof(key), op->f->prefix, op->job, op->step, op->rank_m->rank,
-                         op->rank_m->shards[ch->shard].name);
+                         op->rank_m->shards[ch->ic.shard].name);
         ch->req.done = chunk_got;
-        int r = s3_get_object_range(op->f->s3, &ch->req, key, ch->offset, pool_extent_addr(&ch->ext),
-                                    ch->length);
+        int r = s3_get_object_range(op->f->s3, &ch->req, key, ch->ic.offset,
+                                    pool_extent_addr(&ch->ic.ext), ch->ic.length);
         if (r < 0) {
                 op_fail(op, r, "cannot start a GET: %s", strerror(-r));
                 chunk_end(ch);
@@ -601,15 +576,15 @@ static void chunks_pump(struct fetch_op *op) {
                         return;
                 }
                 ch->op = op;
-                ch->shard = op->shard_next;
-                ch->offset = op->offset_next;
+                ch->ic.shard = op->shard_next;
+                ch->ic.offset = op->offset_next;
                 /* never more than a slot holds */
                 uint64_t max = MIN((uint64_t)FETCH_CHUNK, pool_slot_size(f->pool));
-                ch->length = MIN(max, sh->size - ch->offset);
-                op->offset_next += ch->length;
+                ch->ic.length = MIN(max, sh->size - ch->ic.offset);
+                op->offset_next += ch->ic.length;
                 op->chunks_inflight++;
                 struct pool_extent e;
-                uint32_t units = pool_units_for(f->pool, ch->length);
+                uint32_t units = pool_units_for(f->pool, ch->ic.length);
                 /* the whole range or nothing: it was planned above */
                 int r = pool_try_acquire_whole(f->pool, op->uid, units, &e);
                 if (r == 1)
@@ -626,14 +601,12 @@ static void chunks_pump(struct fetch_op *op) {
         }
         if (op->chunks_inflight == 0 && op->shard_next >= m->nshards && !op->rank_finishing) {
                 op->rank_finishing = true;
-                store_rank_finish(f->store, op->rw, op->rank_m, rank_finished, op);
-                op->rw = NULL; /* freed by finish either way */
+                ingest_finish(&op->ingest, op->rank_m, rank_finished, op);
         }
 }
 
 static void rank_finished(void *userdata, int error) {
         struct fetch_op *op = userdata;
-        struct fetcher *f = op->f;
 
         op->rank_finishing = false;
         op_give_files(op); /* finish freed the rank writer either way */
@@ -642,12 +615,7 @@ static void rank_finished(void *userdata, int error) {
                         strerror(-error));
                 return;
         }
-        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
-         * a fault and reconcile re-adds the row at the next start */
-        (void)catalog_job_add(f->catalog, op->job, op->rank_m->uid);
-        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
-         * a fault and reconcile re-adds the row at the next start */
-        (void)catalog_rank_add(f->catalog, op->rank_m);
+        /* the ingest added the rank's catalog rows */
         op->ranks_fetched++;
         op->shards += op->rank_m->nshards;
         log_info("fetch: job %s step %" PRIu64 " rank %u restored from the object store "
@@ -723,18 +691,8 @@ static void rank_next(struct fetch_op *op) {
                                 break;
                         op->files = files;
                 }
-                r = store_rank_begin(f->store, op->job, op->step, w->rank, &op->rw);
-                if (r < 0)
-                        break;
-                free(op->fds);
-                op->fds = calloc(op->rank_m->nshards ? op->rank_m->nshards : 1, sizeof(int));
-                if (!op->fds) {
-                        r = -ENOMEM;
-                        break;
-                }
-                for (uint32_t i = 0; i < op->rank_m->nshards && r == 0; i++)
-                        r = store_shard_create(f->store, op->rw, op->rank_m->shards[i].name,
-                                               op->rank_m->shards[i].size, &op->fds[i]);
+                r = ingest_begin(&op->ingest, f->store, f->catalog, f->workers,
+                                 &fetch_ingest_ops, op->job, op->step, w->rank, op->rank_m);
                 if (r < 0)
                         break;
                 op->shard_next = 0;
@@ -750,6 +708,9 @@ static void rank_next(struct fetch_op *op) {
         /* every wanted rank is local: commit the step here */
         op->phase = PH_LOCAL_COMMIT;
         if (store_step_committed(f->store, op->job, op->step)) {
+                /* the record is down already: only the catalog is behind */
+                ingest_mark_committed(f->catalog, op->job, op->step, op->co.world_size,
+                                      op->co.committed_at);
                 local_committed(op, 0);
                 return;
         }
@@ -768,7 +729,7 @@ static void rank_next(struct fetch_op *op) {
         op->record.nranks = (uint32_t)n;
         op->record.committed_at = op->co.committed_at;
         op->rank_finishing = true; /* keeps op alive until the record is down */
-        store_step_commit(f->store, &op->record, local_committed, op);
+        ingest_commit_step(&op->commit, f->store, f->catalog, &op->record, local_committed, op);
 }
 
 static void local_committed(void *userdata, int error) {
@@ -780,11 +741,8 @@ static void local_committed(void *userdata, int error) {
                 op_fail(op, error, "cannot write the local commit record: %s", strerror(-error));
                 return;
         }
-        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
-         * a fault and reconcile re-adds the row at the next start */
-        (void)catalog_ckpt_upsert(f->catalog, op->job, op->step, op->co.world_size,
-                                  CKPT_STATE_COMMITTED, op->co.committed_at);
-        /* it came from the store: nothing to flush back */
+        /* committed in the catalog too (the ingest marked it); it came from the
+         * store: nothing to flush back */
         /* (void): catalog.c logs a fault; the step then looks unflushed and may be
          * flushed again, which costs uploads, not data */
         (void)catalog_ckpt_remote_set(f->catalog, op->job, op->step, CATALOG_REMOTE_DONE, NULL);

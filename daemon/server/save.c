@@ -49,14 +49,13 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 
+/* A window handed back: checked (CRC32C against the client's) and written
+ * by the ingest (step/ingest.h). */
 struct chunk {
-        struct work work;
-        struct list link;       /* on save.deferred until checked */
-        struct store_xfer xfer;
+        struct ingest_chunk ic;  /* the window (ic.ext), its shard file, offset, length */
+        struct list link;        /* on save.deferred until checked */
         struct save *save;
         struct shard *shard;
-        struct pool_extent window;
-        uint64_t offset, length;
         uint32_t claimed, computed;
 };
 
@@ -228,10 +227,9 @@ static void save_set_inactive(struct save *s) {
 
 /* A failed save: once nothing of it is in flight, remove its tmp dir. */
 static void save_cleanup_failed(struct save *s) {
-        if (s->state != SAVE_FAILED || s->chunks_pending > 0 || !s->rw)
+        if (s->state != SAVE_FAILED || s->chunks_pending > 0 || !ingest_open(&s->ingest))
                 return;
-        store_rank_abort(s->srv->store, s->rw);
-        s->rw = NULL;
+        ingest_abort(&s->ingest);
         save_set_inactive(s);
 }
 
@@ -308,7 +306,7 @@ static void save_fail(struct save *s, int error, const char *fmt, ...) {
         list_for_each_safe(pos, tmp, &s->deferred) {
                 struct chunk *ch = list_entry(pos, struct chunk, link);
                 list_unlink(&ch->link);
-                srv->bytes_deferred -= ch->length;
+                srv->bytes_deferred -= ch->ic.length;
                 chunk_release(ch);
         }
         if (!was_writing)
@@ -323,18 +321,12 @@ static void save_on_disk(void *userdata, int error) {
 
         if (error < 0) {
                 /* the store already removed the tmp dir */
-                s->rw = NULL;
                 save_fail(s, error, "cannot write rank %u to disk: %s", s->rank, strerror(-error));
                 save_set_inactive(s);
                 return;
         }
         s->state = SAVE_DONE;
-        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
-         * a fault and reconcile re-adds the row at the next start */
-        (void)catalog_job_add(srv->catalog, s->step->job, s->uid);
-        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
-         * a fault and reconcile re-adds the row at the next start */
-        (void)catalog_rank_add(srv->catalog, s->manifest);
+        /* the ingest added the rank's catalog rows */
         s->manifest = manifest_free(s->manifest);
         ckpt_state_update(srv, s->step);
         log_debug("job %s step %" PRIu64 " rank %u: on local disk (%" PRIu64 " bytes)",
@@ -373,8 +365,7 @@ static void save_maybe_finalize(struct save *s) {
                 return;
         }
         s->state = SAVE_WRITING;
-        struct rank_writer *rw = TAKE_PTR(s->rw);
-        store_rank_finish(s->srv->store, rw, s->manifest, save_on_disk, s);
+        ingest_finish(&s->ingest, s->manifest, save_on_disk, s);
 }
 
 /* ---- chunks ----------------------------------------------------------------------- */
@@ -383,8 +374,8 @@ static void chunk_release(struct chunk *ch) {
         struct save *s = ch->save;
         struct server *srv = s->srv;
 
-        pool_release(srv->pool, &ch->window);
-        srv->bytes_in_flight -= ch->length;
+        pool_release(srv->pool, &ch->ic.ext);
+        srv->bytes_in_flight -= ch->ic.length;
         s->chunks_pending--;
         free(ch);
         if (s->state == SAVE_FAILED)
@@ -393,62 +384,51 @@ static void chunk_release(struct chunk *ch) {
                 save_maybe_finalize(s);
 }
 
-static void chunk_written(struct store_xfer *x, int error) {
-        struct chunk *ch = container_of(x, struct chunk, xfer);
-        struct save *s = ch->save;
-
-        if (error < 0) {
-                save_fail(s, error, "writing shard '%s' at offset %" PRIu64 " failed: %s",
-                          ch->shard->name, ch->offset, strerror(-error));
-        } else {
-                ch->shard->written += ch->length;
-        }
-        chunk_release(ch);
-}
-
 /* Worker thread: checksum the slot per MANIFEST block.  Touches only the
  * slot memory and this chunk's part of the shard's block array. */
-static void chunk_verify_run(struct work *w) {
-        struct chunk *ch = container_of(w, struct chunk, work);
-        const uint8_t *p = pool_extent_addr(&ch->window);
-        uint32_t *blocks = ch->shard->block_crcs + ch->offset / MANIFEST_BLOCK_SIZE;
+static int chunk_check(struct ingest_chunk *ic) {
+        struct chunk *ch = container_of(ic, struct chunk, ic);
+        const uint8_t *p = pool_extent_addr(&ic->ext);
+        uint32_t *blocks = ch->shard->block_crcs + ic->offset / MANIFEST_BLOCK_SIZE;
         uint32_t total = 0;
 
-        for (uint64_t off = 0, i = 0; off < ch->length; off += MANIFEST_BLOCK_SIZE, i++) {
-                uint64_t len = MIN((uint64_t)MANIFEST_BLOCK_SIZE, ch->length - off);
+        for (uint64_t off = 0, i = 0; off < ic->length; off += MANIFEST_BLOCK_SIZE, i++) {
+                uint64_t len = MIN((uint64_t)MANIFEST_BLOCK_SIZE, ic->length - off);
                 blocks[i] = crc32c(0, p + off, len);
                 total = i == 0 ? blocks[i] : crc32c_combine(total, blocks[i], len);
         }
         ch->computed = total;
+        return ch->computed == ch->claimed ? 0 : -EBADMSG;
 }
 
-static void chunk_verify_done(struct work *w) {
-        struct chunk *ch = container_of(w, struct chunk, work);
-        struct save *s = ch->save;
-        struct server *srv = s->srv;
+static bool save_ingest_failed(const struct ingest *in) {
+        return container_of(in, struct save, ingest)->state == SAVE_FAILED;
+}
 
-        if (s->state == SAVE_FAILED) {
-                chunk_release(ch);
-                return;
-        }
-        if (ch->computed != ch->claimed) {
+static void chunk_done(struct ingest_chunk *ic, int error) {
+        struct chunk *ch = container_of(ic, struct chunk, ic);
+        struct save *s = ch->save;
+
+        if (ic->end == INGEST_REJECTED)
                 save_fail(s, -EBADMSG,
                           "torn shard: bytes %" PRIu64 "..%" PRIu64 " of shard '%s' changed after "
                           "they were committed (client CRC32C %08x, daemon %08x); do not modify a "
                           "buffer after committing it",
-                          ch->offset, ch->offset + ch->length, ch->shard->name, ch->claimed,
+                          ic->offset, ic->offset + ic->length, ch->shard->name, ch->claimed,
                           ch->computed);
-                chunk_release(ch);
-                return;
-        }
-        ch->xfer.fd = ch->shard->fd;
-        ch->xfer.slot = ch->window.slot;
-        ch->xfer.slot_offset = pool_extent_offset(&ch->window);
-        ch->xfer.file_offset = ch->offset;
-        ch->xfer.length = store_pad_tail(srv->store, pool_extent_addr(&ch->window), ch->length);
-        ch->xfer.done = chunk_written;
-        store_write(srv->store, &ch->xfer);
+        else if (ic->end == INGEST_WRITE && error < 0)
+                save_fail(s, error, "writing shard '%s' at offset %" PRIu64 " failed: %s",
+                          ch->shard->name, ic->offset, strerror(-error));
+        else if (ic->end == INGEST_WRITE)
+                ch->shard->written += ic->length;
+        chunk_release(ch);
 }
+
+static const struct ingest_ops save_ingest_ops = {
+        .check = chunk_check,
+        .failed = save_ingest_failed,
+        .chunk_done = chunk_done,
+};
 
 /* Hand every deferred chunk of s to the workers for checking. */
 static void save_check_deferred(struct save *s) {
@@ -458,8 +438,8 @@ static void save_check_deferred(struct save *s) {
         list_for_each_safe(pos, tmp, &s->deferred) {
                 struct chunk *ch = list_entry(pos, struct chunk, link);
                 list_unlink(&ch->link);
-                srv->bytes_deferred -= ch->length;
-                worker_pool_submit(srv->workers, &ch->work);
+                srv->bytes_deferred -= ch->ic.length;
+                ingest_chunk_submit(&s->ingest, &ch->ic);
         }
 }
 
@@ -550,7 +530,7 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                                 continue;
                         bool idle = old->state == SAVE_DONE ||
                                     (old->state == SAVE_FAILED && old->chunks_pending == 0 &&
-                                     !old->rw);
+                                     !ingest_open(&old->ingest));
                         if (!idle) {
                                 conn_error(c, -EBUSY,
                                            "rank %u of step %" PRIu64 " of job '%s' is already being "
@@ -603,7 +583,8 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 return;
         }
         s->files = STORE_RANK_DIR_FDS;
-        r = store_rank_begin(srv->store, job, req->step, req->rank, &s->rw);
+        r = ingest_begin(&s->ingest, srv->store, srv->catalog, srv->workers, &save_ingest_ops,
+                         job, req->step, req->rank, NULL);
         if (r < 0) {
                 fd_budget_give(&srv->files, s->uid, s->files);
                 free(s);
@@ -701,7 +682,7 @@ void save_handle_shard_begin(struct conn *c, const struct ckpt_req_shard_begin *
                         return;
                 }
         }
-        r = store_shard_create(c->srv->store, s->rw, sh->name, sh->size, &sh->fd);
+        r = ingest_shard_create(&s->ingest, sh->name, sh->size, &sh->fd);
         if (r < 0) {
                 fd_budget_give(&c->srv->files, s->uid, 1);
                 free(sh->block_crcs);
@@ -946,12 +927,11 @@ void save_handle_chunk_put(struct conn *c, const struct ckpt_req_chunk_put *req)
         }
         ch->save = s;
         ch->shard = sh;
-        ch->window = sh->window;
-        ch->offset = req->offset;
-        ch->length = req->length;
+        ch->ic.ext = sh->window;
+        ch->ic.fd = sh->fd;
+        ch->ic.offset = req->offset;
+        ch->ic.length = req->length;
         ch->claimed = req->crc32c;
-        ch->work.run = chunk_verify_run;
-        ch->work.done = chunk_verify_done;
         window_close(sh);
         sh->put_offset += req->length;
         s->chunks_pending++;
@@ -1274,11 +1254,7 @@ static void step_committed(void *userdata, int error) {
                 server_check_drained(srv);
                 return;
         }
-        st->committed = true;
-        /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
-         * a fault and reconcile re-adds the row at the next start */
-        (void)catalog_ckpt_upsert(srv->catalog, st->job, st->step, st->world_size,
-                                  CKPT_STATE_COMMITTED, st->record.committed_at);
+        st->committed = true; /* and in the catalog: the ingest marked it */
         log_info("job %s step %" PRIu64 ": committed (%u ranks%s)", st->job, st->step,
                  st->world_size, clustered(srv) ? ", the cluster's decision" : "");
         list_for_each_safe(pos, tmp, &st->waiters) {
@@ -1394,7 +1370,8 @@ static void step_try_commit(struct conn *c, struct step_state *st) {
                 st->record.ranks[i] = i;
         st->record.nranks = st->world_size;
         st->committing = true;
-        store_step_commit(srv->store, &st->record, step_committed, st);
+        ingest_commit_step(&st->commit, srv->store, srv->catalog, &st->record, step_committed,
+                           st);
 }
 
 void save_handle_commit(struct conn *c, const struct ckpt_req_job_step *req) {
@@ -1619,7 +1596,7 @@ static void cluster_verdict(struct step_state *st, int error, const char *why) {
                 save_fail(s, error, "%s", why);
                 conn_error(c, error, "%s", why);
                 /* nothing of it was written: it leaves no trace */
-                if (!s->rw && s->chunks_pending == 0)
+                if (!ingest_open(&s->ingest) && s->chunks_pending == 0)
                         save_free(s);
         }
         if (!error || !list_empty(&st->saves))
@@ -1715,7 +1692,8 @@ static void cluster_record(struct server *srv, const char *job, const struct pee
         st->record.committed_at = m->committed_at;
         st->record.nranks = (uint32_t)n;
         st->committing = true;
-        store_step_commit(srv->store, &st->record, step_committed, st);
+        ingest_commit_step(&st->commit, srv->store, srv->catalog, &st->record, step_committed,
+                           st);
 }
 
 /* Every node holding ranks recorded it: ckpt_commit returns. */
@@ -1842,7 +1820,8 @@ static bool step_idle(struct server *srv, const char *job, uint64_t step) {
         struct list *pos, *tmp;
         list_for_each_safe(pos, tmp, &st->saves) {
                 struct save *s = list_entry(pos, struct save, step_link);
-                if (s->state != SAVE_DONE && !(s->state == SAVE_FAILED && s->chunks_pending == 0 && !s->rw))
+                if (s->state != SAVE_DONE && !(s->state == SAVE_FAILED && s->chunks_pending == 0 &&
+                                                  !ingest_open(&s->ingest)))
                         return false;
         }
         return true;

@@ -15,6 +15,7 @@
 #include "local/manifest.h"
 #include "local/store.h"
 #include "pool/pool.h"
+#include "step/ingest.h"
 #include "util/list.h"
 
 struct server;
@@ -55,6 +56,7 @@ struct step_state {
         struct list waiters;  /* struct conn, by step_link */
         bool committing, committed;
         struct commit_record record;
+        struct ingest_commit commit; /* record being written, while committing */
         /* the cluster-wide commit (docs/commit.md); conns parked in
          * SAVE_BEGIN for the coordinator's word on world_size are on
          * `waiters` too (busy_type CKPT_MSG_SAVE_BEGIN) */
@@ -82,7 +84,7 @@ struct save {
         enum save_state state;
         int error;
         char errmsg[CKPT_ERRMSG_MAX + 1];
-        struct rank_writer *rw;
+        struct ingest ingest;     /* the rank landing on disk (its writer, until finished) */
         struct list shards;
         uint32_t nshards;
         /* open-addressing index of shard names, so SHARD_BEGIN's duplicate
