@@ -220,7 +220,7 @@ static void daemon_retention_all(struct daemon *d) {
                 if (catalog_job_list(d->catalog, start, -1, page) < 0 || page->count == 0)
                         break;
                 for (uint32_t i = 0; i < page->count; i++)
-                        save_retention_run(d->server, page->entries[i].name.str);
+                        step_retention_run(d->server, page->entries[i].name.str);
                 start += page->count;
                 if (start >= page->total)
                         break;
@@ -272,7 +272,7 @@ static void daemon_on_saving(struct server *srv, bool saving) {
 
 static void daemon_remote_changed(void *userdata, const char *job, uint64_t step) {
         struct daemon *d = userdata;
-        save_step_changed(d->server, job, step);
+        step_changed(d->server, job, step);
 }
 
 static int daemon_remote_open(struct daemon *d) {
@@ -344,7 +344,7 @@ static int daemon_remote_open(struct daemon *d) {
 
 static void daemon_peers_changed(void *userdata, const char *job, uint64_t step) {
         struct daemon *d = userdata;
-        save_step_changed(d->server, job, step);
+        step_changed(d->server, job, step);
 }
 
 static void daemon_peers_restored(void *userdata, const char *job, uint64_t step) {
@@ -369,7 +369,7 @@ static void daemon_local_deliver(struct loop_timer *t) {
                         coordinator_report(d->coord, d->cfg->cluster_node_index,
                                            &lm->m.step_report, (int64_t)time(NULL));
                 else
-                        save_cluster_state(d->server, &lm->m.step_state);
+                        step_cluster_state(d->server, &lm->m.step_state);
                 free(lm);
         }
 }
@@ -419,13 +419,13 @@ static void daemon_control_message(void *userdata, uint32_t node, const struct p
                 if (d->coord)
                         coordinator_report(d->coord, node, &m->step_report, (int64_t)time(NULL));
         } else {
-                save_cluster_state(d->server, &m->step_state);
+                step_cluster_state(d->server, &m->step_state);
         }
 }
 
 static void daemon_coordinator_up(void *userdata) {
         struct daemon *d = userdata;
-        save_cluster_sync(d->server);
+        step_cluster_sync(d->server);
 }
 
 /* With more than one node, commits are the cluster's: node 0 runs the
@@ -451,7 +451,7 @@ static int daemon_cluster_open(struct daemon *d) {
         d->server->cluster_reachable = daemon_cluster_reachable;
         if (d->coord)
                 /* the coordinator learns this node's steps like any other's */
-                save_cluster_sync(d->server);
+                step_cluster_sync(d->server);
         return 0;
 }
 

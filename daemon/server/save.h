@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * save — the per-save state machine (staging -> verified -> on disk ->
- * done), steps (what WAIT and COMMIT look at) and retention of the local
- * tier.  save.c owns every struct here; restore.c only reads them.
+ * done).  save.c owns every struct here; step.c (the step a save belongs
+ * to) and restore.c only read them, apart from the calls at the end.
  */
 #pragma once
 
@@ -15,6 +15,7 @@
 #include "local/manifest.h"
 #include "local/store.h"
 #include "pool/pool.h"
+#include "server/step.h"
 #include "step/ingest.h"
 #include "util/list.h"
 
@@ -46,31 +47,6 @@ struct shard {
         uint32_t *block_crcs;
 };
 
-struct step_state {
-        struct list link;
-        struct server *srv;
-        char job[CKPT_NAME_MAX + 1];
-        uint64_t step;
-        uint32_t world_size;
-        struct list saves;    /* struct save, by step_link */
-        struct list waiters;  /* struct conn, by step_link */
-        bool committing, committed;
-        struct commit_record record;
-        struct ingest_commit commit; /* record being written, while committing */
-        /* the cluster-wide commit (docs/commit.md); conns parked in
-         * SAVE_BEGIN for the coordinator's word on world_size are on
-         * `waiters` too (busy_type CKPT_MSG_SAVE_BEGIN) */
-        uint32_t uid;              /* whose saves these are */
-        bool everywhere;           /* every node holding ranks recorded it */
-        bool verdict_asked;        /* a BEGIN report went out, no word back yet */
-        struct loop_timer ask_again; /* trainers wait in ckpt_commit: ask again */
-        struct loop_timer report_due; /* ranks landed: one report for them all */
-        /* node 0's decision came while a save of a rank of it was still
-         * on its way here (saved again): recorded once that one lands */
-        bool decision_due;
-        int64_t decision_at;
-        char cluster_why[CKPT_ERRMSG_MAX + 1]; /* the coordinator's last word on it */
-};
 
 struct save {
         struct list conn_link;  /* on conn.saves until finished */
@@ -105,8 +81,6 @@ void save_handle_chunk_get(struct conn *c, const struct ckpt_req_chunk_get *req)
 void save_handle_chunk_put(struct conn *c, const struct ckpt_req_chunk_put *req);
 void save_handle_finish(struct conn *c, const struct ckpt_req_save_id *req);
 void save_handle_abort(struct conn *c, const struct ckpt_req_save_id *req);
-void save_handle_wait(struct conn *c, const struct ckpt_req_wait *req);
-void save_handle_commit(struct conn *c, const struct ckpt_req_job_step *req);
 /* The connection is going away: abort its unfinished saves, leave waits. */
 void save_conn_closed(struct conn *c);
 void save_abort_all(struct server *srv, int error);
@@ -117,18 +91,10 @@ int save_describe_pool(struct server *srv, uint32_t uid, char *buf, size_t len);
 /* Someone waits for pool memory: start checking and writing every deferred
  * chunk, so it frees up (server_relieve_memory also drops read-ahead). */
 void save_relieve_memory(struct server *srv);
-/* The flusher moved (job, step) in the object store: wake its waiters. */
-void save_step_changed(struct server *srv, const char *job, uint64_t step);
-/* Remove the local steps of job that retention (retention/, mode
- * RETENTION_UNCOMMITTED_BELOW_NEWEST) drops and nothing works on any more;
- * run after each commit and flush, after a pin changes, at start and on
- * reload. */
-void save_retention_run(struct server *srv, const char *job);
-void step_state_free_all(struct server *srv);
-/* The coordinator's word on a step (STEP_STATE) for this node. */
-void save_cluster_state(struct server *srv, const struct peer_step_state *m);
-/* The control link to the coordinator is up (or this node is it and just
- * started): report every step this node holds ranks of, and what its
- * trainers wait for. */
-void save_cluster_sync(struct server *srv);
-
+/* For step.c, which fails, frees and answers saves of its steps: */
+void save_fail(struct save *s, int error, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void save_free(struct save *s);
+/* the save no longer belongs to its connection (finished, refused, gone) */
+void conn_drop_save(struct conn *c, struct save *s);
+/* SAVE_BEGIN's reply: the save id, and whether it replaced a copy */
+void save_begin_reply(struct conn *c, const struct save *s);

@@ -473,7 +473,7 @@ static void handle_pin(struct conn *c, const struct ckpt_req_pin *req) {
                  req->pinned ? "pinned" : "unpinned", c->uid);
         conn_reply_empty(c);
         if (!req->pinned)
-                save_retention_run(c->srv, req->job.str);
+                step_retention_run(c->srv, req->job.str);
 }
 
 static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
@@ -510,10 +510,10 @@ static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
                 save_handle_abort(c, &req->save);
                 break;
         case CKPT_MSG_WAIT:
-                save_handle_wait(c, &req->wait);
+                step_handle_wait(c, &req->wait);
                 break;
         case CKPT_MSG_COMMIT:
-                save_handle_commit(c, &req->job_step);
+                step_handle_commit(c, &req->job_step);
                 break;
         case CKPT_MSG_LATEST:
                 restore_handle_latest(c, &req->job_step);

@@ -1,0 +1,929 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * step — the life of a step on this node once its ranks are saved (see
+ * step.h): what WAIT and COMMIT look at, a single node's commit, this
+ * node's side of the cluster-wide commit (docs/commit.md), and the local
+ * tier's deleter under the one retention policy.  The saves themselves
+ * are save.c's; they tell this file when a rank landed (step_notify,
+ * step_rank_landed) and ask it before answering a first SAVE_BEGIN
+ * (step_begin_parked).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "retention/retention.h"
+#include "server/conn.h"
+#include "server/save.h"
+#include "server/server.h"
+#include "server/step.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+/* How long a first SAVE_BEGIN of a step waits for the coordinator's word
+ * on its world_size before it goes ahead without it. */
+#define CLUSTER_VERDICT_MS 2000
+/* While trainers wait in ckpt_commit, their node asks node 0 again this
+ * often: its answer (what is missing) is then at most this old when a
+ * commit times out, and an ask lost with a link is repeated. */
+#define CLUSTER_ASK_AGAIN_MS 500
+
+static void cluster_commit_check(struct conn *c, struct step_state *st);
+static void cluster_begin_timeout(struct conn *c);
+static void cluster_record(struct server *srv, const char *job, const struct peer_step_state *m);
+static void cluster_ask_again(struct loop_timer *t);
+static void cluster_report_due(struct loop_timer *t);
+static int cluster_report_step(struct server *srv, const char *job, uint64_t step,
+                               uint32_t world_size, uint32_t uid, uint8_t flags);
+static uint8_t cluster_flags(const struct step_state *st);
+static void wait_join(struct conn *c, struct step_state *st, uint8_t tier, uint32_t timeout_ms);
+static void step_try_commit(struct conn *c, struct step_state *st);
+
+struct step_state *step_find(struct server *srv, const char *job, uint64_t step) {
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &srv->steps) {
+                struct step_state *st = list_entry(pos, struct step_state, link);
+                if (st->step == step && !strcmp(st->job, job))
+                        return st;
+        }
+        return NULL;
+}
+
+struct step_state *step_new(struct server *srv, const char *job, uint64_t step,
+                                   uint32_t world_size) {
+        struct step_state *st = calloc(1, sizeof(*st));
+        if (!st)
+                return NULL;
+        st->srv = srv;
+        snprintf(st->job, sizeof(st->job), "%s", job);
+        st->step = step;
+        st->world_size = world_size;
+        list_init(&st->saves);
+        list_init(&st->waiters);
+        list_add_tail(&srv->steps, &st->link);
+        return st;
+}
+
+/* ---- steps: WAIT and COMMIT -------------------------------------------------------------- */
+
+/* 1: (job, step) reached tier; 0: not yet; <0: it never will (a rank failed,
+ * no such step); *why is set for errors. */
+static int step_reached(struct server *srv, const char *job, uint64_t step, uint8_t tier,
+                        const char **why) {
+        struct ckpt_ckpt_entry e;
+        int r = catalog_ckpt_get(srv->catalog, job, step, &e);
+
+        *why = NULL;
+        if (tier == CKPT_TIER_REMOTE && !srv->flusher) {
+                *why = "no object store is configured ([remote] endpoint)";
+                return -EOPNOTSUPP;
+        }
+        if (tier == CKPT_TIER_REPLICATED && !srv->peers) {
+                *why = "replication is off ([cluster] replication_factor 1 or no peers)";
+                return -EOPNOTSUPP;
+        }
+        if (r == 0 && e.state == CKPT_STATE_COMMITTED && tier == CKPT_TIER_REPLICATED)
+                return peers_replicated(srv->peers, job, step);
+        if (r == 0 && e.state == CKPT_STATE_COMMITTED) {
+                if (tier != CKPT_TIER_REMOTE)
+                        return 1;
+                uint8_t rs = 0;
+                if (catalog_ckpt_remote_get(srv->catalog, job, step, &rs, srv->remote_why,
+                                            sizeof(srv->remote_why)) < 0)
+                        return -EIO;
+                if (rs == CATALOG_REMOTE_DONE)
+                        return 1;
+                if (rs == CATALOG_REMOTE_FAILED) {
+                        *why = srv->remote_why;
+                        return -EIO;
+                }
+                return 0;
+        }
+        struct step_state *st = step_find(srv, job, step);
+        if (st && !list_empty(&st->saves)) {
+                uint8_t lowest = CKPT_TIER_LOCAL;
+                struct list *pos, *tmp;
+                list_for_each_safe(pos, tmp, &st->saves) {
+                        struct save *s = list_entry(pos, struct save, step_link);
+                        uint8_t t;
+                        if (s->state == SAVE_FAILED) {
+                                *why = s->errmsg;
+                                return s->error;
+                        }
+                        if (s->state == SAVE_DONE)
+                                t = CKPT_TIER_LOCAL;
+                        else if (s->state == SAVE_STAGING)
+                                t = 0;
+                        else
+                                t = CKPT_TIER_STAGED;
+                        lowest = MIN(lowest, t);
+                }
+                if (tier == CKPT_TIER_COMMITTED)
+                        return st->committed;
+                return lowest >= tier;
+        }
+        if (r == -ENOENT) {
+                *why = "no such step";
+                return -ENOENT;
+        }
+        if (r < 0)
+                return r;
+        if (tier >= CKPT_TIER_COMMITTED)
+                return 0;
+        return e.ranks_local > 0 ? 1 : 0;
+}
+
+static void wait_leave(struct conn *c) {
+        list_unlink(&c->step_link);
+        loop_timer_cancel(&c->timer);
+        c->wait_step = NULL;
+}
+
+static void wait_timeout(struct loop_timer *t) {
+        struct conn *c = container_of(t, struct conn, timer);
+        struct step_state *st = c->wait_step;
+
+        if (c->busy_type == CKPT_MSG_SAVE_BEGIN) {
+                cluster_begin_timeout(c);
+                return;
+        }
+        list_unlink(&c->step_link);
+        c->wait_step = NULL;
+        if (c->busy_type == CKPT_MSG_COMMIT && !step_clustered(c->srv) && st->cluster_why[0]) {
+                conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' was not committed within "
+                           "%u ms: %s",
+                           st->step, st->job, c->wait_ms, st->cluster_why);
+        } else if (c->busy_type == CKPT_MSG_COMMIT && step_clustered(c->srv)) {
+                bool up = c->srv->cluster_reachable(c->srv);
+                conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' was not committed within "
+                           "%u ms: %s%s%s%s",
+                           st->step, st->job, c->wait_ms,
+                           up ? "" : "the coordinator (node 0) is unreachable",
+                           !up && st->cluster_why[0] ? " (its last word: " : "",
+                           st->cluster_why[0] ? st->cluster_why
+                                              : up ? "no word from the coordinator (node 0)" : "",
+                           !up && st->cluster_why[0] ? ")" : "");
+        } else {
+                conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' did not reach tier %s "
+                           "in time",
+                           st->step, st->job, ckpt_tier_name(c->wait_tier));
+        }
+        if (!st->committing && !st->committed && list_empty(&st->saves) &&
+            list_empty(&st->waiters))
+                step_state_free(st);
+}
+
+static void wait_join(struct conn *c, struct step_state *st, uint8_t tier, uint32_t timeout_ms) {
+        c->wait_step = st;
+        c->wait_tier = tier;
+        c->wait_ms = timeout_ms;
+        list_add_tail(&st->waiters, &c->step_link);
+        loop_timer_start(c->srv->loop, &c->timer, timeout_ms, wait_timeout);
+}
+
+void step_notify(struct server *srv, struct step_state *st) {
+        struct list *pos, *tmp;
+        const char *why;
+
+        if (st->decision_due) {
+                /* recorded once no save of it is on its way (it may free
+                 * nothing: st lives on while it commits) */
+                struct peer_step_state m = { .step = st->step, .world_size = st->world_size,
+                                             .committed_at = st->decision_at };
+                cluster_record(srv, st->job, &m);
+        }
+
+        list_for_each_safe(pos, tmp, &st->waiters) {
+                struct conn *c = list_entry(pos, struct conn, step_link);
+                if (c->busy_type == CKPT_MSG_SAVE_BEGIN)
+                        continue; /* the coordinator's word answers it */
+                if (c->busy_type == CKPT_MSG_COMMIT) {
+                        if (step_clustered(srv))
+                                cluster_commit_check(c, st);
+                        else
+                                step_try_commit(c, st);
+                        continue;
+                }
+                int r = step_reached(srv, st->job, st->step, c->wait_tier, &why);
+                if (r == 0)
+                        continue;
+                wait_leave(c);
+                if (r < 0) {
+                        conn_error(c, r, "step %" PRIu64 " of job '%s': %s", st->step, st->job,
+                                   why ? why : strerror(-r));
+                } else {
+                        struct ckpt_reply rep = { 0 };
+                        rep.wait.tier = c->wait_tier;
+                        conn_reply(c, &rep, -1);
+                }
+        }
+}
+
+void step_changed(struct server *srv, const char *job, uint64_t step) {
+        struct step_state *st = step_find(srv, job, step);
+        if (st)
+                step_notify(srv, st);
+        /* a flushed step may let retention remove older local ones */
+        step_retention_run(srv, job);
+}
+
+void step_handle_wait(struct conn *c, const struct ckpt_req_wait *req) {
+        struct server *srv = c->srv;
+        const char *why;
+        int r = conn_check_job(c, req->job.str, false);
+
+        if (r == -EACCES) {
+                conn_error(c, r, "job '%s' belongs to another user", req->job.str);
+                return;
+        }
+        if (r < 0) {
+                conn_error(c, r, "no job named '%s'", req->job.str);
+                return;
+        }
+        r = step_reached(srv, req->job.str, req->step, req->tier, &why);
+        if (r < 0) {
+                conn_error(c, r, "step %" PRIu64 " of job '%s': %s", req->step, req->job.str,
+                           why ? why : strerror(-r));
+                return;
+        }
+        if (r > 0) {
+                struct ckpt_reply rep = { 0 };
+                rep.wait.tier = req->tier;
+                conn_reply(c, &rep, -1);
+                return;
+        }
+        if (req->timeout_ms == 0) {
+                conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' has not reached tier %s",
+                           req->step, req->job.str, ckpt_tier_name(req->tier));
+                return;
+        }
+        struct step_state *st = step_find(srv, req->job.str, req->step);
+        if (!st) {
+                struct ckpt_ckpt_entry e;
+                if (catalog_ckpt_get(srv->catalog, req->job.str, req->step, &e) < 0 ||
+                    !(st = step_new(srv, req->job.str, req->step, e.world_size))) {
+                        conn_error(c, -ENOENT, "no step %" PRIu64 " of job '%s'", req->step,
+                                   req->job.str);
+                        return;
+                }
+        }
+        wait_join(c, st, req->tier, req->timeout_ms);
+}
+
+static void step_committed(void *userdata, int error) {
+        struct step_state *st = userdata;
+        struct server *srv = st->srv;
+        struct list *pos, *tmp;
+
+        st->committing = false;
+
+        if (error < 0) {
+                list_for_each_safe(pos, tmp, &st->waiters) {
+                        struct conn *c = list_entry(pos, struct conn, step_link);
+                        if (c->busy_type != CKPT_MSG_COMMIT)
+                                continue;
+                        wait_leave(c);
+                        conn_error(c, error, "cannot write the commit record of step %" PRIu64
+                                   " of job '%s': %s", st->step, st->job, strerror(-error));
+                }
+                server_check_drained(srv);
+                return;
+        }
+        st->committed = true; /* and in the catalog: the ingest marked it */
+        log_info("job %s step %" PRIu64 ": committed (%u ranks%s)", st->job, st->step,
+                 st->world_size, step_clustered(srv) ? ", the cluster's decision" : "");
+        list_for_each_safe(pos, tmp, &st->waiters) {
+                struct conn *c = list_entry(pos, struct conn, step_link);
+                /* in a cluster, ckpt_commit returns once every node
+                 * holding ranks has recorded it (STEP_STATE EVERYWHERE) */
+                if (step_clustered(srv) && !st->everywhere && c->busy_type == CKPT_MSG_COMMIT)
+                        continue;
+                if (c->busy_type == CKPT_MSG_SAVE_BEGIN)
+                        continue;
+                wait_leave(c);
+                struct ckpt_reply rep = { 0 };
+                if (c->busy_type == CKPT_MSG_WAIT)
+                        rep.wait.tier = c->wait_tier;
+                conn_reply(c, &rep, -1);
+        }
+        char job[CKPT_NAME_MAX + 1];
+        snprintf(job, sizeof(job), "%s", st->job);
+        uint64_t step = st->step;
+        if (step_clustered(srv)) {
+                /* the acknowledgement: the coordinator counts this node
+                 * as having recorded it (-ENOTCONN: the next sync says so) */
+                (void)cluster_report_step(srv, job, step, st->world_size, st->uid, 0);
+        }
+        /* The catalog now knows; the in-memory step is no longer needed,
+         * unless trainers wait on it for the rest of the cluster. */
+        if (list_empty(&st->waiters))
+                step_state_free(st);
+        if (srv->peers) {
+                int q = peers_step_committed(srv->peers, job, step);
+                if (q < 0)
+                        log_error("job %s step %" PRIu64 ": cannot queue replication: %s", job,
+                                  step, strerror(-q));
+        }
+        if (srv->flusher) {
+                int q = flush_step(srv->flusher, job, step);
+                if (q < 0)
+                        log_error("job %s step %" PRIu64 ": cannot queue the flush to the "
+                                  "object store: %s", job, step, strerror(-q));
+        }
+        step_retention_run(srv, job);
+        server_check_drained(srv);
+}
+
+/* What a single node's commit waits for, for its timeout's message:
+ * "ranks 1, 3 of 4 are not saved" (from the catalog's ranks on disk). */
+static void local_missing(struct server *srv, struct step_state *st, uint32_t saved) {
+        _cleanup_free_ uint32_t *have = calloc(saved ? saved : 1, sizeof(*have));
+        size_t n = 0, at = 0, k = 0;
+        int w;
+
+        if (!have || catalog_ranks(srv->catalog, st->job, st->step, have, saved, &n) < 0)
+                n = 0;
+        n = MIN(n, (size_t)saved);
+        bool one = st->world_size - n == 1;
+        w = snprintf(st->cluster_why, sizeof(st->cluster_why), one ? "rank" : "ranks");
+        at = w > 0 ? (size_t)w : 0;
+        bool first = true;
+        for (uint32_t rk = 0; rk < st->world_size && at + 64 < sizeof(st->cluster_why); rk++) {
+                while (k < n && have[k] < rk)
+                        k++;
+                if (k < n && have[k] == rk)
+                        continue;
+                w = snprintf(st->cluster_why + at, sizeof(st->cluster_why) - at, "%s %u",
+                             first ? "" : ",", rk);
+                at += w > 0 ? (size_t)w : 0;
+                first = false;
+        }
+        snprintf(st->cluster_why + at, sizeof(st->cluster_why) - at, " of %u %s not saved",
+                 st->world_size, one ? "is" : "are");
+}
+
+static void step_try_commit(struct conn *c, struct step_state *st) {
+        struct server *srv = c->srv;
+        const char *why;
+
+        if (st->committed) {
+                wait_leave(c);
+                conn_reply_empty(c);
+                return;
+        }
+        if (st->committing)
+                return; /* step_committed() answers */
+        int r = step_reached(srv, st->job, st->step, CKPT_TIER_LOCAL, &why);
+        if (r == 0)
+                return; /* not all ranks on disk yet */
+        if (r < 0) {
+                wait_leave(c);
+                conn_error(c, -EPROTO, "cannot commit step %" PRIu64 " of job '%s': %s", st->step,
+                           st->job, why ? why : strerror(-r));
+                return;
+        }
+        struct ckpt_ckpt_entry e;
+        r = catalog_ckpt_get(srv->catalog, st->job, st->step, &e);
+        if (r < 0 || e.ranks_local != st->world_size) {
+                /* Ranks missing: without a barrier before it, a commit
+                 * waits for them (up to its timeout, which names them). */
+                local_missing(srv, st, r < 0 ? 0 : e.ranks_local);
+                return;
+        }
+        commit_record_clear(&st->record);
+        snprintf(st->record.job, sizeof(st->record.job), "%s", st->job);
+        st->record.step = st->step;
+        st->record.world_size = st->world_size;
+        st->record.committed_at = (int64_t)time(NULL);
+        st->record.ranks = calloc(st->world_size, sizeof(uint32_t));
+        if (!st->record.ranks) {
+                wait_leave(c);
+                conn_error(c, -ENOMEM, "out of memory");
+                return;
+        }
+        for (uint32_t i = 0; i < st->world_size; i++)
+                st->record.ranks[i] = i;
+        st->record.nranks = st->world_size;
+        st->committing = true;
+        ingest_commit_step(&st->commit, srv->store, srv->catalog, &st->record, step_committed,
+                           st);
+}
+
+void step_handle_commit(struct conn *c, const struct ckpt_req_job_step *req) {
+        struct server *srv = c->srv;
+        const char *job = req->job.str;
+        int r = conn_check_job(c, job, true);
+
+        if (r == -EACCES) {
+                conn_error(c, r, "job '%s' belongs to another user", job);
+                return;
+        }
+        if (r < 0) {
+                conn_error(c, r, "no job named '%s'", job);
+                return;
+        }
+        struct ckpt_ckpt_entry e;
+        r = catalog_ckpt_get(srv->catalog, job, req->step, &e);
+        if (r == 0 && e.state == CKPT_STATE_COMMITTED) {
+                conn_reply_empty(c);
+                return;
+        }
+        struct step_state *st = step_find(srv, job, req->step);
+        if (!st) {
+                if (r < 0 || !(st = step_new(srv, job, req->step, e.world_size))) {
+                        conn_error(c, -ENOENT, "no save of step %" PRIu64 " of job '%s' to commit%s",
+                                   req->step, job,
+                                   step_clustered(srv) ? " on this node: commit on a node that saves "
+                                                    "ranks of it" : "");
+                        return;
+                }
+                st->uid = (uint32_t)c->uid;
+        }
+        wait_join(c, st, CKPT_TIER_COMMITTED, req->timeout_ms ? req->timeout_ms : 1);
+        if (!step_clustered(srv)) {
+                step_try_commit(c, st);
+                return;
+        }
+        /* The coordinator decides; this node tells it what it holds and
+         * that a trainer asks.  Ranks still on their way to disk are
+         * reported as they land (save_on_disk). */
+        cluster_commit_check(c, st);
+        if (c->wait_step != st)
+                return; /* answered: a rank here failed */
+        if (cluster_report_step(srv, job, st->step, st->world_size, st->uid,
+                                cluster_flags(st)) == -ENOTCONN && !st->cluster_why[0])
+                snprintf(st->cluster_why, sizeof(st->cluster_why),
+                         "the coordinator (node 0) is unreachable");
+        if (!loop_timer_armed(&st->ask_again))
+                loop_timer_start(srv->loop, &st->ask_again, CLUSTER_ASK_AGAIN_MS,
+                                 cluster_ask_again);
+}
+
+void step_state_free(struct step_state *st) {
+        struct list *pos, *tmp;
+
+        list_for_each_safe(pos, tmp, &st->waiters) {
+                struct conn *c = list_entry(pos, struct conn, step_link);
+                wait_leave(c);
+                conn_error(c, -ENOENT, "step %" PRIu64 " of job '%s' was deleted", st->step,
+                           st->job);
+        }
+        list_for_each_safe(pos, tmp, &st->saves) {
+                struct save *s = list_entry(pos, struct save, step_link);
+                save_free(s);
+        }
+        commit_record_clear(&st->record);
+        loop_timer_cancel(&st->ask_again);
+        if (loop_timer_armed(&st->report_due)) {
+                loop_timer_cancel(&st->report_due);
+                cluster_report_due(&st->report_due); /* what landed is still news */
+        }
+        list_unlink(&st->link);
+        free(st);
+}
+
+void step_state_free_all(struct server *srv) {
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &srv->steps) {
+                struct step_state *st = list_entry(pos, struct step_state, link);
+                step_state_free(st);
+        }
+}
+
+/* ---- the cluster-wide commit: this node's side (docs/commit.md) ------------------------------
+ *
+ * With node_count > 1 a step is committed by the coordinator's decision,
+ * not here: this node reports the ranks on its disk and its trainers'
+ * commit requests (STEP_REPORT), records the decision when it comes
+ * (its COMMITTED record, through the same step_committed() as a single
+ * node's commit) and answers ckpt_commit once every holder has.
+ */
+
+
+bool step_clustered(const struct server *srv) {
+        return srv->cluster_report != NULL;
+}
+
+/* What this node's trainers wait for on st, as report flags. */
+static uint8_t cluster_flags(const struct step_state *st) {
+        uint8_t flags = 0;
+        const struct list *pos;
+        for (pos = st->waiters.next; pos != &st->waiters; pos = pos->next) {
+                const struct conn *c = list_entry(pos, struct conn, step_link);
+                if (c->busy_type == CKPT_MSG_COMMIT)
+                        flags |= PEER_REPORT_COMMIT;
+                else if (c->busy_type == CKPT_MSG_SAVE_BEGIN)
+                        flags |= PEER_REPORT_BEGIN;
+        }
+        return flags;
+}
+
+/*
+ * Report (job, step) to the coordinator: the ranks on this node's disk
+ * (from the catalog, which gets a rank's row once it is durable), whether
+ * this node recorded the decision, and flags.  world_size and uid are used
+ * when the catalog does not know the step.  0 or -errno (-ENOTCONN: the
+ * coordinator cannot be reached now; the sync at the reconnect reports).
+ */
+static int cluster_report_step(struct server *srv, const char *job, uint64_t step,
+                               uint32_t world_size, uint32_t uid, uint8_t flags) {
+        _cleanup_free_ struct peer_msg *m = NULL;
+        _cleanup_free_ uint32_t *ranks = NULL;
+        struct ckpt_ckpt_entry e;
+        size_t n = 0;
+
+        if (!step_clustered(srv))
+                return -ENOTCONN; /* shutting down */
+        if (!(m = calloc(1, sizeof(*m))))
+                return -ENOMEM;
+        struct peer_step_report *p = &m->step_report;
+        m->hdr.type = PEER_MSG_STEP_REPORT;
+        p->job.len = (uint16_t)strlen(job);
+        memcpy(p->job.str, job, p->job.len);
+        p->step = step;
+        /* (void): a job the catalog does not know keeps the caller's uid */
+        (void)catalog_job_uid(srv->catalog, job, &uid);
+        if (catalog_ckpt_get(srv->catalog, job, step, &e) == 0) {
+                world_size = e.world_size;
+                if (e.state == CKPT_STATE_COMMITTED) {
+                        flags |= PEER_REPORT_COMMITTED;
+                        p->committed_at = e.committed_at > 0 ? e.committed_at : 1;
+                }
+                if (e.ranks_local) {
+                        ranks = calloc(e.ranks_local, sizeof(*ranks));
+                        if (!ranks)
+                                return -ENOMEM;
+                        int r = catalog_ranks(srv->catalog, job, step, ranks, e.ranks_local, &n);
+                        if (r < 0)
+                                return r;
+                }
+        }
+        if (world_size == 0)
+                return -EINVAL; /* nothing known of the step here */
+        if (n == 0 && flags == 0)
+                return 0; /* nothing to say */
+        p->uid = uid;
+        p->world_size = world_size;
+        p->flags = flags;
+        /* several reports when this node holds more ranks than one names:
+         * the coordinator adds them up; the flags go with the last one */
+        size_t at = 0;
+        do {
+                size_t k = MIN(n - at, (size_t)PEER_REPORT_RANKS_MAX);
+                memcpy(p->ranks, ranks ? ranks + at : p->ranks, k * sizeof(*ranks));
+                p->nranks = (uint32_t)k;
+                at += k;
+                p->flags = at < n ? (flags & PEER_REPORT_COMMITTED) : flags;
+                int r = srv->cluster_report(srv, m);
+                if (r < 0)
+                        return r;
+        } while (at < n);
+        return 0;
+}
+
+/* A COMMIT waiter in a cluster: fail it now if a rank saved here failed
+ * (as a single node's commit does); else it waits for the coordinator. */
+static void cluster_commit_check(struct conn *c, struct step_state *st) {
+        const char *why;
+        int r = step_reached(c->srv, st->job, st->step, CKPT_TIER_LOCAL, &why);
+        if (r >= 0 || r == -ENOENT)
+                return;
+        wait_leave(c);
+        conn_error(c, -EPROTO, "cannot commit step %" PRIu64 " of job '%s': %s", st->step,
+                   st->job, why ? why : strerror(-r));
+}
+
+static void step_free_if_idle(struct step_state *st) {
+        if (!st->committing && list_empty(&st->saves) && list_empty(&st->waiters))
+                step_state_free(st);
+}
+
+/* Answer the SAVE_BEGINs parked for the coordinator's word: go ahead
+ * (error 0), or refuse their saves with the coordinator's reason. */
+static void cluster_verdict(struct step_state *st, int error, const char *why) {
+        struct server *srv = st->srv;
+        struct list *pos, *tmp;
+
+        struct list parked;
+
+        st->verdict_asked = false;
+        /* taken off first: failing a save below wakes the step's other
+         * waiters, which may leave the list as it is walked */
+        list_init(&parked);
+        list_for_each_safe(pos, tmp, &st->waiters) {
+                struct conn *c = list_entry(pos, struct conn, step_link);
+                if (c->busy_type != CKPT_MSG_SAVE_BEGIN)
+                        continue;
+                list_unlink(&c->step_link);
+                list_add_tail(&parked, &c->step_link);
+        }
+        while (!list_empty(&parked)) {
+                struct conn *c = list_entry(parked.next, struct conn, step_link);
+                struct save *s = c->pending;
+                c->pending = NULL;
+                wait_leave(c);
+                if (!error) {
+                        save_begin_reply(c, s);
+                        continue;
+                }
+                conn_drop_save(c, s);
+                s->conn = NULL;
+                save_fail(s, error, "%s", why);
+                conn_error(c, error, "%s", why);
+                /* nothing of it was written: it leaves no trace */
+                if (!ingest_open(&s->ingest) && s->chunks_pending == 0)
+                        save_free(s);
+        }
+        if (!error || !list_empty(&st->saves))
+                return;
+        struct ckpt_ckpt_entry e;
+        if (catalog_ckpt_get(srv->catalog, st->job, st->step, &e) == 0 && e.ranks_local == 0 &&
+            e.state != CKPT_STATE_COMMITTED)
+                /* (void): an empty row; reconcile forgets it at the next start */
+                (void)catalog_ckpt_delete(srv->catalog, st->job, st->step);
+        step_free_if_idle(st);
+}
+
+static void cluster_report_due(struct loop_timer *t) {
+        struct step_state *st = container_of(t, struct step_state, report_due);
+        if (!step_clustered(st->srv))
+                return; /* shutting down */
+        /* -ENOTCONN: the sync after the reconnect reports it */
+        (void)cluster_report_step(st->srv, st->job, st->step, st->world_size, st->uid,
+                                  cluster_flags(st));
+}
+
+static void cluster_ask_again(struct loop_timer *t) {
+        struct step_state *st = container_of(t, struct step_state, ask_again);
+        struct server *srv = st->srv;
+        uint8_t flags = cluster_flags(st);
+
+        if (!(flags & PEER_REPORT_COMMIT) || st->everywhere)
+                return; /* nobody waits any more */
+        (void)cluster_report_step(srv, st->job, st->step, st->world_size, st->uid, flags);
+        loop_timer_start(srv->loop, &st->ask_again, CLUSTER_ASK_AGAIN_MS, cluster_ask_again);
+}
+
+static void cluster_begin_timeout(struct conn *c) {
+        struct step_state *st = c->wait_step;
+        struct save *s = c->pending;
+
+        c->pending = NULL;
+        wait_leave(c);
+        log_warn("job %s step %" PRIu64 ": no word from the coordinator (node 0) on world_size %u "
+                 "within %u ms; saving without it",
+                 st->job, st->step, st->world_size, CLUSTER_VERDICT_MS);
+        save_begin_reply(c, s);
+}
+
+/* The decision reached this node: record it for the ranks held here. */
+static void cluster_record(struct server *srv, const char *job, const struct peer_step_state *m) {
+        struct ckpt_ckpt_entry e;
+
+        if (catalog_ckpt_get(srv->catalog, job, m->step, &e) < 0 || e.ranks_local == 0)
+                return; /* no rank of it here: nothing to record */
+        if (e.state == CKPT_STATE_COMMITTED) {
+                /* recorded before: say so again (the coordinator restarted,
+                 * or the first word got lost with a link) */
+                (void)cluster_report_step(srv, job, m->step, e.world_size, 0, 0);
+                return;
+        }
+        if (e.world_size != m->world_size) {
+                log_error("job %s step %" PRIu64 ": the coordinator decided it with world_size %u, "
+                          "but this node holds ranks saved with world_size %u: not recorded",
+                          job, m->step, m->world_size, e.world_size);
+                return;
+        }
+        struct step_state *st = step_find(srv, job, m->step);
+        if (!st && !(st = step_new(srv, job, m->step, e.world_size)))
+                return; /* out of memory: the next report gets the word again */
+        if (st->committing || st->committed)
+                return;
+        /* A rank saved here again (it replaces its copy) is still on its
+         * way: the record must name what is on disk once it lands, so
+         * the decision waits for it (step_notify() brings it back). */
+        struct list *pos;
+        for (pos = st->saves.next; pos != &st->saves; pos = pos->next) {
+                const struct save *s = list_entry(pos, struct save, step_link);
+                if (s->state != SAVE_DONE && s->state != SAVE_FAILED) {
+                        st->decision_due = true;
+                        st->decision_at = m->committed_at;
+                        return;
+                }
+        }
+        st->decision_due = false;
+        commit_record_clear(&st->record);
+        st->record.ranks = calloc(e.ranks_local, sizeof(uint32_t));
+        size_t n = 0;
+        if (!st->record.ranks ||
+            catalog_ranks(srv->catalog, job, m->step, st->record.ranks, e.ranks_local, &n) < 0) {
+                commit_record_clear(&st->record);
+                step_free_if_idle(st);
+                return;
+        }
+        snprintf(st->record.job, sizeof(st->record.job), "%s", job);
+        st->record.step = m->step;
+        st->record.world_size = e.world_size;
+        st->record.committed_at = m->committed_at;
+        st->record.nranks = (uint32_t)n;
+        st->committing = true;
+        ingest_commit_step(&st->commit, srv->store, srv->catalog, &st->record, step_committed,
+                           st);
+}
+
+/* Every node holding ranks recorded it: ckpt_commit returns. */
+static void cluster_everywhere(struct step_state *st) {
+        struct list *pos, *tmp;
+
+        st->everywhere = true;
+        list_for_each_safe(pos, tmp, &st->waiters) {
+                struct conn *c = list_entry(pos, struct conn, step_link);
+                if (c->busy_type != CKPT_MSG_COMMIT)
+                        continue;
+                wait_leave(c);
+                conn_reply_empty(c);
+        }
+        step_free_if_idle(st);
+}
+
+static void cluster_refused(struct step_state *st, int error, const char *why) {
+        struct list *pos, *tmp;
+
+        snprintf(st->cluster_why, sizeof(st->cluster_why), "%s", why);
+        list_for_each_safe(pos, tmp, &st->waiters) {
+                struct conn *c = list_entry(pos, struct conn, step_link);
+                if (c->busy_type != CKPT_MSG_COMMIT)
+                        continue;
+                wait_leave(c);
+                conn_error(c, error, "cannot commit step %" PRIu64 " of job '%s': %s", st->step,
+                           st->job, why);
+        }
+        cluster_verdict(st, error, why); /* may free st */
+}
+
+void step_cluster_state(struct server *srv, const struct peer_step_state *m) {
+        char job[CKPT_NAME_MAX + 1];
+
+        memcpy(job, m->job.str, m->job.len);
+        job[m->job.len] = 0;
+        struct step_state *st = step_find(srv, job, m->step);
+        switch (m->state) {
+        case PEER_STEP_PENDING:
+                if (!st)
+                        return;
+                snprintf(st->cluster_why, sizeof(st->cluster_why), "%s", m->message);
+                cluster_verdict(st, 0, NULL);
+                return;
+        case PEER_STEP_DECIDED:
+                if (st) {
+                        snprintf(st->cluster_why, sizeof(st->cluster_why),
+                                 "decided; not every node holding ranks of it has recorded it");
+                        cluster_verdict(st, 0, NULL);
+                }
+                cluster_record(srv, job, m);
+                return;
+        case PEER_STEP_EVERYWHERE:
+                if (st)
+                        cluster_everywhere(st);
+                return;
+        case PEER_STEP_REFUSED:
+                log_error("job %s step %" PRIu64 ": the coordinator refuses this node's report: %s",
+                          job, m->step, m->message);
+                if (st)
+                        cluster_refused(st, m->error, m->message);
+                return;
+        default:
+                return;
+        }
+}
+
+static int cluster_sync_step(void *userdata, const char *job, uint64_t step, uint8_t state) {
+        struct server *srv = userdata;
+        struct step_state *st = step_find(srv, job, step);
+        (void)state;
+        int r = cluster_report_step(srv, job, step, 0, 0, st ? cluster_flags(st) : 0);
+        /* a step the catalog lists without ranks here is nothing to report;
+         * a lost link stops the walk: the reconnect walks again */
+        return r == -ENOTCONN ? r : 0;
+}
+
+void step_cluster_sync(struct server *srv) {
+        struct list *pos, *tmp;
+
+        if (!step_clustered(srv))
+                return;
+        if (catalog_ckpt_foreach(srv->catalog, NULL, cluster_sync_step, srv) == -ENOTCONN)
+                return;
+        /* steps this node knows only in memory: saves begun, none on disk */
+        list_for_each_safe(pos, tmp, &srv->steps) {
+                struct step_state *st = list_entry(pos, struct step_state, link);
+                struct ckpt_ckpt_entry e;
+                uint8_t flags = cluster_flags(st);
+                if (!flags || (catalog_ckpt_get(srv->catalog, st->job, st->step, &e) == 0 &&
+                               e.ranks_local > 0))
+                        continue;
+                if (cluster_report_step(srv, st->job, st->step, st->world_size, st->uid,
+                                        flags) == -ENOTCONN)
+                        return;
+        }
+}
+
+void step_rank_landed(struct step_state *st) {
+        if (step_clustered(st->srv) && !loop_timer_armed(&st->report_due))
+                /* one report for the ranks that land in this turn of the
+                 * loop, not one each (node 0 hears from every node) */
+                loop_timer_start(st->srv->loop, &st->report_due, 0, cluster_report_due);
+}
+
+bool step_begin_parked(struct conn *c, struct save *s, bool ask) {
+        struct step_state *st = s->step;
+        struct server *srv = st->srv;
+
+        if (ask && cluster_report_step(srv, st->job, st->step, st->world_size, st->uid,
+                                       PEER_REPORT_BEGIN) == 0)
+                st->verdict_asked = true;
+        if (!st->verdict_asked)
+                return false;
+        /* answered by the coordinator's word (step_cluster_state), or at
+         * CLUSTER_VERDICT_MS without it: saving never waits long for a
+         * coordinator that is away */
+        c->pending = s;
+        wait_join(c, st, 0, CLUSTER_VERDICT_MS);
+        return true;
+}
+
+/* ---- retention ------------------------------------------------------------------------------ */
+
+/* May a step's files be removed now?  Not while anything works on it —
+ * including a flush to the object store that has not finished: the local
+ * files are its only source.  A flush that failed permanently does not
+ * pin the disk (status shows the failure).  Pins are the policy's
+ * (retention/). */
+static bool step_idle(struct server *srv, const char *job, uint64_t step) {
+        if (srv->flusher) {
+                uint8_t rs = 0;
+                if (flush_busy(srv->flusher, job, step))
+                        return false;
+                struct ckpt_ckpt_entry e;
+                if (catalog_ckpt_get(srv->catalog, job, step, &e) == 0 &&
+                    e.state == CKPT_STATE_COMMITTED &&
+                    catalog_ckpt_remote_get(srv->catalog, job, step, &rs, NULL, 0) == 0 &&
+                    rs != CATALOG_REMOTE_DONE && rs != CATALOG_REMOTE_FAILED)
+                        return false;
+        }
+        struct step_state *st = step_find(srv, job, step);
+        if (!st)
+                return true;
+        if (st->committing || !list_empty(&st->waiters))
+                return false;
+        struct list *pos, *tmp;
+        list_for_each_safe(pos, tmp, &st->saves) {
+                struct save *s = list_entry(pos, struct save, step_link);
+                if (s->state != SAVE_DONE && !(s->state == SAVE_FAILED && s->chunks_pending == 0 &&
+                                                  !ingest_open(&s->ingest)))
+                        return false;
+        }
+        return true;
+}
+
+/*
+ * The local tier's deleter under the one policy (retention/): keep the
+ * newest `keep` committed steps of job, and uncommitted steps newer than
+ * the newest committed one (a trainer that moved on will never commit the
+ * older ones).  A step the policy drops goes only once nothing works on it.
+ */
+void step_retention_run(struct server *srv, const char *job) {
+        /* In a cluster, a step this node holds uncommitted may be one whose
+         * decision has not reached it yet (it was down, or the link): it
+         * stays until it is older than the kept committed steps. */
+        const struct retention_policy policy = {
+                .keep = srv->opts.keep,
+                .uncommitted = step_clustered(srv) ? RETENTION_UNCOMMITTED_BELOW_KEPT
+                                              : RETENTION_UNCOMMITTED_BELOW_NEWEST,
+        };
+        struct retention_plan plan;
+
+        if (retention_plan_from_catalog(&plan, srv->catalog, job, &policy) <= 0) {
+                retention_plan_clear(&plan);
+                return;
+        }
+        for (size_t i = 0; i < plan.n; i++) {
+                uint64_t step = plan.steps[i].step;
+                if (!retention_verdict_drops(plan.verdicts[i]) || !step_idle(srv, job, step))
+                        continue;
+                log_info("job %s step %" PRIu64 ": removed by retention (keep %u)", job, step,
+                         srv->opts.keep);
+                struct step_state *st = step_find(srv, job, step);
+                if (st)
+                        step_state_free(st);
+                if (store_step_delete(srv->store, job, step) == 0)
+                        /* (void): the files are gone; a row a fault left behind (catalog.c
+                         * logs it) is forgotten by reconcile at the next start */
+                        (void)catalog_ckpt_delete(srv->catalog, job, step);
+        }
+        retention_plan_clear(&plan);
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * step — the life of a step on this node once its saves are under way:
+ * what WAIT and COMMIT look at (the tiers a step reached), a single node's
+ * commit, this node's side of the cluster-wide commit (reports to node 0,
+ * recording its decisions, docs/commit.md) and the local tier's deleter
+ * under the one retention policy (retention/).
+ *
+ * Ownership: step.c owns every struct step_state (srv->steps) and the
+ * connections waiting on one (WAIT, COMMIT, a SAVE_BEGIN parked for node
+ * 0's word) while they wait; the saves on st->saves are save.c's, which
+ * tells this file when one changed (step_notify) or landed
+ * (step_rank_landed).  What the step is in each tier is the catalog's;
+ * the decision across nodes is step/coordinator's.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ckpt-proto.h"
+#include "peer-proto.h"
+#include "io/loop.h"
+#include "local/store.h"
+#include "step/ingest.h"
+#include "util/list.h"
+
+struct server;
+struct conn;
+struct save;
+
+struct step_state {
+        struct list link;
+        struct server *srv;
+        char job[CKPT_NAME_MAX + 1];
+        uint64_t step;
+        uint32_t world_size;
+        struct list saves;    /* struct save, by step_link */
+        struct list waiters;  /* struct conn, by step_link */
+        bool committing, committed;
+        struct commit_record record;
+        struct ingest_commit commit; /* record being written, while committing */
+        /* the cluster-wide commit (docs/commit.md); conns parked in
+         * SAVE_BEGIN for the coordinator's word on world_size are on
+         * `waiters` too (busy_type CKPT_MSG_SAVE_BEGIN) */
+        uint32_t uid;              /* whose saves these are */
+        bool everywhere;           /* every node holding ranks recorded it */
+        bool verdict_asked;        /* a BEGIN report went out, no word back yet */
+        struct loop_timer ask_again; /* trainers wait in ckpt_commit: ask again */
+        struct loop_timer report_due; /* ranks landed: one report for them all */
+        /* node 0's decision came while a save of a rank of it was still
+         * on its way here (saved again): recorded once that one lands */
+        bool decision_due;
+        int64_t decision_at;
+        char cluster_why[CKPT_ERRMSG_MAX + 1]; /* the coordinator's last word on it */
+};
+
+struct step_state *step_find(struct server *srv, const char *job, uint64_t step);
+struct step_state *step_new(struct server *srv, const char *job, uint64_t step,
+                            uint32_t world_size);
+/* A save of st changed state (on disk, failed): answer whom it concerns. */
+void step_notify(struct server *srv, struct step_state *st);
+void step_state_free(struct step_state *st);
+void step_state_free_all(struct server *srv);
+
+void step_handle_wait(struct conn *c, const struct ckpt_req_wait *req);
+void step_handle_commit(struct conn *c, const struct ckpt_req_job_step *req);
+/* The flusher or the replication moved (job, step): wake its waiters. */
+void step_changed(struct server *srv, const char *job, uint64_t step);
+/* Remove the local steps of job that retention (retention/) drops and
+ * nothing works on any more; run after each commit and flush, after a pin
+ * changes, at start and on reload. */
+void step_retention_run(struct server *srv, const char *job);
+
+/* The cluster-wide commit (node_count > 1): */
+bool step_clustered(const struct server *srv);
+/* A rank of st is on this node's disk: node 0 hears of it (one report for
+ * the ranks landing in a turn of the loop). */
+void step_rank_landed(struct step_state *st);
+/* Before SAVE_BEGIN's reply: ask node 0 whether s's world_size is the
+ * cluster's (ask: the step's first save here).  true: the reply is parked
+ * until its word (or CLUSTER_VERDICT_MS); false: answer now. */
+bool step_begin_parked(struct conn *c, struct save *s, bool ask);
+/* The coordinator's word on a step (STEP_STATE) for this node. */
+void step_cluster_state(struct server *srv, const struct peer_step_state *m);
+/* The control link to the coordinator is up (or this node is it and just
+ * started): report every step this node holds ranks of, and what its
+ * trainers wait for. */
+void step_cluster_sync(struct server *srv);
