@@ -264,11 +264,13 @@ def socket_activation(tmp):
 
 
 def sigterm_drain(tmp):
-    # 256 MiB pool for a 400 MiB save: when finish returns, up to 256 MiB are
-    # still only in memory
-    d = Daemon(tmp, name="drain", pool="256M", slot="16M")
+    # 768 MiB pool for an 800 MiB save: when finish returns, up to 768 MiB
+    # are still only in memory — enough that writing them outlasts the
+    # test's SIGTERM even on a fast disk with a slow (sanitized) client
+    # exit; 256 MiB was not, once in CI's ASan run
+    d = Daemon(tmp, name="drain", pool="768M", slot="16M")
     d.start()
-    layout = [("model", 400 * MiB + 77), ("small", 5000)]
+    layout = [("model", 800 * MiB + 77), ("small", 5000)]
     # a second trainer still staging when SIGTERM comes: never acknowledged
     staging = d.rank_async("save", "--job", "drain-other", "--step", 1, "--rank", 0,
                            "--world", 1, "--shards", "huge:4G", "--zero-copy")
