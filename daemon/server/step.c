@@ -780,8 +780,11 @@ void step_cluster_state(struct server *srv, const struct peer_step_state *m) {
                 return;
         case PEER_STEP_DECIDED:
                 if (st) {
-                        snprintf(st->cluster_why, sizeof(st->cluster_why),
-                                 "decided; not every node holding ranks of it has recorded it");
+                        /* node 0's word when it has one: whose record is missing */
+                        snprintf(st->cluster_why, sizeof(st->cluster_why), "%s",
+                                 m->message[0] ? m->message
+                                               : "decided; not every node holding ranks of "
+                                                 "it has recorded it");
                         cluster_verdict(st, 0, NULL);
                 }
                 cluster_record(srv, job, m);

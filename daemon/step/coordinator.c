@@ -282,6 +282,31 @@ static void send_pending(struct coordinator *co, uint32_t node, struct cstep *s,
         co->ops.send(co->userdata, node, &m);
 }
 
+/* DECIDED to an asking node, saying whose record is still missing:
+ * "decided; not yet recorded by nodes 3, 5" (a node cut off, or down). */
+static void send_decided_waiting(struct coordinator *co, uint32_t node, const struct cstep *s) {
+        struct peer_step_state m;
+        size_t at = 0, size = sizeof(m.message);
+        bool first = true;
+        int n;
+
+        state_init(&m, s, PEER_STEP_DECIDED);
+        n = snprintf(m.message, size, "decided; not yet recorded by node%s",
+                     s->unrecorded == 1 ? "" : "s");
+        at = n > 0 ? (size_t)n : 0;
+        for (uint32_t nd = 0; nd < co->node_count && at + 32 < size; nd++) {
+                if (s->holder[nd] != HOLDS_RANKS)
+                        continue;
+                n = snprintf(m.message + at, size - at, "%s %u", first ? "" : ",", nd);
+                at += n > 0 ? (size_t)n : 0;
+                first = false;
+        }
+        if (first) /* none: every known holder recorded it, some ranks' holders are unknown */
+                snprintf(m.message, size, "decided; %u of %u ranks have not been reported by "
+                         "their nodes since node 0 started", s->missing, s->world_size);
+        co->ops.send(co->userdata, node, &m);
+}
+
 /* After any change: decide, tell the holders that have not recorded the
  * decision, and tell everyone once every holder has. */
 static void advance(struct coordinator *co, struct cstep *s, int64_t now) {
@@ -376,8 +401,9 @@ void coordinator_report(struct coordinator *co, uint32_t node,
         else if (r->flags & (PEER_REPORT_BEGIN | PEER_REPORT_COMMIT)) {
                 if (!s->decided)
                         send_pending(co, node, s, r->flags & PEER_REPORT_COMMIT);
-                else if (!s->everywhere && s->holder[node] == HOLDS_NONE)
-                        /* it holds nothing to record: it waits for EVERYWHERE */
-                        send_state(co, node, s, PEER_STEP_DECIDED);
+                else if (was_decided && !s->everywhere && (r->flags & PEER_REPORT_COMMIT))
+                        /* decided, not yet recorded everywhere: say by whom
+                         * (a holder that has not recorded it records it now) */
+                        send_decided_waiting(co, node, s);
         }
 }

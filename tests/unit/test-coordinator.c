@@ -94,6 +94,12 @@ static void test_decide(void) {
         for (uint32_t n = 0; n < 3; n++)
                 report(co, n, "j", 7, 8, 1000, PEER_REPORT_COMMITTED, n * 2, 2);
         CHECK(nsent == mark, "nothing until every holder recorded it (%zu sent)", nsent - mark);
+        /* node 1 asks again meanwhile: told who has not recorded it */
+        report(co, 1, "j", 7, 8, 1000, PEER_REPORT_COMMIT | PEER_REPORT_COMMITTED, 2, 2);
+        CHECK(count(mark, 1, PEER_STEP_DECIDED, &m) == 1 &&
+                      strcmp(m->message, "decided; not yet recorded by node 3") == 0,
+              "an ask while node 3 has not recorded it: '%s'", m ? m->message : "");
+        mark = nsent;
         report(co, 3, "j", 7, 8, 1000, PEER_REPORT_COMMITTED, 6, 2);
         for (uint32_t n = 0; n < 4; n++)
                 CHECK(count(mark, n, PEER_STEP_EVERYWHERE, NULL) == 1, "node %u EVERYWHERE", n);
