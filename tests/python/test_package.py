@@ -373,13 +373,22 @@ def case_pip(d, tmp):
     code = ("import ckptd, sys\n"
             "assert ckptd.__file__.startswith(sys.argv[1]), ckptd.__file__\n"
             "with ckptd.Client() as c:\n"
+            "    with c.save('pip-job', 1, 0, 1) as s:\n"
+            "        s.write('w', b'plain bytes')\n"
+            "    c.commit('pip-job', 1)\n"
+            "    assert c.read('pip-job', 1, 0, 'w') == b'plain bytes'\n"
+            "    with c.map('pip-job', 1, 0, 'w') as m:\n"
+            "        assert bytes(m.memoryview) == b'plain bytes'\n"
+            "    # torch and numpy are optional: never imported behind the caller's back\n"
+            "    assert 'torch' not in sys.modules and 'numpy' not in sys.modules\n"
             "    print(c.latest(sys.argv[2]).step)\n")
     env = d.client_env({"PYTHONPATH": target})
     p = subprocess.run([sys.executable, "-c", code, target, JOB], env=env, capture_output=True,
                        text=True, timeout=60)
     check(p.returncode == 0 and p.stdout.strip().isdigit(),
           "the installed package: %s %s" % (p.stdout, p.stderr))
-    log("pip: installed with --no-build-isolation --target, imported from there (latest %s)"
+    log("pip: installed with --no-build-isolation --target, imported from there, used "
+        "without torch or numpy being imported (latest %s)"
         % p.stdout.strip())
 
 

@@ -634,7 +634,8 @@ class _MapOwner:
 
     def __del__(self) -> None:
         if self.size:
-            _lib.lib().ckpt_unmap(self.address, self.size)
+            with contextlib.suppress(Exception):  # at interpreter exit ctypes may be gone
+                _lib.lib().ckpt_unmap(self.address, self.size)
 
 
 class Mapping:
