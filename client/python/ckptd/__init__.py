@@ -67,6 +67,7 @@ def _load():
     optional = {
         "ckpt_set_timeout": (ctypes.c_int, [c_p, ctypes.c_uint32]),
         "ckpt_save_replaced": (ctypes.c_int, [c_p]),
+        "ckpt_commit_async": (ctypes.c_int, [c_p, ctypes.c_char_p, ctypes.c_uint64]),
     }
     for name, (res, args) in list(sig.items()) + list(optional.items()):
         f = getattr(lib, name, None)
@@ -182,6 +183,18 @@ class Client:
 
     def commit(self, job, step, timeout_ms=60000):
         self._check(_l().ckpt_commit(self._c, _enc(job), step, timeout_ms), "commit")
+
+    def commit_async(self, job, step):
+        """Ask the daemon to commit (job, step) once every rank is saved,
+        whoever is still connected then, and return as soon as it has
+        recorded the request: a trainer may exit right after
+        (docs/commit.md).  wait(job, step, COMMITTED) or commit() wait for
+        the commit itself.  CkptError EOPNOTSUPP when libckpt (before 0.5)
+        or ckptd (protocol version < 4) has no commit requests."""
+        if not hasattr(_l(), "ckpt_commit_async"):
+            raise CkptError(_errno.EOPNOTSUPP, "commit_async",
+                            "this libckpt predates ckpt_commit_async()")
+        self._check(_l().ckpt_commit_async(self._c, _enc(job), step), "commit_async")
 
     def latest(self, job):
         step, world = ctypes.c_uint64(), ctypes.c_uint32()
