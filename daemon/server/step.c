@@ -511,15 +511,16 @@ void step_handle_commit(struct conn *c, const struct ckpt_req_job_step *req) {
  *
  * ckpt_commit_async() asks for the commit and returns once the request is
  * recorded: st->commit_asked in memory, a row of commit_requests in the
- * catalog (on stable storage before the reply, so a daemon killed or a
- * node losing power right after still has it).  From then on no connection is needed: on one node the step
- * commits when its last rank lands (step_notify), through the same
- * step_commit_now() as COMMIT; in a cluster every report of the step to
- * node 0 carries PEER_REPORT_COMMIT (cluster_flags), the sync after a
- * reconnect included, so node 0 decides it when the last rank lands on
- * any node.  The request is done when the step commits here (or, on a
- * node that holds none of its ranks any more, when node 0 says it is
- * recorded everywhere); it goes with the step when retention removes it.
+ * catalog (on stable storage before the reply, so a daemon killed, or a
+ * node losing power, right after still has it).  From then on no
+ * connection is needed: on one node the step commits when its last rank
+ * lands (step_notify), through the same step_commit_now() as COMMIT; in a
+ * cluster every report of the step to node 0 carries PEER_REPORT_COMMIT
+ * (cluster_flags), the sync after a reconnect included, so node 0 decides
+ * it when the last rank lands on any node.  The request is done when the
+ * step commits here (or, on a node that holds none of its ranks any more,
+ * when node 0 says it is recorded everywhere); it goes with the step when
+ * retention removes it.
  */
 
 /* Carry a commit request as far as this node can now. */
