@@ -18,13 +18,18 @@ by themselves once the last rank lands, whoever is still connected.
      asks and exits at once; the step is committed on both nodes and reads
      back bit-exact through each;
   4. the exact errors: an unknown job and a step with no save here
-     (ENOENT), a rank whose save failed here (a torn shard: EPROTO), a
+     (ENOENT), another uid's job (EACCES; as root only: it runs the client
+     as nobody), a rank whose save failed here (a torn shard: EPROTO), a
      timeout_ms other than 0 on the wire (EINVAL) and the request in a
      version-3 header (EBADMSG); a committed step is answered 0;
   5. retention (keep 1): a pending request on a step newer than the newest
      committed one keeps it through retention runs (a restart runs one)
      until it commits; a pending request on a step that became older than
-     a newer committed one goes with the step.
+     a newer committed one goes with the step;
+  6. two nodes again: node 1's rank asks, both nodes are SIGKILLed and
+     restarted, then node 0's rank saves; and node 1's rank asks, node 0 (the
+     coordinator) is SIGKILLed and restarted, then its rank saves: the step
+     commits on both nodes each time.
 
 Cases can be chosen with CKPT_CA_CASES=2,3 (by number) when run by hand.
 """
@@ -44,6 +49,7 @@ from cluster import Cluster  # noqa: E402
 MiB = 1024 * 1024
 WORLD = 2
 CKPT_MSG_COMMIT_ASYNC = 21
+NOBODY = 65534
 
 
 def layout(r):
@@ -223,7 +229,11 @@ def case_cluster(ctx):
 
 
 def case_errors(ctx):
-    d = Daemon(ctx.tmp, pool="64M", slot="4M").start()
+    root = os.geteuid() == 0
+    if root:  # another uid must reach the socket
+        for path in (os.path.dirname(ctx.tmp), ctx.tmp):
+            os.chmod(path, 0o755)
+    d = Daemon(ctx.tmp, pool="64M", slot="4M", extra=["--socket-mode", "0666"]).start()
     ctx.daemons.append(d)
     job = "ca.errors"
 
@@ -236,6 +246,14 @@ def case_errors(ctx):
     check(p.returncode == 1 and "ENOENT" in p.stderr and
           "no save of step 2 of job 'ca.errors' to commit" in p.stderr,
           "commit_async of a step never saved here: %r" % p.stderr.strip())
+
+    if root:
+        p = d.rank("commit-async", "--job", job, "--step", 1, check_rc=False, user=NOBODY)
+        check(p.returncode == 1 and "EACCES" in p.stderr and
+              "job 'ca.errors' belongs to another user" in p.stderr,
+              "commit_async of another uid's job: %r" % p.stderr.strip())
+    else:
+        log("   (not root: the EACCES check of another uid's job is left out)")
 
     # a torn shard: the save of rank 0 of step 3 fails once checked
     p = d.rank("save", "--job", job, "--step", 3, "--rank", 0, "--world", 2, "--torn",
@@ -257,8 +275,8 @@ def case_errors(ctx):
     p = d.rank("commit-async", "--job", job, "--step", 1)
     check("asked" in p.stdout, "commit_async of a committed step: %r" % p.stdout)
     check(d.alive(), "ckptd died")
-    log("   ENOENT (no job, no save here), EPROTO (torn rank), EINVAL (timeout_ms 5000), "
-        "EBADMSG (version 3)")
+    log("   ENOENT (no job, no save here), %sEPROTO (torn rank), EINVAL (timeout_ms 5000), "
+        "EBADMSG (version 3)" % ("EACCES (uid %d), " % NOBODY if root else ""))
 
 
 def case_retention(ctx):
@@ -305,6 +323,48 @@ def case_retention(ctx):
     stop_clean(d)
 
 
+def case_cluster_restart(ctx):
+    cl = Cluster(ctx, 2, 1, ranks_per_node=1, prefix="cr").start()
+    cl.wait_control_links()
+    job = "ca.cluster-restart"
+    # a. node 1's rank asks and exits; both nodes are killed and come back
+    #    (node 0 forgot the ask with its table: only node 1's catalog has
+    #    the request, and its sync to node 0 carries it); then node 0's
+    #    rank saves, without asking
+    step = 40
+    save(cl.nodes[1], job, step, 1, seed=step, ask=True, wait_local=True)
+    for d in cl.nodes:
+        d.kill(signal.SIGKILL)
+    for d in cl.nodes:
+        d.start(timeout=60)
+    cl.wait_control_links({1: 2})
+    save(cl.nodes[0], job, step, 0, seed=step)
+    for d in cl.nodes:
+        wait_until(lambda: committed_now(d, job, step), timeout=60,
+                   what="node %d: step %d committed (node 1 restarted after asking)"
+                   % (d.node, step))
+        verify(d, job, step, [d.node], seed=step)
+    log("   step %d: node 1 asked, both nodes were SIGKILLed and restarted; committed on both "
+        "once rank 0 saved" % step)
+    # b. node 1's rank asks; node 0, the coordinator, is killed and comes
+    #    back with an empty table; node 0's rank saves then
+    step = 41
+    save(cl.nodes[1], job, step, 1, seed=step, ask=True, wait_local=True)
+    cl.nodes[0].kill(signal.SIGKILL)
+    cl.nodes[0].start(timeout=60)
+    cl.wait_control_links({1: 3})
+    save(cl.nodes[0], job, step, 0, seed=step)
+    for d in cl.nodes:
+        wait_until(lambda: committed_now(d, job, step), timeout=60,
+                   what="node %d: step %d committed (node 0 restarted after node 1 asked)"
+                   % (d.node, step))
+        verify(d, job, step, [d.node], seed=step)
+    log("   step %d: node 0 (the coordinator) restarted after node 1 asked; committed on both"
+        % step)
+    for d in cl.nodes:
+        stop_clean(d)
+
+
 CASES = [
     (1, "one node: rank 0 asks and exits, rank 1 saves later, the step commits",
      case_single_node),
@@ -312,6 +372,8 @@ CASES = [
     (3, "two nodes: each rank saves, asks and exits; committed on both", case_cluster),
     (4, "exact errors", case_errors),
     (5, "retention keeps a step with a pending request until it commits", case_retention),
+    (6, "two nodes: both, then the coordinator alone, SIGKILLed and restarted after an ask",
+     case_cluster_restart),
 ]
 
 
