@@ -110,6 +110,15 @@ def ask_raw(d, job, step, timeout_ms=0, version=4):
     return raw(d, "send-hex", pkt.hex())
 
 
+def committed_everywhere(cl, job, step, what):
+    """Every node of cl calls step committed (soon), and each reads its rank
+    back bit-exact (node n saves rank n)."""
+    for d in cl.nodes:
+        wait_until(lambda: committed_now(d, job, step), timeout=60,
+                   what="node %d: step %d committed (%s)" % (d.node, step, what))
+        verify(d, job, step, [d.node], seed=step)
+
+
 def stop_clean(d):
     check_log_clean(d)
     rc = d.stop()
@@ -203,13 +212,10 @@ def case_cluster(ctx):
     for step, order in ((30, (0, 1)), (31, (1, 0))):
         for n in order:  # each rank saves on its node, asks, exits at once
             save(cl.nodes[n], job, step, n, seed=step, ask=True)
+        committed_everywhere(cl, job, step, "each rank asked")
         for d in cl.nodes:
-            wait_until(lambda: committed_now(d, job, step), timeout=60,
-                       what="node %d: step %d committed" % (d.node, step))
             check(ctl_latest(d, job) == step, "node %d: ckptctl latest %r, expected %d"
                   % (d.node, ctl_latest(d, job), step))
-        for d in cl.nodes:
-            verify(d, job, step, [d.node], seed=step)
         log("   step %d: ranks saved on nodes %s, each asked and exited: committed on both"
             % (step, order))
 
@@ -220,10 +226,7 @@ def case_cluster(ctx):
     check(not committed_now(cl.nodes[1], job, step), "step %d committed on node 1 with rank 0 "
           "never saved" % step)
     save(cl.nodes[0], job, step, 0, seed=step)
-    for d in cl.nodes:
-        wait_until(lambda: committed_now(d, job, step), timeout=60,
-                   what="node %d: step %d committed" % (d.node, step))
-        verify(d, job, step, [d.node], seed=step)
+    committed_everywhere(cl, job, step, "only node 1's rank asked")
     for d in cl.nodes:
         stop_clean(d)
 
@@ -339,11 +342,7 @@ def case_cluster_restart(ctx):
         d.start(timeout=60)
     cl.wait_control_links({1: 2})
     save(cl.nodes[0], job, step, 0, seed=step)
-    for d in cl.nodes:
-        wait_until(lambda: committed_now(d, job, step), timeout=60,
-                   what="node %d: step %d committed (node 1 restarted after asking)"
-                   % (d.node, step))
-        verify(d, job, step, [d.node], seed=step)
+    committed_everywhere(cl, job, step, "both nodes restarted after node 1 asked")
     log("   step %d: node 1 asked, both nodes were SIGKILLed and restarted; committed on both "
         "once rank 0 saved" % step)
     # b. node 1's rank asks; node 0, the coordinator, is killed and comes
@@ -354,11 +353,7 @@ def case_cluster_restart(ctx):
     cl.nodes[0].start(timeout=60)
     cl.wait_control_links({1: 3})
     save(cl.nodes[0], job, step, 0, seed=step)
-    for d in cl.nodes:
-        wait_until(lambda: committed_now(d, job, step), timeout=60,
-                   what="node %d: step %d committed (node 0 restarted after node 1 asked)"
-                   % (d.node, step))
-        verify(d, job, step, [d.node], seed=step)
+    committed_everywhere(cl, job, step, "node 0 restarted after node 1 asked")
     log("   step %d: node 0 (the coordinator) restarted after node 1 asked; committed on both"
         % step)
     for d in cl.nodes:
