@@ -10,7 +10,7 @@ plain replicated tensor; nested dicts; non-tensor items; keys with
 characters no ckptd name allows.
 
     dcp_ranks.py save --rank R --world W --port P --job J --step S [--sync]
-                      [--kill-after-stage]
+                      [--no-dist] [--kill-after-stage]
     dcp_ranks.py load --rank R --world W --port P --job J [--step S]
 
 $CKPT_SOCKET names the rank's daemon.  Prints "staged <seconds>" after the
@@ -95,6 +95,9 @@ def main():
     ap.add_argument("--step", type=int)
     ap.add_argument("--seed", type=int)
     ap.add_argument("--sync", action="store_true", help="dcp.save instead of async_save")
+    ap.add_argument("--no-dist", action="store_true",
+                    help="async_save(no_dist=True), training collectives on the default "
+                    "group while it runs")
     ap.add_argument("--kill-after-stage", action="store_true",
                     help="SIGKILL this process as soon as async_save returns")
     a = ap.parse_args()
@@ -111,10 +114,20 @@ def main():
             dcp.save(sd, storage_writer=CkptdWriter(job=a.job), checkpoint_id=cid)
             print("staged %.4f" % (time.monotonic() - t0), flush=True)
         else:
-            fut = dcp.async_save(sd, storage_writer=CkptdWriter(job=a.job), checkpoint_id=cid)
+            fut = dcp.async_save(sd, storage_writer=CkptdWriter(job=a.job), checkpoint_id=cid,
+                                 no_dist=a.no_dist)
             print("staged %.4f" % (time.monotonic() - t0), flush=True)
             if a.kill_after_stage:
                 os.kill(os.getpid(), signal.SIGKILL)
+            if a.no_dist:
+                # the trainer's own collectives on the default group while
+                # the save completes: DCP's background must not join them
+                for i in range(50):
+                    x = torch.full((4,), float(i + a.rank))
+                    dist.all_reduce(x)
+                    if x[0].item() != sum(i + r for r in range(a.world)):
+                        print("all_reduce %d went wrong: %r" % (i, x), flush=True)
+                        return 1
             fut.result()
         print("saved", flush=True)
     else:

@@ -4,7 +4,8 @@ and real torch.distributed processes (gloo on loopback, one process per
 rank, tests/integration/dcp_ranks.py):
 
 1. resharding: dcp.async_save from 4 ranks, dcp.load on 4, 2 and 3 ranks;
-   a dcp.save (sync) loads too.  Every tensor (fp32, bf16, int64, bool,
+   a dcp.save (sync) loads too, and so does an async_save(no_dist=True)
+   that ran beside the trainer's own all_reduces on the default group.  Every tensor (fp32, bf16, int64, bool,
    sharded on dim 0 or 1, a key no ckptd name allows) and every non-tensor
    item equals what was saved.
 2. crash after staging: every rank is SIGKILLed right after async_save
@@ -113,6 +114,10 @@ def case_reshard(ctx):
     ranks("save", 2, [d.socket] * 2, "rs", 200, extra=["--sync"])
     loads_ok(3, [d.socket] * 3, "rs", seed=200)  # no checkpoint_id: the newest, 200
     log("   dcp.save (sync) from 2 ranks, loaded on 3 as the newest step")
+    ranks("save", 2, [d.socket] * 2, "rs", 300, extra=["--no-dist"])
+    check(committed(d, "rs", 300), "step 300 (no_dist) is not committed after its future")
+    loads_ok(2, [d.socket] * 2, "rs", 300)
+    log("   async_save(no_dist=True) beside the trainer's own all_reduces: committed, loads")
 
 
 def case_crash_after_stage(ctx):

@@ -212,8 +212,15 @@ def _save_call_locals() -> dict:
     return {}
 
 
-def _group_rank_world(group: Any, no_dist: bool) -> tuple[int, int]:
-    if no_dist or not (dist.is_available() and dist.is_initialized()):
+def _group_rank_world(group: Any) -> tuple[int, int]:
+    """This process's rank and the world size of `group` (None: the
+    default group), or 0 of 1 without torch.distributed.
+
+    Also under dcp.async_save(..., no_dist=True): DCP then runs its
+    background protocol without collectives, which ckptd does not need
+    (the plan and the bytes are in the daemon already), but the rank still
+    names one rank of one step of the job."""
+    if not (dist.is_available() and dist.is_initialized()):
         return 0, 1
     return dist.get_rank(group), dist.get_world_size(group)
 
@@ -284,7 +291,7 @@ class CkptdWriter(StorageWriter, AsyncStager):
         else:
             # dcp.save: this rank's final plan is known; save it now
             call = _save_call_locals()
-            rank, world = _group_rank_world(call.get("process_group"), call.get("no_dist", False))
+            rank, world = _group_rank_world(call.get("process_group"))
             where = self._save_rank(plan, planner.resolve_data, rank, world)
         self._staged = None
         results = []
@@ -320,7 +327,7 @@ class CkptdWriter(StorageWriter, AsyncStager):
         if self.job is None or self.step is None:
             raise ValueError("CkptdWriter.stage: no checkpoint_id: pass checkpoint_id="
                              "'ckptd://JOB/STEP' to dcp.async_save")
-        rank, world = _group_rank_world(call.get("process_group"), call.get("no_dist", False))
+        rank, world = _group_rank_world(call.get("process_group"))
         planner = DefaultSavePlanner()
         planner.set_up_planner(state_dict, storage_meta=None, is_coordinator=rank == 0)
         plan = planner.create_local_plan()
