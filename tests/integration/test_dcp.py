@@ -12,6 +12,9 @@ rank, tests/integration/dcp_ranks.py):
 3. across nodes: two daemons (node_count 2, replication factor 2), ranks
    split over them; node 1 is killed and its state directory wiped between
    save and load; the load succeeds through the neighbour tier.
+5. the object store (a real radosgw; skipped without Ceph): the only
+   node's state directory is wiped after the flush; the load succeeds
+   through the store.
 4. bad input: an unknown job, a step never saved, a checkpoint_id that is
    not ckptd's, a corrupt dcp-data shard: a clear exception, never wrong
    tensors.
@@ -30,6 +33,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 SOURCE = os.environ.get("CKPT_SOURCE_ROOT", ".")
 sys.path.insert(0, os.path.join(SOURCE, "client", "python"))
 from cluster import Cluster, wait_replicated  # noqa: E402
+from objstore import start_store, wait_remote  # noqa: E402
 from harness import (Daemon, SkipTest, TestFailure, check, free_ports, log,  # noqa: E402
                      run_cases, step_path, wait_until)
 
@@ -150,6 +154,23 @@ def case_across_nodes(ctx):
     log("   the checkpoint loads on 4 ranks over both nodes and on 2 ranks of node 1")
 
 
+def case_object_store(ctx):
+    have_torch()
+    sc = start_store(ctx)
+    ctx.cleanups.append(sc.cleanup)
+    sc.store.s3.create_bucket("dcp")
+    d = sc.daemon("s0", "dcp", pool="256M", slot="4M").start()
+    ranks("save", 2, [d.socket] * 2, "st", 50)
+    wait_remote(d, "st", 50)
+    d.kill(signal.SIGKILL)
+    shutil.rmtree(d.state_dir)
+    fresh = sc.daemon("s0-new", "dcp", pool="256M", slot="4M").start()
+    ctx.daemons.append(fresh)
+    log("   the node's state directory wiped, a fresh daemon on the same bucket")
+    loads_ok(2, [fresh.socket] * 2, "st", 50)
+    log("   the checkpoint loads through the object store")
+
+
 def load_error(sock, job, checkpoint_id):
     """Load in one process without a process group; the exception text."""
     code = (
@@ -206,6 +227,8 @@ CASES = [
     (3, "two nodes, node 1 wiped between save and load: loads through the neighbour",
      case_across_nodes),
     (4, "bad input: unknown job or step, foreign id, corrupt shard", case_bad_input),
+    (5, "object store: the node's state wiped after the flush; loads from radosgw",
+     case_object_store),
 ]
 
 
