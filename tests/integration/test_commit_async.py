@@ -29,21 +29,27 @@ by themselves once the last rank lands, whoever is still connected.
   6. two nodes again: node 1's rank asks, both nodes are SIGKILLed and
      restarted, then node 0's rank saves; and node 1's rank asks, node 0 (the
      coordinator) is SIGKILLed and restarted, then its rank saves: the step
-     commits on both nodes each time.
+     commits on both nodes each time;
+  7. libckpt against a daemon of protocol version 2 or 3 (a stand-in that
+     answers HELLO only: no older daemon is built here): ckpt_commit_async
+     returns EOPNOTSUPP saying why, and sends nothing.
 
 Cases can be chosen with CKPT_CA_CASES=2,3 (by number) when run by hand.
 """
 import os
 import signal
+import socket
 import struct
+import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import (Daemon, check, check_log_clean, expect_error, expect_ok,  # noqa: E402
-                     log, log_lines, raw, run_cases, shards_arg, step_path, wait_until,
-                     wire_name, wire_packet)
+from harness import (CKPT_PROTO_MAGIC, TESTRANK, Daemon, check,  # noqa: E402
+                     check_log_clean, expect_error, expect_ok, log, log_lines, raw, run_cases,
+                     shards_arg, step_path, wait_until, wire_name, wire_packet)
 from cluster import Cluster  # noqa: E402
 
 MiB = 1024 * 1024
@@ -360,6 +366,56 @@ def case_cluster_restart(ctx):
         stop_clean(d)
 
 
+def older_daemon(path, proto):
+    """A stand-in for a ckptd that speaks protocol versions up to `proto`
+    only (none is built here): it answers HELLO as such a daemon does and
+    records the type of every later packet.  Returns (thread, seen)."""
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    srv.bind(path)
+    srv.listen(1)
+    seen = []
+
+    def serve():
+        c, _ = srv.accept()
+        srv.close()
+        c.settimeout(30)
+        with c:
+            pkt = c.recv(65536)
+            _, version, typ, _, seq = struct.unpack("<IHHII", pkt[:16])
+            check(typ == 1, "the first request is not HELLO but type %d" % typ)
+            name = b"0.3.0-older"
+            body = struct.pack("<HIQIH", proto, 4, 4 << 20, 1 << 20, len(name)) + name
+            c.send(struct.pack("<IHHII", CKPT_PROTO_MAGIC, version, 1 | 0x8000, 16 + len(body),
+                               seq) + body)
+            while True:
+                p = c.recv(65536)
+                if not p:
+                    return
+                seen.append(struct.unpack("<H", p[6:8])[0])
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return t, seen
+
+
+def case_older_daemon(ctx):
+    for proto in (2, 3):
+        path = os.path.join(ctx.tmp, "older-%d.sock" % proto)
+        t, seen = older_daemon(path, proto)
+        p = subprocess.run([TESTRANK, "commit-async", "--job", "j", "--step", "1"],
+                           env=dict(os.environ, CKPT_SOCKET=path), capture_output=True,
+                           text=True, timeout=60)
+        t.join(30)
+        want = ("this ckptd speaks protocol version %d, and commit requests "
+                "(ckpt_commit_async) need version 4" % proto)
+        check(p.returncode == 1 and "EOPNOTSUPP" in p.stderr and want in p.stderr,
+              "ckpt_commit_async against a daemon of protocol %d: rc %d %r"
+              % (proto, p.returncode, p.stderr.strip()))
+        check(not seen, "libckpt sent requests of types %s to a daemon of protocol %d"
+              % (seen, proto))
+    log("   against a daemon of protocol 2 or 3: EOPNOTSUPP saying why, nothing sent")
+
+
 CASES = [
     (1, "one node: rank 0 asks and exits, rank 1 saves later, the step commits",
      case_single_node),
@@ -369,6 +425,7 @@ CASES = [
     (5, "retention keeps a step with a pending request until it commits", case_retention),
     (6, "two nodes: both, then the coordinator alone, SIGKILLed and restarted after an ask",
      case_cluster_restart),
+    (7, "libckpt against an older daemon: EOPNOTSUPP, nothing sent", case_older_daemon),
 ]
 
 
