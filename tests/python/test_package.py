@@ -310,6 +310,87 @@ def case_errors(c, d, torch, ckptd, tmp):
     return c2
 
 
+def case_torn(c, ckptd):
+    """A window changed after its commit (a thread scribbling on it): wait()
+    raises CorruptError EBADMSG, commit() CorruptError EPROTO."""
+    s = c.save(JOB, 9, 0, 1)
+    w = s.shard("torn", 1 << 20)
+    off, win = w.window()
+    win[:] = bytes(len(win))
+    keep = (ctypes.c_char * len(win)).from_buffer(win)  # outlives the window's release
+    addr, stop = ctypes.addressof(keep), []
+
+    def scribble():
+        v = 0
+        while not stop:
+            ctypes.memset(addr, v & 0xFF, 4096)
+            v += 1
+    th = threading.Thread(target=scribble)
+    th.start()
+    time.sleep(0.01)
+    try:
+        done = w.commit()
+        time.sleep(0.2)
+    finally:
+        stop.append(True)
+        th.join()
+    check(done, "a 1 MiB shard in 1 MiB slots is not complete after one window")
+    s.finish()
+    for fn, code, what in ((lambda: c.wait(JOB, 9, ckptd.LOCAL, 10000), errno.EBADMSG, "wait"),
+                           (lambda: c.commit(JOB, 9, 10000), errno.EPROTO, "commit")):
+        try:
+            fn()
+            check(False, "%s of a torn save succeeded" % what)
+        except ckptd.CorruptError as e:
+            check(e.errno == code and "torn shard" in str(e), "%s: %s %s" % (what, e.errno, e))
+            log("torn: %s raises CorruptError %s: %s" % (what, errno.errorcode[code], e))
+    del keep
+
+
+def case_misuse(c, d, ckptd):
+    """Windows asked for without a commit, a finished save, commit_async,
+    a closed Client."""
+    s = c.save(JOB, 10, 0, 1)
+    w = s.shard("x", 10)
+    try:
+        for _ in w:
+            pass
+        check(False, "iterating windows without commit() went on")
+    except ckptd.Error as e:
+        check(e.errno == errno.EPROTO and "commit() each window" in str(e), "no commit: %s" % e)
+    s.abort()
+    check(s.finished, "abort() did not end the save")
+    try:
+        s.write("y", b"1")
+        check(False, "write after abort accepted")
+    except ckptd.Error as e:
+        check(e.errno == errno.EINVAL, "write after abort: %s" % e)
+    with c.save(JOB, 11, 0, 1) as s:
+        s.write("w", b"a")
+    if ckptd._lib.has("ckpt_commit_async"):
+        c.commit_async(JOB, 11)
+        c.wait(JOB, 11, ckptd.COMMITTED, 10000)
+        log("misuse: commit_async then wait(COMMITTED)")
+    else:
+        try:
+            c.commit_async(JOB, 11)
+            check(False, "commit_async without the symbol succeeded")
+        except ckptd.Error as e:
+            check(e.errno == errno.EOPNOTSUPP and "ckpt_commit_async" in str(e),
+                  "commit_async: %s" % e)
+            log("misuse: commit_async: %s" % e)
+        c.commit(JOB, 11)
+    c2 = ckptd.Client(d.socket)
+    pending = c2.save(JOB, 12, 0, 1)
+    c2.close()
+    check(pending.finished, "close() left a save open")
+    try:
+        c2.latest(JOB)
+        check(False, "a closed Client answered")
+    except ckptd.Error as e:
+        check(e.errno == errno.ENOTCONN, "closed Client: %s" % e)
+
+
 def case_gil(d, ckptd):
     """Another thread runs while one waits in a commit."""
     with ckptd.Client(d.socket) as c:
@@ -343,8 +424,10 @@ def case_listing(c, ckptd):
     by = {s.step: s for s in steps}
     check(by[1].pinned and by[1].state == ckptd.StepState.COMMITTED and by[1].world_size == 1
           and by[1].committed_at, "step 1: %s" % (by[1],))
-    check(by[5].state in (ckptd.StepState.LOCAL, ckptd.StepState.SAVING)
-          and by[5].committed_at is None, "step 5: %s" % (by[5],))
+    check(by[8].state == ckptd.StepState.LOCAL and by[8].committed_at is None
+          and by[8].ranks_local == 1 and by[8].world_size == 2, "step 8: %s" % (by[8],))
+    log("listing: %s" % ", ".join("%d %s%s" % (i.step, i.state.name, " pinned" * i.pinned)
+                                  for i in steps))
     c.unpin(JOB, 1)
     check(not {s.step: s for s in c.steps(JOB)}[1].pinned, "unpin")
     jobs = {j.name: j for j in c.jobs()}
@@ -410,6 +493,8 @@ def main(tmp):
     case_no_copy(c)
     case_writev_windows(c, torch, ckptd)
     c = case_errors(c, d, torch, ckptd, tmp)
+    case_torn(c, ckptd)
+    case_misuse(c, d, ckptd)
     case_gil(d, ckptd)
     case_listing(c, ckptd)
     c.close()
