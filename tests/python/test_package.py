@@ -88,6 +88,12 @@ def case_dtypes(c, torch):
             variants = {"c": base, "t": base.t(), "s": base[::3, 1::2], "e": base[:1].expand(5, 29)}
             if d.is_complex:
                 variants["j"] = base.conj()  # conjugate bit set: memory holds the unconjugated
+            if d in (torch.float32, torch.bfloat16):
+                # large enough to span windows and take the tiled copy of transposes
+                big = random_tensor(torch, d, (1500, 700), 100 + i)
+                variants["bt"] = big.t()
+                variants["bp"] = big.reshape(30, 50, 700).permute(2, 0, 1)
+                variants["bs"] = big[::2, ::3]
             for k, t in variants.items():
                 name = "%s.%s" % (str(d).split(".")[1], k)
                 s.write(name, t)
