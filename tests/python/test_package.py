@@ -128,7 +128,7 @@ def case_numpy(c):
     except ImportError:
         log("numpy: not installed, skipped")
         return
-    a = np.arange(100000, dtype=np.float64).reshape(250, 400)
+    a = np.arange(200000, dtype=np.float64).reshape(500, 400)  # 1.6 MB: 2 windows
     pieces = {"np.c": a, "np.f": np.asfortranarray(a), "np.s": a[::7, 3::5],
               "np.ro": np.frombuffer(a.tobytes(), dtype=np.float64),
               "mv.s": memoryview(bytearray(range(256)) * 100)[::3]}
@@ -139,7 +139,7 @@ def case_numpy(c):
     for name, x in pieces.items():
         data = np.ascontiguousarray(x).tobytes() if isinstance(x, np.ndarray) else x.tobytes()
         check(c.read(JOB, 2, 0, name) == data, "%s differs" % name)
-    dest = np.zeros((400, 250)).T  # strided destination
+    dest = np.zeros((400, 500)).T  # strided destination
     c.read_into(JOB, 2, 0, "np.c", dest)
     check((dest == a).all(), "read_into a strided numpy array differs")
     with c.map(JOB, 2, 0, "np.s") as m:
@@ -256,7 +256,8 @@ def case_errors(c, d, torch, ckptd, tmp):
     expect(lambda: c.commit(JOB, 5, timeout_ms=300), TimeoutError, errno.ETIMEDOUT,
            "rank 1 of 2 is not saved", "commit timeout")
     check(time.monotonic() - t0 < 5, "commit timeout took %.1f s" % (time.monotonic() - t0))
-    expect(lambda: c.save(JOB, 1, 0, 1), FileExistsError, errno.EEXIST, "", "saving a committed step")
+    expect(lambda: c.save(JOB, 1, 0, 1), FileExistsError, errno.EEXIST, "",
+           "saving a committed step")
     try:
         c.save(JOB, 6, 0, 1).write("w", object())
         check(False, "write(object()) accepted")
@@ -290,7 +291,7 @@ def case_errors(c, d, torch, ckptd, tmp):
     check(type(e) is ckptd.CorruptError, "corrupt read: %s" % type(e))
     expect(lambda: c2.map(JOB, 2, 0, "np.c"), ckptd.CorruptError, errno.EIO, "corrupt",
            "corrupt map")
-    expect(lambda: c2.read_into(JOB, 2, 0, "np.c", torch.empty(100000, dtype=torch.float64)),
+    expect(lambda: c2.read_into(JOB, 2, 0, "np.c", torch.empty(200000, dtype=torch.float64)),
            ckptd.CorruptError, errno.EIO, "checksum", "corrupt read_into")
 
     # another uid's job: as root, run a client as uid 65534
@@ -491,7 +492,9 @@ def main(tmp):
     import ckptd
     # ComplexHalf / quantized dtypes announce themselves as experimental
     warnings.simplefilter("ignore", UserWarning)
-    d = Daemon(tmp, pool="64M", slot="1M", extra=["--local-keep=100", "--socket-mode", "0666"]).start()
+    # 1 MiB slots: shards span windows; keep every step; uid 65534 may connect
+    d = Daemon(tmp, pool="64M", slot="1M",
+               extra=["--local-keep=100", "--socket-mode", "0666"]).start()
     c = ckptd.Client(d.socket)
     case_strided_copier(torch, ckptd)
     case_dtypes(c, torch)

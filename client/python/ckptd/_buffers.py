@@ -154,6 +154,22 @@ class ContiguousSource(_Held, Source):
             ctypes.memmove(dst, self.address + start, stop - start)  # releases the GIL
 
 
+_TILE = 64
+
+
+def _inner_not_last(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether a dimension other than the last (of size > 1) has a smaller
+    stride than the last: memory order is not row order."""
+    inner = [abs(st) for st, n in zip(strides[:-1], shape[:-1]) if n > 1]
+    return bool(inner) and min(inner) < abs(strides[-1])
+
+
+def _whole_transpose(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """Whether (shape, element strides) is the transpose of a contiguous
+    matrix (torch's test for its tiled kernel)."""
+    return len(shape) == 2 and strides[0] == 1 and strides[1] == shape[0]
+
+
 class _ArrayOps:
     """What StridedSource/StridedSink need of torch or numpy."""
 
@@ -170,8 +186,38 @@ class _ArrayOps:
         """A 1-D array/tensor of the view's dtype over count elements at address."""
         raise NotImplementedError
 
-    def assign(self, dst: Any, src: Any) -> None:
+    # torch copies the transpose of a whole contiguous matrix with a tiled
+    # kernel of its own; numpy has none
+    whole_transpose_is_fast = False
+
+    def copy(self, dst: Any, src: Any) -> None:
         raise NotImplementedError
+
+    def strides(self, x: Any) -> Tuple[int, ...]:
+        raise NotImplementedError
+
+    def contiguous(self, x: Any) -> bool:
+        raise NotImplementedError
+
+    def assign(self, dst: Any, src: Any) -> None:
+        """dst[...] = src, of the same shape; one is the view (strided), the
+        other a flat window.  When the strided one's last dimension is not
+        its innermost in memory (a transpose), an elementwise copy of a
+        block of rows walks it a cache line per element: 1.5 s (torch) or
+        1.2 s (numpy) for a transposed 256 MiB fp32 tensor in 16 MiB
+        windows.  Columns of _TILE elements keep each tile's lines in cache:
+        0.36 s / 0.23 s."""
+        strided = src if self.contiguous(dst) else dst
+        shape, strides = tuple(strided.shape), self.strides(strided)
+        numel = 1
+        for n in shape:
+            numel *= n
+        fast = self.whole_transpose_is_fast and _whole_transpose(shape, strides)
+        if len(shape) >= 2 and numel >= 1 << 16 and _inner_not_last(shape, strides) and not fast:
+            for j in range(0, shape[-1], _TILE):
+                self.copy(dst[..., j:j + _TILE], src[..., j:j + _TILE])
+            return
+        self.copy(dst, src)
 
     def element_bytes(self, index: Tuple[int, ...]) -> bytes:
         raise NotImplementedError
@@ -180,23 +226,9 @@ class _ArrayOps:
         raise NotImplementedError
 
 
-_TILE = 64
-
-
-def _whole_transpose(t: Any) -> bool:
-    """Whether t is the transpose of a contiguous matrix (torch copies that
-    with its own tiled kernel)."""
-    return bool(t.dim() == 2 and t.stride(0) == 1 and t.stride(1) == t.shape[0])
-
-
-def _inner_not_last(t: Any) -> bool:
-    """Whether some dimension of t other than the last (of size > 1) has a
-    smaller stride than the last: its memory order is not row order."""
-    strides = [abs(st) for st, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1]
-    return bool(strides) and min(strides) < abs(t.stride(-1))
-
-
 class _TorchOps(_ArrayOps):
+    whole_transpose_is_fast = True
+
     def __init__(self, view: Any) -> None:
         super().__init__(view)
         self.itemsize = view.element_size()
@@ -208,24 +240,14 @@ class _TorchOps(_ArrayOps):
         t = torch.frombuffer(window_array(address, count * self.itemsize), dtype=torch.uint8)
         return t.view(self.view.dtype)
 
-    def assign(self, dst: Any, src: Any) -> None:
-        # copy_ honours strides and conjugate / negative bits.  One of the two
-        # is strided (the tensor's view), the other a flat window.  When the
-        # strided one's last dimension is not its innermost in memory (a
-        # transpose), torch's elementwise copy of a block of rows walks it a
-        # cache line per element (5x slower than memory bandwidth: 1.5 s
-        # for a transposed 256 MiB fp32 tensor in 16 MiB windows); columns of
-        # TILE elements keep each tile's lines in cache (0.36 s).  torch's
-        # own tiled transpose covers only a whole 2-D matrix, which
-        # copy_(whole) gets.
-        strided = src if dst.is_contiguous() else dst
-        if (strided.dim() >= 2 and strided.numel() >= 1 << 16 and _inner_not_last(strided)
-                and not _whole_transpose(strided)):
-            last = strided.shape[-1]
-            for j in range(0, last, _TILE):
-                dst[..., j:j + _TILE].copy_(src[..., j:j + _TILE])
-            return
-        dst.copy_(src)
+    def copy(self, dst: Any, src: Any) -> None:
+        dst.copy_(src)  # honours strides and conjugate / negative bits
+
+    def strides(self, x: Any) -> Tuple[int, ...]:
+        return tuple(x.stride())
+
+    def contiguous(self, x: Any) -> bool:
+        return bool(x.is_contiguous())
 
     def element_bytes(self, index: Tuple[int, ...]) -> bytes:
         torch = _torch()
@@ -248,8 +270,15 @@ class _NumpyOps(_ArrayOps):
         np = _numpy()
         return np.frombuffer(window_array(address, count * self.itemsize), dtype=self.view.dtype)
 
-    def assign(self, dst: Any, src: Any) -> None:
+    def copy(self, dst: Any, src: Any) -> None:
         _numpy().copyto(dst, src)  # releases the GIL for plain dtypes
+
+    def strides(self, x: Any) -> Tuple[int, ...]:
+        return tuple(x.strides)
+
+    def contiguous(self, x: Any) -> bool:
+        return bool(x.flags.c_contiguous)
+
 
     def element_bytes(self, index: Tuple[int, ...]) -> bytes:
         return bytes(_numpy().ascontiguousarray(self.view[index]).tobytes())
