@@ -459,7 +459,7 @@ def _numpy_importable() -> Any:
     np = _numpy()
     if np is None:
         try:
-            import numpy as np  # type: ignore[no-redef]
+            import numpy as np
         except ImportError:
             return None
     return np
@@ -505,7 +505,7 @@ class StridedSink(Sink):
         ops, isz = self._ops, self._ops.itemsize
         assert start % isz == 0, "reads into a strided sink start on element boundaries"
         e0, whole = start // isz, length // isz
-        keep = (ctypes.c_char * max(len(src), 1)).from_buffer(src)  # type: ignore[arg-type]
+        keep = (ctypes.c_char * max(len(src), 1)).from_buffer(src)
         if whole:
             flat = ops.flat(ctypes.addressof(keep), whole)
             _copy_elements(ops, ops.view, e0, e0 + whole, flat, False)

@@ -414,7 +414,7 @@ _bytes_as.restype = ctypes.c_void_p
 
 def _new_bytes(n: int) -> bytes:
     """A fresh bytes object of n (unset) bytes, not yet seen by anyone."""
-    return _bytes_new(None, n) if n else b""  # type: ignore[no-any-return]
+    return bytes(_bytes_new(None, n)) if n else b""  # bytes(b) is b itself
 
 
 class Save:
@@ -426,7 +426,7 @@ class Save:
 
     def __init__(self, client: Client, handle: ctypes.c_void_p) -> None:
         self._client = client
-        self._s = handle
+        self._s: Optional[ctypes.c_void_p] = handle
 
     def _handle(self, what: str) -> ctypes.c_void_p:
         if not self._s:
@@ -512,7 +512,7 @@ class Save:
         libckpt (before 0.4) or ckptd (protocol version 2) cannot say."""
         h = self._handle("replaced")
         f = self._client._optional("ckpt_save_replaced", "replaced")
-        r = f(h)
+        r: int = f(h)
         if r < 0:
             raise Error(-r, "replaced", "ckptd speaks protocol version 2 only: it cannot say "
                         "whether a save replaced an earlier copy"
@@ -654,9 +654,9 @@ class Mapping:
         owner = _MapOwner(address, size)
         # a ctypes array type of our own so that its instances can carry the
         # owner: every memoryview/tensor/array keeps the array alive
-        arr_type = type("_MappedShard", (ctypes.c_char * size,), {})
+        arr_type: Any = type("_MappedShard", (ctypes.c_char * size,), {})
         arr = arr_type.from_address(address) if size else arr_type()
-        arr._owner = owner  # type: ignore[attr-defined]
+        arr._owner = owner
         self._mv: Optional[memoryview] = memoryview(arr).cast("B").toreadonly()
 
     @property
