@@ -275,6 +275,15 @@ def case_errors(c, d, torch, ckptd, tmp):
             check(False, "a meta tensor was accepted")
         except ValueError as e:
             check("'meta'" in str(e), "meta tensor: %s" % e)
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode():
+            fake = torch.empty(4, 4)  # "cpu", data_ptr() 0: must not be read from
+        for t in (fake, fake.t()):
+            try:
+                c.save(JOB, 7, 0, 1).write("f", t)
+                check(False, "a fake tensor was accepted")
+            except TypeError as e:
+                check("no memory" in str(e), "fake tensor: %s" % e)
 
     # a flipped byte in a shard file: restart the daemon so no copy in memory serves it
     path = os.path.join(step_path(d.state_dir, JOB, 2), "rank-0", "np.c")

@@ -385,17 +385,32 @@ def _tensor_is_flat(t: Any) -> bool:
     return bool(t.is_contiguous() and not t.is_conj() and not t.is_neg())
 
 
+def _storage(t: Any) -> Tuple[int, int]:
+    """(address, nbytes) of a CPU tensor's storage; TypeError when it has
+    no memory of its own."""
+    try:
+        storage = t.untyped_storage()
+        base, size = storage.data_ptr(), storage.nbytes()
+    except (RuntimeError, NotImplementedError) as e:
+        # a wrapper subclass (DTensor, a functional tensor) has no storage
+        raise TypeError("a %s has no memory of its own to save or read into (%s); pass "
+                        "its local tensor (DTensor.to_local())" % (type(t).__name__, e)) from None
+    if not base and size:
+        raise TypeError("a %s of %d bytes has no memory (its storage is at 0: a fake "
+                        "tensor?)" % (type(t).__name__, size))
+    return base, size
+
+
 def _tensor_range(t: Any) -> Tuple[int, int]:
     """(address, nbytes) of a flat CPU tensor, inside its storage."""
     nbytes = t.numel() * t.element_size()
     if nbytes == 0:
         return 0, 0
+    base, size = _storage(t)
     address = t.data_ptr()
-    storage = t.untyped_storage()
-    base = storage.data_ptr()
-    if address < base or address + nbytes > base + storage.nbytes():
+    if address < base or address + nbytes > base + size:
         raise ValueError("tensor bytes %#x+%d lie outside its storage %#x+%d"
-                         % (address, nbytes, base, storage.nbytes()))
+                         % (address, nbytes, base, size))
     return address, nbytes
 
 
@@ -417,7 +432,11 @@ def _tensor_or_array(obj: object, what: str,
         if dest and (t.is_conj() or t.is_neg()):
             raise ValueError("%s: the tensor is a conjugate/negative view; read into "
                              "tensor.resolve_conj() / resolve_neg() instead" % what)
-        return _tensor_range(t) if _tensor_is_flat(t) else _TorchOps(t)
+        if _tensor_is_flat(t):
+            return _tensor_range(t)
+        if t.numel():
+            _storage(t)
+        return _TorchOps(t)
     if _is_ndarray(obj):
         a: Any = obj
         if a.dtype.hasobject:

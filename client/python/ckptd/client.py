@@ -541,6 +541,11 @@ class Save:
             if self._client._c:
                 _lib.lib().ckpt_save_abort(h)
 
+    def __del__(self) -> None:
+        # a save dropped unfinished keeps nothing (and frees libckpt's state)
+        with contextlib.suppress(Exception):
+            self.abort()
+
     def __enter__(self) -> "Save":
         return self
 
