@@ -8,6 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/deps.sh --test
+# The torch.distributed.checkpoint tests (suite torch) need PyTorch: exactly
+# 2.13.0, the CPU build (a plain `torch` could pull a multi-GB CUDA build).
+scripts/pydeps.sh
 # The object-store tests need a real S3 server (Ceph radosgw); without the
 # packages they skip, saying so, rather than fail.
 scripts/deps.sh --remote || echo "radosgw packages unavailable: the remote suite will skip"

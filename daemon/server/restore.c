@@ -107,9 +107,18 @@ struct conn_fetch {
                 struct ckpt_req_latest_rank latest_rank;
         } req;
         struct rank_walk walk;      /* LATEST_RANK only */
+        /* another request's restore of the same step from the object store
+         * is running (the fetcher runs one per step): try again when it
+         * may have landed, rather than fail a request a moment too early */
+        struct loop_timer busy_retry;
 };
 
+/* How often a request parked behind another restore of its step looks
+ * again.  A restore of a rank takes tens of milliseconds at least. */
+#define FETCH_BUSY_RETRY_MS 20
+
 static void serve_again(struct conn_fetch *cf);
+static void serve(struct conn_fetch *cf, bool retry);
 static void walk_fetched(struct conn_fetch *cf, int error, const char *msg);
 
 static void fetch_request_done(struct fetch_request *fr, int error, const char *msg) {
@@ -158,9 +167,14 @@ static void fetch_request_done(struct fetch_request *fr, int error, const char *
 /* Serve the request again; if the fetches found nothing it answers with
  * its usual "not here" error.  Frees cf. */
 static void serve_again(struct conn_fetch *cf) {
+        serve(cf, true);
+}
+
+/* Serve cf's request; retry: without starting another fetch.  Frees cf. */
+static void serve(struct conn_fetch *cf, bool retry) {
         struct conn *c = cf->c;
 
-        c->fetch_retry = true;
+        c->fetch_retry = retry;
         switch (cf->type) {
         case CKPT_MSG_LATEST:
                 restore_handle_latest(c, &cf->req.job_step);
@@ -179,6 +193,13 @@ static void serve_again(struct conn_fetch *cf) {
         free(cf);
 }
 
+static void busy_retry(struct loop_timer *t) {
+        struct conn_fetch *cf = container_of(t, struct conn_fetch, busy_retry);
+
+        cf->c->fetch = NULL;
+        serve(cf, false);
+}
+
 /* The object store, after the neighbours found nothing (or right away). */
 static bool fetch_from_store(struct conn_fetch *cf) {
         struct conn *c = cf->c;
@@ -187,7 +208,21 @@ static bool fetch_from_store(struct conn_fetch *cf) {
         if (!srv->fetcher)
                 return false;
         cf->fr.done = fetch_request_done;
-        if (fetch_start(srv->fetcher, &cf->fr) < 0)
+        int r = fetch_start(srv->fetcher, &cf->fr);
+        if (r == -EBUSY && (cf->type == CKPT_MSG_LATEST || cf->type == CKPT_MSG_SHARD_LIST ||
+                            cf->type == CKPT_MSG_READ || cf->type == CKPT_MSG_MAP)) {
+                /* the step is being restored for another request (two
+                 * ranks of a resharded load asking for it at once): once
+                 * that lands this one is served from the local tier, or
+                 * starts its own fetch for what is still missing */
+                if (!loop_timer_armed(&cf->busy_retry))
+                        log_info("job %s step %" PRIu64 ": waiting for the restore from the object "
+                                 "store already running", cf->fr.job, cf->fr.step);
+                c->fetch = cf;
+                loop_timer_start(srv->loop, &cf->busy_retry, FETCH_BUSY_RETRY_MS, busy_retry);
+                return true;
+        }
+        if (r < 0)
                 return false;
         c->fetch = cf;
         log_info("job %s: step %s not on this node; restoring from the object store", cf->fr.job,
@@ -1339,6 +1374,7 @@ void restore_conn_closed(struct conn *c) {
                 c->fetch = NULL;
         }
         if (c->fetch) {
+                loop_timer_cancel(&c->fetch->busy_retry);
                 fetch_cancel(c->srv->fetcher, &c->fetch->fr);
                 free(c->fetch);
                 c->fetch = NULL;

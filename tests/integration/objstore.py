@@ -10,10 +10,11 @@ never one another (STYLE.md "Python", tests/lint/test-imports.py).
 """
 import os
 import shutil
+import subprocess
 import sys
 import time
 
-from harness import Daemon, free_ports, log, write_psk
+from harness import SKIP, Daemon, SkipTest, check, free_ports, log, write_psk
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.environ.get("CKPT_SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
@@ -133,3 +134,24 @@ def wait_remote(d, job, step, timeout_s=WAIT_REMOTE_S):
     d.rank("wait", "--job", job, "--step", step, "--tier", "remote",
            "--timeout", int(timeout_s * 1000), timeout=timeout_s + 60)
     log("  step %d reached tier remote after %.1f s" % (step, time.monotonic() - t0))
+
+
+def start_store(ctx):
+    """A radosgw for this case (stopped by ctx.cleanup()) and a StoreCtx on
+    it; SkipTest without Ceph."""
+    missing = ceph_missing()
+    if missing:
+        raise SkipTest("%s not installed (tests/s3/radosgw.sh install)" % ", ".join(missing))
+    rgw_dir = os.path.join(ctx.tmp, "rgw")
+    for attempt in (1, 2):
+        r = subprocess.run([RADOSGW_SH, "start", rgw_dir], stdout=subprocess.PIPE,
+                           text=True, timeout=300)
+        ctx.cleanups.append(lambda: subprocess.run([RADOSGW_SH, "stop", rgw_dir]))
+        if r.returncode == SKIP:
+            raise SkipTest("radosgw.sh start: Ceph not installed")
+        if r.returncode == 0:
+            break
+        # the bootstrap sometimes loses a mon command on a loaded machine
+        log("   radosgw.sh start exited %d (attempt %d)" % (r.returncode, attempt))
+    check(r.returncode == 0, "radosgw.sh start exited %d" % r.returncode)
+    return StoreCtx(ctx.tmp, Store(radosgw_env(r.stdout)))

@@ -46,13 +46,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import (CKPTD, RAWCLIENT, SKIP, TESTRANK, SkipTest, check,  # noqa: E402
+from harness import (CKPTD, RAWCLIENT, TESTRANK, SkipTest, check,  # noqa: E402
                      check_log_clean, log, log_lines, run_cases, save_node,
                      step_path, wait_until)
 from cluster import (Cluster, layout, must_verify, rank_dirs, repl_status,  # noqa: E402
                      replica_step_path, wait_not_replicated, wait_replicated)
-from objstore import (RADOSGW_SH, Store, StoreCtx, ceph_missing,  # noqa: E402
-                      loopback_cluster, radosgw_env, step_prefix, wait_remote)
+from objstore import (loopback_cluster, start_store, step_prefix,  # noqa: E402
+                      wait_remote)
 
 JOB = "fallback.job-1"
 AREA_JOB = "fallback.area-job"  # saved only by node 1: node 0 knows it from its replica area
@@ -145,27 +145,6 @@ def recv_exact_packet(s):
     data = s.recv(65536)
     check(len(data) >= 16, "short reply on the raw socket: %r" % data)
     return data
-
-
-def start_store(ctx):
-    """A radosgw for this case (stopped by ctx.cleanup()) and a StoreCtx on
-    it; SkipTest without Ceph."""
-    missing = ceph_missing()
-    if missing:
-        raise SkipTest("%s not installed (tests/s3/radosgw.sh install)" % ", ".join(missing))
-    rgw_dir = os.path.join(ctx.tmp, "rgw")
-    for attempt in (1, 2):
-        r = subprocess.run([RADOSGW_SH, "start", rgw_dir], stdout=subprocess.PIPE,
-                           text=True, timeout=300)
-        ctx.cleanups.append(lambda: subprocess.run([RADOSGW_SH, "stop", rgw_dir]))
-        if r.returncode == SKIP:
-            raise SkipTest("radosgw.sh start: Ceph not installed")
-        if r.returncode == 0:
-            break
-        # the bootstrap sometimes loses a mon command on a loaded machine
-        log("   radosgw.sh start exited %d (attempt %d)" % (r.returncode, attempt))
-    check(r.returncode == 0, "radosgw.sh start exited %d" % r.returncode)
-    return StoreCtx(ctx.tmp, Store(radosgw_env(r.stdout)))
 
 
 def stop_clean(ctx, nodes):

@@ -53,6 +53,7 @@ import os
 import pickle
 import re
 import sys
+import warnings
 from typing import Any, Optional
 
 import torch
@@ -308,7 +309,16 @@ class CkptdWriter(StorageWriter, AsyncStager):
             with c.save(self.job, self.step, rank, world) as s:
                 s.write(RANK_SHARD, record)
                 s.writev(DATA_SHARD, pieces)
-            c.commit_async(self.job, self.step)
+            try:
+                c.commit_async(self.job, self.step)
+            except ckptd.Error as e:
+                if e.errno != errno.EOPNOTSUPP:
+                    raise
+                # an older libckpt or ckptd: the coordinator's finish()
+                # still commits, but a trainer that dies before it loses
+                # the step
+                warnings.warn("ckptd.dcp: %s; the step is committed only once every rank's "
+                              "DCP save completes" % e, RuntimeWarning, stacklevel=2)
         return where
 
 
@@ -327,14 +337,23 @@ class CkptdReader(StorageReader):
         self.checkpoint_id = checkpoint_id
         self.step: Optional[int] = None
         self.storage_data: dict = {}
+        self._first: Optional[_RankRecord] = None
         if checkpoint_id is not None:
             self.reset(checkpoint_id)
 
     def reset(self, checkpoint_id: Optional[str | os.PathLike] = None) -> None:
+        """Point the reader at checkpoint_id, and read its rank 0 record now:
+        a wrong id, an unknown job or a step that is not committed raises
+        here, as the ckptd.Error it is, rather than inside DCP's load
+        protocol (which reports a failed read_metadata as an
+        AssertionError wrapped in a CheckpointException)."""
         self.step = None
+        self._first = None
         self.checkpoint_id = checkpoint_id
         if checkpoint_id is not None:
             self.job, self.step = parse_checkpoint_id(checkpoint_id, self.job)
+            with ckptd.Client(self.socket_path) as c:
+                self._first = self._record(c, 0)
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike) -> bool:
@@ -375,7 +394,7 @@ class CkptdReader(StorageReader):
                                        checkpoint_id="ckptd://%s/%d" % (self.job, self.step)))
 
     def _records(self, c: "ckptd.Client") -> list[_RankRecord]:
-        first = self._record(c, 0)
+        first = self._first if self._first is not None else self._record(c, 0)
         out = [first]
         for rank in range(1, first.world_size):
             out.append(self._record(c, rank))
