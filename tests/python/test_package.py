@@ -156,6 +156,36 @@ def case_numpy(c):
     log("numpy: C, Fortran, strided, read-only arrays and a strided memoryview round-trip")
 
 
+def case_mapping_lifetime(c, torch):
+    """Mapping.close() does not pull the pages from under a tensor made from
+    it: they are unmapped when the last such object goes away."""
+    import gc
+    name = "float32.bt"
+
+    def mapped():
+        with open("/proc/self/maps") as f:
+            return sum(1 for ln in f if ln.rstrip().endswith("/rank-0/" + name))
+    before = mapped()
+    want = c.read(JOB, 1, 0, name)
+    with c.map(JOB, 1, 0, name) as m:
+        t = m.tensor(torch.float32)
+        v = m.memoryview[100:200]
+        check(mapped() == before + 1, "the shard is not mapped once")
+    check(m.closed and bytes(t.view(torch.uint8).numpy()) == want and bytes(v) == want[100:200],
+          "views of a closed mapping changed")
+    del m
+    gc.collect()
+    check(mapped() == before + 1, "unmapped while a tensor and a memoryview use it")
+    del t
+    gc.collect()
+    check(mapped() == before + 1, "unmapped while a memoryview uses it")
+    v.release()
+    del v
+    gc.collect()
+    check(mapped() == before, "still mapped after the last view went away")
+    log("mapping lifetime: close() keeps the pages for live views; unmapped after the last")
+
+
 def case_no_copy(c):
     """Read-only bytes are written from their own memory; read() makes one
     bytes object, not a bytearray and a copy."""
@@ -185,7 +215,14 @@ def case_writev_windows(c, torch, ckptd):
     want_c = b"".join(as_bytes(torch, p) if torch.is_tensor(p) else bytes(p) for p in contiguous)
     want_m = b"".join(as_bytes(torch, p) if torch.is_tensor(p) else bytes(p) for p in mixed)
     check(ckptd._lib.has("ckpt_save_writev"), "libckpt lacks ckpt_save_writev (0.5)")
+    real_has = ckptd._lib.has
     with c.save(JOB, 4, 0, 1) as s:
+        # as with a libckpt before 0.5: through the windows
+        ckptd._lib.has = lambda name: name != "ckpt_save_writev" and real_has(name)
+        try:
+            s.writev("v.old", contiguous)
+        finally:
+            ckptd._lib.has = real_has
         s.writev("v.c", contiguous)            # ckpt_save_writev()
         s.writev("v.m", mixed)                 # windows (strided pieces)
         s.writev("v.0", [])
@@ -199,6 +236,7 @@ def case_writev_windows(c, torch, ckptd):
         check(w.done and w.committed == (3 << 20) + 5, "ShardWriter not done")
     c.commit(JOB, 4)
     check(c.read(JOB, 4, 0, "v.c") == want_c, "writev of contiguous pieces differs")
+    check(c.read(JOB, 4, 0, "v.old") == want_c, "writev without ckpt_save_writev differs")
     check(c.read(JOB, 4, 0, "v.m") == want_m, "writev of strided pieces differs")
     check(c.read(JOB, 4, 0, "v.0") == b"", "empty writev")
     z = c.read(JOB, 4, 0, "z")
@@ -206,7 +244,8 @@ def case_writev_windows(c, torch, ckptd):
         k = min(8, len(z) - off)
         check(z[off:off + k] == bytes((off + i) % 251 for i in range(k)), "window at %d" % off)
     check(len(offsets) == 4, "a 3 MiB + 5 shard in 1 MiB slots came in %d windows" % len(offsets))
-    log("writev: contiguous (C) and strided (windows) pieces; ShardWriter: %d windows"
+    log("writev: contiguous (C, and windows as without libckpt 0.5) and strided (windows) "
+        "pieces; ShardWriter: %d windows"
         % len(offsets))
 
 
@@ -508,6 +547,7 @@ def main(tmp):
     case_strided_copier(torch, ckptd)
     case_dtypes(c, torch)
     case_numpy(c)
+    case_mapping_lifetime(c, torch)
     case_no_copy(c)
     case_writev_windows(c, torch, ckptd)
     c = case_errors(c, d, torch, ckptd, tmp)
