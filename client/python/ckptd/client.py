@@ -189,7 +189,7 @@ class Client:
     def _optional(self, symbol: str, what: str) -> Any:
         if not _lib.has(symbol):
             raise Error(_errno.EOPNOTSUPP, what,
-                        "this libckpt (%s) predates %s() (libckpt %s)"
+                        "this libckpt (%s) has no %s() (added in libckpt %s)"
                         % (_lib.library_path(), symbol, _lib.since(symbol)))
         return getattr(_lib.lib(), symbol)
 
