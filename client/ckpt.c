@@ -475,6 +475,30 @@ int ckpt_commit(struct ckpt_conn *c, const char *job, uint64_t step, uint32_t ti
         return r;
 }
 
+int ckpt_commit_async(struct ckpt_conn *c, const char *job, uint64_t step) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_COMMIT_ASYNC };
+        struct ckpt_reply rep;
+
+        int r = name_check(c, &req.job_step.job, job);
+        if (r < 0)
+                return r;
+        req.job_step.step = step;
+        pthread_mutex_lock(&c->lock);
+        if (c->wire.proto && c->wire.proto < CKPT_PROTO_VERSION_COMMIT_ASYNC) {
+                /* an older daemon has no such request: it would refuse the
+                 * type as malformed, so do not send it */
+                snprintf(c->wire.errmsg, sizeof(c->wire.errmsg),
+                         "this ckptd speaks protocol version %u, and commit requests "
+                         "(ckpt_commit_async) need version %u: upgrade ckptd, or call "
+                         "ckpt_commit() and wait", c->wire.proto, CKPT_PROTO_VERSION_COMMIT_ASYNC);
+                pthread_mutex_unlock(&c->lock);
+                return -EOPNOTSUPP;
+        }
+        r = wire_call_within(&c->wire, "ckpt_commit_async", WIRE_TIMEOUT_CONN, &req, &rep, NULL);
+        pthread_mutex_unlock(&c->lock);
+        return r;
+}
+
 /* ---- restore --------------------------------------------------------------------- */
 
 int ckpt_latest(struct ckpt_conn *c, const char *job, uint64_t *step, uint32_t *world_size) {

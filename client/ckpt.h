@@ -14,6 +14,8 @@
  *     // one rank (or all: idempotent), no barrier needed: it waits for
  *     // every rank of the step, on every node of the job
  *     ckpt_commit(c, "llama", step, timeout_ms);
+ *     // or, to exit at once: the daemons commit it when the last rank lands
+ *     ckpt_commit_async(c, "llama", step);
  *
  * The only time a trainer waits for is the copy into the daemon's shared
  * memory slots (plus a CRC32C folded into that copy).  Writing to disk,
@@ -270,6 +272,27 @@ CKPT_EXPORT int ckpt_wait(struct ckpt_conn *conn, const char *job, uint64_t step
  */
 CKPT_EXPORT int ckpt_commit(struct ckpt_conn *conn, const char *job, uint64_t step,
                             uint32_t timeout_ms);
+
+/*
+ * Ask the daemon to commit (job, step) as soon as every rank
+ * 0..world_size-1 is saved — on a job of several nodes, on some node —
+ * whether or not any trainer is still connected then, and return at once.
+ * Call it after this rank's ckpt_save_finish(), and the trainer may exit
+ * right away: a trainer that crashes after staging loses nothing.  Every
+ * rank may call it (idempotent); no barrier is needed.  It returns 0 once
+ * the daemon has recorded the request (in its catalog, so a restart of the
+ * daemon keeps it too); the commit itself comes later, when the last rank
+ * lands: ckpt_wait(..., CKPT_COMMITTED, ...) or ckpt_commit() wait for it
+ * (docs/commit.md, "Commit requests that outlive the trainer").  0 too if
+ * the step is committed already.  Errors, as ckpt_commit()'s: -ENOENT (no
+ * such job, or no save of the step on this node), -EACCES (another
+ * user's job), -EPROTO (a save of a rank of it failed on this node, a
+ * torn shard say: save it again, then ask again), -EOPNOTSUPP against a
+ * daemon that speaks protocol version < 4 (ckpt_last_error() says so; use
+ * ckpt_commit()).  The reply must arrive within the connection's timeout
+ * (see "Deadlines").  Since libckpt 0.5.
+ */
+CKPT_EXPORT int ckpt_commit_async(struct ckpt_conn *conn, const char *job, uint64_t step);
 
 /* ---- restore ----------------------------------------------------------- */
 

@@ -802,6 +802,10 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
         r = daemon_cluster_open(d);
         if (r < 0)
                 goto fail;
+        /* the commit requests recorded before the restart: once the
+         * cluster's links are set (they decide who commits), and before
+         * retention, which removes a request's step with it when it goes */
+        step_commit_requests_resume(d->server);
         daemon_retention_all(d);
         if (d->flusher)
                 flush_resume(d->flusher);

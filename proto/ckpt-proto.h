@@ -37,10 +37,12 @@
 /* The versions spoken: a message's header carries one of them, a daemon
  * answers a request in its version, and HELLO settles the newest both sides
  * speak (docs/protocol.md, "Versioning").  Version 3 differs from 2 only in
- * the SAVE_BEGIN reply, which gained `replaced`. */
-#define CKPT_PROTO_VERSION 3     /* the newest */
+ * the SAVE_BEGIN reply, which gained `replaced`; version 4 from 3 only in
+ * the request COMMIT_ASYNC, which earlier versions do not have. */
+#define CKPT_PROTO_VERSION 4     /* the newest */
 #define CKPT_PROTO_VERSION_MIN 2 /* the oldest */
 #define CKPT_PROTO_VERSION_REPLACED 3 /* the first with SAVE_BEGIN's `replaced` */
+#define CKPT_PROTO_VERSION_COMMIT_ASYNC 4 /* the first with COMMIT_ASYNC */
 #define CKPT_HDR_SIZE 16
 /* Fits the default net.core.wmem_max so no process needs SO_SNDBUFFORCE. */
 #define CKPT_MSG_MAX 65536
@@ -78,6 +80,7 @@ enum ckpt_msg_type {
         CKPT_MSG_FETCH = 18,
         CKPT_MSG_PIN = 19,
         CKPT_MSG_LATEST_RANK = 20,
+        CKPT_MSG_COMMIT_ASYNC = 21, /* from version 4 on */
         CKPT_MSG_REQUEST_MAX_,
 
         /* A reply has the request's type with this bit set ... */
@@ -175,7 +178,9 @@ struct ckpt_req_wait {
         uint32_t timeout_ms; /* 0 = just check */
 };
 
-/* COMMIT (timeout_ms bounds the wait for local), LATEST (step ignored). */
+/* COMMIT (timeout_ms bounds the wait for local), LATEST (step ignored),
+ * COMMIT_ASYNC (timeout_ms must be 0: the reply does not wait for the
+ * commit, which the daemon makes once every rank is saved). */
 struct ckpt_req_job_step {
         struct ckpt_name job;
         uint64_t step;
@@ -259,7 +264,7 @@ struct ckpt_request {
                 struct ckpt_req_chunk_put chunk_put;
                 struct ckpt_req_save_id save; /* FINISH, ABORT */
                 struct ckpt_req_wait wait;
-                struct ckpt_req_job_step job_step; /* COMMIT, LATEST */
+                struct ckpt_req_job_step job_step; /* COMMIT, LATEST, COMMIT_ASYNC */
                 struct ckpt_req_shard_list shard_list;
                 struct ckpt_req_read read; /* READ, MAP */
                 struct ckpt_req_read_done read_done;
@@ -433,8 +438,8 @@ struct ckpt_reply {
                 struct ckpt_rep_job_list job_list;
                 struct ckpt_rep_ckpt_list ckpt_list;
                 struct ckpt_rep_fetch fetch;
-                /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE:
-                 * empty body */
+                /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE,
+                 * PIN, COMMIT_ASYNC: empty body */
         };
 };
 

@@ -51,6 +51,11 @@ static bool is_reply_type(uint16_t type) {
 
 /* ---- requests ---------------------------------------------------------- */
 
+/* The version a message is encoded in (0 asks for the newest). */
+static uint16_t msg_version(const struct ckpt_hdr *hdr) {
+        return hdr->version ? hdr->version : CKPT_PROTO_VERSION;
+}
+
 static int check_request(const struct ckpt_request *m) {
         struct check c = { 0 };
 
@@ -89,6 +94,15 @@ static int check_request(const struct ckpt_request *m) {
         case CKPT_MSG_LATEST:
                 check_name(&c, &m->job_step.job);
                 check_step(&c, m->job_step.step);
+                break;
+        case CKPT_MSG_COMMIT_ASYNC:
+                /* a type versions 2 and 3 do not have: malformed there,
+                 * as any unknown type */
+                check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_COMMIT_ASYNC);
+                check_name(&c, &m->job_step.job);
+                check_step(&c, m->job_step.step);
+                /* reserved: the reply never waits */
+                check_inval(&c, m->job_step.timeout_ms != 0);
                 break;
         case CKPT_MSG_SHARD_LIST:
                 check_name(&c, &m->shard_list.job);
@@ -181,6 +195,7 @@ static void put_request_body(struct wbuf *w, const struct ckpt_request *m) {
                 break;
         case CKPT_MSG_COMMIT:
         case CKPT_MSG_LATEST:
+        case CKPT_MSG_COMMIT_ASYNC:
                 w_name(w, &m->job_step.job);
                 w_u64(w, m->job_step.step);
                 w_u32(w, m->job_step.timeout_ms);
@@ -270,6 +285,7 @@ static void get_request_body(struct rbuf *r, struct ckpt_request *m) {
                 break;
         case CKPT_MSG_COMMIT:
         case CKPT_MSG_LATEST:
+        case CKPT_MSG_COMMIT_ASYNC:
                 r_name(r, &m->job_step.job);
                 m->job_step.step = r_u64(r);
                 m->job_step.timeout_ms = r_u32(r);
@@ -319,11 +335,6 @@ static void get_request_body(struct rbuf *r, struct ckpt_request *m) {
         }
 }
 
-/* The version a message is encoded in (0 asks for the newest). */
-static uint16_t msg_version(const struct ckpt_hdr *hdr) {
-        return hdr->version ? hdr->version : CKPT_PROTO_VERSION;
-}
-
 static bool version_spoken(uint16_t version) {
         return version >= CKPT_PROTO_VERSION_MIN && version <= CKPT_PROTO_VERSION;
 }
@@ -354,6 +365,10 @@ static int check_reply(const struct ckpt_reply *m) {
                 break;
         case CKPT_MSG_SHARD_BEGIN:
                 check_inval(&c, m->id.replaced != 0);
+                break;
+        case CKPT_MSG_COMMIT_ASYNC:
+                /* no such request before version 4, so no reply to it */
+                check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_COMMIT_ASYNC);
                 break;
         case CKPT_MSG_CHUNK_GET:
         case CKPT_MSG_READ:
@@ -892,6 +907,7 @@ static const char *const request_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_FETCH] = "FETCH",
         [CKPT_MSG_PIN] = "PIN",
         [CKPT_MSG_LATEST_RANK] = "LATEST_RANK",
+        [CKPT_MSG_COMMIT_ASYNC] = "COMMIT_ASYNC",
 };
 
 static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
@@ -915,6 +931,7 @@ static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_FETCH] = "FETCH_REPLY",
         [CKPT_MSG_PIN] = "PIN_REPLY",
         [CKPT_MSG_LATEST_RANK] = "LATEST_RANK_REPLY",
+        [CKPT_MSG_COMMIT_ASYNC] = "COMMIT_ASYNC_REPLY",
 };
 
 /* Never NULL, so it can go straight into a log format. */

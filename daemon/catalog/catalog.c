@@ -135,6 +135,17 @@ static const char *const migrations[] = {
         "  FOREIGN KEY (job, step) REFERENCES checkpoints(job, step) ON DELETE CASCADE"
         ");"
         "CREATE INDEX replication_pending ON replication (node, state);",
+        /* 3 -> 4: commit requests that outlive the trainer (ckpt_commit_async,
+         * docs/commit.md): the step is committed once every rank is saved,
+         * also after a restart of the daemon.  The row goes when the step
+         * commits, or with the checkpoint row. */
+        "CREATE TABLE commit_requests ("
+        "  job TEXT NOT NULL,"
+        "  step INTEGER NOT NULL,"
+        "  asked_at INTEGER NOT NULL,"
+        "  PRIMARY KEY (job, step),"
+        "  FOREIGN KEY (job, step) REFERENCES checkpoints(job, step) ON DELETE CASCADE"
+        ");",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == CATALOG_SCHEMA_VERSION,
@@ -190,6 +201,9 @@ enum stmt_id {
         STMT_REPL_SET,
         STMT_REPL_COUNTS,
         STMT_REPL_PENDING,
+        STMT_COMMIT_ASK_ADD,
+        STMT_COMMIT_ASK_DEL,
+        STMT_COMMIT_ASK_ALL,
         STMT_INTEGRITY, /* last: catalog_free takes it as "open got this far" */
         STMT_MAX_,
 };
@@ -306,6 +320,11 @@ static const char *const stmt_sql[STMT_MAX_] = {
                              " WHERE job = ?1 AND step = ?2",
         [STMT_REPL_PENDING] = "SELECT job, step FROM replication WHERE node = ?1 AND state != ?2"
                               " ORDER BY job, step",
+        [STMT_COMMIT_ASK_ADD] = "INSERT INTO commit_requests (job, step, asked_at)"
+                                " VALUES (?1, ?2, CAST(strftime('%s', 'now') AS INTEGER))"
+                                " ON CONFLICT (job, step) DO NOTHING",
+        [STMT_COMMIT_ASK_DEL] = "DELETE FROM commit_requests WHERE job = ?1 AND step = ?2",
+        [STMT_COMMIT_ASK_ALL] = "SELECT job, step FROM commit_requests ORDER BY job, step",
         [STMT_INTEGRITY] = "PRAGMA integrity_check",
 };
 
@@ -656,6 +675,19 @@ int catalog_flush(struct catalog *c) {
                 (void)step_done(c, STMT_ROLLBACK);
         }
         return r;
+}
+
+int catalog_flush_durable(struct catalog *c) {
+        int r = catalog_flush(c);
+        if (r < 0)
+                return r;
+        /* synchronous=NORMAL syncs the WAL only before a checkpoint: one
+         * now puts what was just committed on stable storage (it also
+         * copies it into the database, as the next automatic one would) */
+        if (sqlite3_wal_checkpoint_v2(c->db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL) !=
+            SQLITE_OK)
+                return sql_error(c->db, "checkpoint the write-ahead log");
+        return 0;
 }
 
 int catalog_check(struct catalog *c) {
@@ -1456,26 +1488,35 @@ static int ckpt_exists(struct catalog *c, const char *job, uint64_t step) {
         return sql_error(c->db, "look up job %s step %" PRIu64, job, step);
 }
 
-int catalog_pin(struct catalog *c, const char *job, uint64_t step, bool pinned) {
+/* Add (on) or drop the (job, step) row of a table that hangs off a
+ * checkpoint row (pins, commit requests): adding one for an unknown
+ * checkpoint is -ENOENT, adding it twice or dropping one that is not there
+ * succeeds. */
+static int ckpt_mark_set(struct catalog *c, const char *job, uint64_t step, bool on,
+                         enum stmt_id add, enum stmt_id drop, const char *what) {
         int r;
 
         if (step > (uint64_t)CKPT_STEP_MAX)
-                return pinned ? -ENOENT : 0;
+                return on ? -ENOENT : 0;
         r = tx_ensure(c);
         if (r < 0)
                 return r;
-        if (pinned) {
+        if (on) {
                 r = ckpt_exists(c, job, step);
                 if (r < 0)
                         return r;
         }
 
-        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[pinned ? STMT_PIN_ADD : STMT_PIN_DEL];
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[on ? add : drop];
         if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) ||
             sqlite3_step(s) != SQLITE_DONE)
-                return sql_error(c->db, "%s job %s step %" PRIu64, pinned ? "pin" : "unpin", job,
-                                 step);
+                return sql_error(c->db, "%s %s of job %s step %" PRIu64, on ? "add" : "drop",
+                                 what, job, step);
         return 0;
+}
+
+int catalog_pin(struct catalog *c, const char *job, uint64_t step, bool pinned) {
+        return ckpt_mark_set(c, job, step, pinned, STMT_PIN_ADD, STMT_PIN_DEL, "the pin");
 }
 
 int catalog_pinned(struct catalog *c, const char *job, uint64_t step) {
@@ -1599,6 +1640,33 @@ int catalog_repl_pending_foreach(struct catalog *c, uint32_t node, catalog_repl_
                         r = sql_error(c->db, "%s", what);
                         goto out;
                 }
+                r = foreach_rows_collect(c, s, &f, what);
+                if (r < 0)
+                        goto out;
+        }
+        for (size_t i = 0; i < f.nrows; i++) {
+                r = cb(userdata, f.jobs[f.rows[i].job], f.rows[i].step);
+                if (r != 0)
+                        break;
+        }
+out:
+        foreach_rows_done(&f);
+        return r;
+}
+
+int catalog_commit_request_set(struct catalog *c, const char *job, uint64_t step, bool asked) {
+        return ckpt_mark_set(c, job, step, asked, STMT_COMMIT_ASK_ADD, STMT_COMMIT_ASK_DEL,
+                             "the commit request");
+}
+
+int catalog_commit_request_foreach(struct catalog *c, catalog_commit_request_cb cb,
+                                   void *userdata) {
+        static const char what[] = "iterate commit requests";
+        struct foreach_rows f = { 0 };
+        int r = 0;
+
+        {
+                _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_COMMIT_ASK_ALL];
                 r = foreach_rows_collect(c, s, &f, what);
                 if (r < 0)
                         goto out;

@@ -27,7 +27,7 @@
 
 struct catalog;
 
-#define CATALOG_SCHEMA_VERSION 3
+#define CATALOG_SCHEMA_VERSION 4
 
 /* Open or create the database at path, run migrations.  -EIO on failure
  * (including a database whose user_version is newer than this build:
@@ -36,6 +36,10 @@ int catalog_open(struct catalog **out, const char *path);
 struct catalog *catalog_free(struct catalog *c); /* flushes; accepts NULL */
 
 int catalog_flush(struct catalog *c);
+/* The same, and what it committed is on stable storage when it returns
+ * (a checkpoint of the WAL, with its fsyncs): for the rows the disk cannot
+ * give back at the next start (commit requests).  Costs a few fsyncs. */
+int catalog_flush_durable(struct catalog *c);
 
 /* PRAGMA integrity_check == "ok": 0, else -EIO. */
 int catalog_check(struct catalog *c);
@@ -223,3 +227,16 @@ int catalog_repl_counts(struct catalog *c, const char *job, uint64_t step, uint3
 typedef int (*catalog_repl_cb)(void *userdata, const char *job, uint64_t step);
 int catalog_repl_pending_foreach(struct catalog *c, uint32_t node, catalog_repl_cb cb,
                                  void *userdata);
+
+/* ---- commit requests (schema 4) -----------------------------------------
+ * Steps a trainer asked to commit with ckpt_commit_async() that are not
+ * committed yet: the daemon commits them once every rank is saved, after a
+ * restart too (docs/commit.md).  Recording one for an unknown checkpoint is
+ * -ENOENT; recording it twice, or dropping one that is not there,
+ * succeeds.  A request goes with its checkpoint row. */
+int catalog_commit_request_set(struct catalog *c, const char *job, uint64_t step, bool asked);
+/* Every recorded request, by job then step.  The callback may call into
+ * the catalog; a non-zero return stops the walk and is returned. */
+typedef int (*catalog_commit_request_cb)(void *userdata, const char *job, uint64_t step);
+int catalog_commit_request_foreach(struct catalog *c, catalog_commit_request_cb cb,
+                                   void *userdata);

@@ -527,8 +527,7 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
         r = conn_take_files(c, STORE_RANK_DIR_FDS, "a new save");
         if (r < 0) {
                 free(s);
-                if (list_empty(&st->saves) && list_empty(&st->waiters))
-                        step_state_free(st);
+                step_free_if_idle(st);
                 return;
         }
         s->files = STORE_RANK_DIR_FDS;
@@ -537,8 +536,7 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
         if (r < 0) {
                 fd_budget_give(&srv->files, s->uid, s->files);
                 free(s);
-                if (list_empty(&st->saves) && list_empty(&st->waiters))
-                        step_state_free(st);
+                step_free_if_idle(st);
                 conn_error(c, r, "cannot start saving rank %u of step %" PRIu64 " of '%s': %s",
                            req->rank, req->step, job, strerror(-r));
                 return;
@@ -946,8 +944,8 @@ void save_conn_closed(struct conn *c) {
                 struct step_state *st = c->wait_step;
                 list_unlink(&c->step_link);
                 c->wait_step = NULL;
-                if (st && !st->committing && list_empty(&st->saves) && list_empty(&st->waiters))
-                        step_state_free(st);
+                if (st)
+                        step_free_if_idle(st);
         }
 }
 

@@ -515,6 +515,9 @@ static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
         case CKPT_MSG_COMMIT:
                 step_handle_commit(c, &req->job_step);
                 break;
+        case CKPT_MSG_COMMIT_ASYNC:
+                step_handle_commit_async(c, &req->job_step);
+                break;
         case CKPT_MSG_LATEST:
                 restore_handle_latest(c, &req->job_step);
                 break;

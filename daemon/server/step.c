@@ -40,8 +40,12 @@ static void cluster_report_due(struct loop_timer *t);
 static int cluster_report_step(struct server *srv, const char *job, uint64_t step,
                                uint32_t world_size, uint32_t uid, uint8_t flags);
 static uint8_t cluster_flags(const struct step_state *st);
+static uint8_t cluster_waiter_flags(const struct step_state *st);
 static void wait_join(struct conn *c, struct step_state *st, uint8_t tier, uint32_t timeout_ms);
 static void step_try_commit(struct conn *c, struct step_state *st);
+static int step_commit_now(struct step_state *st, const char **why);
+static void commit_request_pursue(struct step_state *st);
+static void commit_request_done(struct step_state *st);
 
 struct step_state *step_find(struct server *srv, const char *job, uint64_t step) {
         struct list *pos, *tmp;
@@ -172,9 +176,8 @@ static void wait_timeout(struct loop_timer *t) {
                            "in time",
                            st->step, st->job, ckpt_tier_name(c->wait_tier));
         }
-        if (!st->committing && !st->committed && list_empty(&st->saves) &&
-            list_empty(&st->waiters))
-                step_state_free(st);
+        if (!st->committed)
+                step_free_if_idle(st);
 }
 
 static void wait_join(struct conn *c, struct step_state *st, uint8_t tier, uint32_t timeout_ms) {
@@ -196,6 +199,10 @@ void step_notify(struct server *srv, struct step_state *st) {
                                              .committed_at = st->decision_at };
                 cluster_record(srv, st->job, &m);
         }
+        /* a commit request commits the step the moment its last rank is
+         * on disk here (in a cluster the rank's report carries it) */
+        if (!step_clustered(srv))
+                commit_request_pursue(st);
 
         list_for_each_safe(pos, tmp, &st->waiters) {
                 struct conn *c = list_entry(pos, struct conn, step_link);
@@ -294,8 +301,10 @@ static void step_committed(void *userdata, int error) {
                 return;
         }
         st->committed = true; /* and in the catalog: the ingest marked it */
-        log_info("job %s step %" PRIu64 ": committed (%u ranks%s)", st->job, st->step,
-                 st->world_size, step_clustered(srv) ? ", the cluster's decision" : "");
+        log_info("job %s step %" PRIu64 ": committed (%u ranks%s%s)", st->job, st->step,
+                 st->world_size, step_clustered(srv) ? ", the cluster's decision" : "",
+                 st->commit_asked ? ", asked by ckpt_commit_async" : "");
+        commit_request_done(st);
         list_for_each_safe(pos, tmp, &st->waiters) {
                 struct conn *c = list_entry(pos, struct conn, step_link);
                 /* in a cluster, ckpt_commit returns once every node
@@ -366,25 +375,27 @@ static void local_missing(struct server *srv, struct step_state *st, uint32_t sa
                  st->world_size, one ? "is" : "are");
 }
 
-static void step_try_commit(struct conn *c, struct step_state *st) {
-        struct server *srv = c->srv;
-        const char *why;
+/*
+ * A single node's commit: start writing st's COMMITTED record if every
+ * rank 0..world_size-1 is on this node's disk.  It needs no connection: a
+ * COMMIT waiting on st and a commit request (COMMIT_ASYNC) both come here.
+ * 1: started, or under way or done already (step_committed() answers);
+ * 0: ranks are missing (st->cluster_why names them for a timeout);
+ * -EPROTO: a save of a rank failed here (*why says how); -ENOMEM.
+ */
+static int step_commit_now(struct step_state *st, const char **why) {
+        struct server *srv = st->srv;
 
-        if (st->committed) {
-                wait_leave(c);
-                conn_reply_empty(c);
-                return;
-        }
-        if (st->committing)
-                return; /* step_committed() answers */
-        int r = step_reached(srv, st->job, st->step, CKPT_TIER_LOCAL, &why);
+        *why = NULL;
+        if (st->committing || st->committed)
+                return 1;
+        int r = step_reached(srv, st->job, st->step, CKPT_TIER_LOCAL, why);
         if (r == 0)
-                return; /* not all ranks on disk yet */
+                return 0; /* not all ranks on disk yet */
         if (r < 0) {
-                wait_leave(c);
-                conn_error(c, -EPROTO, "cannot commit step %" PRIu64 " of job '%s': %s", st->step,
-                           st->job, why ? why : strerror(-r));
-                return;
+                if (!*why)
+                        *why = strerror(-r);
+                return -EPROTO;
         }
         struct ckpt_ckpt_entry e;
         r = catalog_ckpt_get(srv->catalog, st->job, st->step, &e);
@@ -392,7 +403,7 @@ static void step_try_commit(struct conn *c, struct step_state *st) {
                 /* Ranks missing: without a barrier before it, a commit
                  * waits for them (up to its timeout, which names them). */
                 local_missing(srv, st, r < 0 ? 0 : e.ranks_local);
-                return;
+                return 0;
         }
         commit_record_clear(&st->record);
         snprintf(st->record.job, sizeof(st->record.job), "%s", st->job);
@@ -400,49 +411,82 @@ static void step_try_commit(struct conn *c, struct step_state *st) {
         st->record.world_size = st->world_size;
         st->record.committed_at = (int64_t)time(NULL);
         st->record.ranks = calloc(st->world_size, sizeof(uint32_t));
-        if (!st->record.ranks) {
-                wait_leave(c);
-                conn_error(c, -ENOMEM, "out of memory");
-                return;
-        }
+        if (!st->record.ranks)
+                return -ENOMEM;
         for (uint32_t i = 0; i < st->world_size; i++)
                 st->record.ranks[i] = i;
         st->record.nranks = st->world_size;
         st->committing = true;
         ingest_commit_step(&st->commit, srv->store, srv->catalog, &st->record, step_committed,
                            st);
+        return 1;
 }
 
-void step_handle_commit(struct conn *c, const struct ckpt_req_job_step *req) {
+static void step_try_commit(struct conn *c, struct step_state *st) {
+        const char *why;
+
+        if (st->committed) {
+                wait_leave(c);
+                conn_reply_empty(c);
+                return;
+        }
+        int r = step_commit_now(st, &why);
+        if (r >= 0)
+                return; /* step_committed() answers, or it waits for ranks */
+        wait_leave(c);
+        if (r == -ENOMEM)
+                conn_error(c, -ENOMEM, "out of memory");
+        else
+                conn_error(c, -EPROTO, "cannot commit step %" PRIu64 " of job '%s': %s", st->step,
+                           st->job, why);
+}
+
+static void commit_no_save(struct conn *c, const char *job, uint64_t step) {
+        conn_error(c, -ENOENT, "no save of step %" PRIu64 " of job '%s' to commit%s", step, job,
+                   step_clustered(c->srv) ? " on this node: commit on a node that saves ranks "
+                                            "of it" : "");
+}
+
+/* What COMMIT and COMMIT_ASYNC check first: the job is c's, the step is
+ * known here.  The step to commit (found, or made from its catalog row),
+ * or NULL once c is answered: an error, or 0 for a step committed already. */
+static struct step_state *commit_step_of(struct conn *c, const struct ckpt_req_job_step *req) {
         struct server *srv = c->srv;
         const char *job = req->job.str;
         int r = conn_check_job(c, job, true);
 
         if (r == -EACCES) {
                 conn_error(c, r, "job '%s' belongs to another user", job);
-                return;
+                return NULL;
         }
         if (r < 0) {
                 conn_error(c, r, "no job named '%s'", job);
-                return;
+                return NULL;
         }
         struct ckpt_ckpt_entry e;
         r = catalog_ckpt_get(srv->catalog, job, req->step, &e);
         if (r == 0 && e.state == CKPT_STATE_COMMITTED) {
                 conn_reply_empty(c);
-                return;
+                return NULL;
         }
         struct step_state *st = step_find(srv, job, req->step);
         if (!st) {
                 if (r < 0 || !(st = step_new(srv, job, req->step, e.world_size))) {
-                        conn_error(c, -ENOENT, "no save of step %" PRIu64 " of job '%s' to commit%s",
-                                   req->step, job,
-                                   step_clustered(srv) ? " on this node: commit on a node that saves "
-                                                    "ranks of it" : "");
-                        return;
+                        commit_no_save(c, job, req->step);
+                        return NULL;
                 }
                 st->uid = (uint32_t)c->uid;
         }
+        return st;
+}
+
+void step_handle_commit(struct conn *c, const struct ckpt_req_job_step *req) {
+        struct server *srv = c->srv;
+        const char *job = req->job.str;
+        struct step_state *st = commit_step_of(c, req);
+
+        if (!st)
+                return;
         wait_join(c, st, CKPT_TIER_COMMITTED, req->timeout_ms ? req->timeout_ms : 1);
         if (!step_clustered(srv)) {
                 step_try_commit(c, st);
@@ -461,6 +505,129 @@ void step_handle_commit(struct conn *c, const struct ckpt_req_job_step *req) {
         if (!loop_timer_armed(&st->ask_again))
                 loop_timer_start(srv->loop, &st->ask_again, CLUSTER_ASK_AGAIN_MS,
                                  cluster_ask_again);
+}
+
+/* ---- commit requests that outlive the trainer (COMMIT_ASYNC, docs/commit.md) ---------------
+ *
+ * ckpt_commit_async() asks for the commit and returns once the request is
+ * recorded: st->commit_asked in memory, a row of commit_requests in the
+ * catalog (on stable storage before the reply, so a daemon killed, or a
+ * node losing power, right after still has it).  From then on no
+ * connection is needed: on one node the step commits when its last rank
+ * lands (step_notify), through the same step_commit_now() as COMMIT; in a
+ * cluster every report of the step to node 0 carries PEER_REPORT_COMMIT
+ * (cluster_flags), the sync after a reconnect included, so node 0 decides
+ * it when the last rank lands on any node.  The request is done when the
+ * step commits here (or, on a node that holds none of its ranks any more,
+ * when node 0 says it is recorded everywhere); it goes with the step when
+ * retention removes it.
+ */
+
+/* Carry a commit request as far as this node can now. */
+static void commit_request_pursue(struct step_state *st) {
+        struct server *srv = st->srv;
+        const char *why;
+
+        if (!st->commit_asked || st->committing || st->committed)
+                return;
+        if (!step_clustered(srv)) {
+                /* 0: ranks missing; <0: a rank failed here, and the request
+                 * waits for it to be saved again (or for retention) */
+                (void)step_commit_now(st, &why);
+                return;
+        }
+        /* -ENOTCONN: the sync after the reconnect carries the ask */
+        (void)cluster_report_step(srv, st->job, st->step, st->world_size, st->uid,
+                                  cluster_flags(st));
+}
+
+/* The step is committed: the request is carried out. */
+static void commit_request_done(struct step_state *st) {
+        if (!st->commit_asked)
+                return;
+        st->commit_asked = false;
+        /* (void): a row left behind (catalog.c logs it) names a committed
+         * step, which the resume at the next start drops */
+        (void)catalog_commit_request_set(st->srv->catalog, st->job, st->step, false);
+}
+
+void step_handle_commit_async(struct conn *c, const struct ckpt_req_job_step *req) {
+        struct server *srv = c->srv;
+        const char *job = req->job.str, *why;
+        struct step_state *st = commit_step_of(c, req);
+
+        if (!st)
+                return;
+        /* the checks a COMMIT makes while it waits, made once, now */
+        int r = step_reached(srv, job, req->step, CKPT_TIER_LOCAL, &why);
+        if (r == -ENOENT) {
+                commit_no_save(c, job, req->step);
+                step_free_if_idle(st);
+                return;
+        }
+        if (r < 0) {
+                conn_error(c, -EPROTO, "cannot commit step %" PRIu64 " of job '%s': %s", req->step,
+                           job, why ? why : strerror(-r));
+                step_free_if_idle(st);
+                return;
+        }
+        if (st->committed) {
+                conn_reply_empty(c);
+                return;
+        }
+        /* recorded before the reply: the trainer may exit at once */
+        r = catalog_commit_request_set(srv->catalog, job, req->step, true);
+        if (r == 0)
+                r = catalog_flush_durable(srv->catalog);
+        if (r < 0) {
+                conn_error(c, r, "cannot record the commit request of step %" PRIu64 " of job "
+                           "'%s' in the catalog: %s", req->step, job, strerror(-r));
+                step_free_if_idle(st);
+                return;
+        }
+        if (!st->commit_asked)
+                log_info("job %s step %" PRIu64 ": commit asked by ckpt_commit_async (uid %u, pid "
+                         "%d): it commits once every rank of %u is saved%s", job, req->step,
+                         (unsigned)c->uid, (int)c->pid, st->world_size,
+                         step_clustered(srv) ? " on some node" : "");
+        st->commit_asked = true;
+        conn_reply_empty(c);
+        commit_request_pursue(st);
+}
+
+static int commit_request_load(void *userdata, const char *job, uint64_t step) {
+        struct server *srv = userdata;
+        struct ckpt_ckpt_entry e;
+
+        if (catalog_ckpt_get(srv->catalog, job, step, &e) < 0)
+                return 0; /* gone with its step (the row cascades) */
+        if (e.state == CKPT_STATE_COMMITTED) {
+                /* committed just before the restart, the row not yet dropped */
+                (void)catalog_commit_request_set(srv->catalog, job, step, false);
+                return 0;
+        }
+        struct step_state *st = step_find(srv, job, step);
+        if (!st && !(st = step_new(srv, job, step, e.world_size)))
+                return -ENOMEM;
+        /* (void): a job the catalog does not know keeps uid 0, as a report does */
+        (void)catalog_job_uid(srv->catalog, job, &st->uid);
+        st->commit_asked = true;
+        log_info("job %s step %" PRIu64 ": commit asked by ckpt_commit_async before the restart "
+                 "(%u of %u ranks on disk here): it commits once every rank is saved", job, step,
+                 e.ranks_local, e.world_size);
+        return 0;
+}
+
+void step_commit_requests_resume(struct server *srv) {
+        struct list *pos, *tmp;
+
+        int r = catalog_commit_request_foreach(srv->catalog, commit_request_load, srv);
+        if (r < 0)
+                log_error("cannot take up the recorded commit requests: %s", strerror(-r));
+        list_for_each_safe(pos, tmp, &srv->steps) {
+                struct step_state *st = list_entry(pos, struct step_state, link);
+                commit_request_pursue(st);
+        }
 }
 
 void step_state_free(struct step_state *st) {
@@ -486,6 +653,14 @@ void step_state_free(struct step_state *st) {
         free(st);
 }
 
+void step_free_if_idle(struct step_state *st) {
+        /* a commit request keeps it: what commits the step is a rank
+         * landing on it, long after every trainer went away */
+        if (!st->committing && !st->commit_asked && list_empty(&st->saves) &&
+            list_empty(&st->waiters))
+                step_state_free(st);
+}
+
 void step_state_free_all(struct server *srv) {
         struct list *pos, *tmp;
         list_for_each_safe(pos, tmp, &srv->steps) {
@@ -508,8 +683,8 @@ bool step_clustered(const struct server *srv) {
         return srv->cluster_report != NULL;
 }
 
-/* What this node's trainers wait for on st, as report flags. */
-static uint8_t cluster_flags(const struct step_state *st) {
+/* What this node's connected trainers wait for on st, as report flags. */
+static uint8_t cluster_waiter_flags(const struct step_state *st) {
         uint8_t flags = 0;
         const struct list *pos;
         for (pos = st->waiters.next; pos != &st->waiters; pos = pos->next) {
@@ -520,6 +695,11 @@ static uint8_t cluster_flags(const struct step_state *st) {
                         flags |= PEER_REPORT_BEGIN;
         }
         return flags;
+}
+
+/* ... and what this node asks for st, a commit request included. */
+static uint8_t cluster_flags(const struct step_state *st) {
+        return cluster_waiter_flags(st) | (st->commit_asked ? PEER_REPORT_COMMIT : 0);
 }
 
 /*
@@ -597,11 +777,6 @@ static void cluster_commit_check(struct conn *c, struct step_state *st) {
                    st->job, why ? why : strerror(-r));
 }
 
-static void step_free_if_idle(struct step_state *st) {
-        if (!st->committing && list_empty(&st->saves) && list_empty(&st->waiters))
-                step_state_free(st);
-}
-
 /* Answer the SAVE_BEGINs parked for the coordinator's word: go ahead
  * (error 0), or refuse their saves with the coordinator's reason. */
 static void cluster_verdict(struct step_state *st, int error, const char *why) {
@@ -642,9 +817,11 @@ static void cluster_verdict(struct step_state *st, int error, const char *why) {
                 return;
         struct ckpt_ckpt_entry e;
         if (catalog_ckpt_get(srv->catalog, st->job, st->step, &e) == 0 && e.ranks_local == 0 &&
-            e.state != CKPT_STATE_COMMITTED)
+            e.state != CKPT_STATE_COMMITTED) {
                 /* (void): an empty row; reconcile forgets it at the next start */
                 (void)catalog_ckpt_delete(srv->catalog, st->job, st->step);
+                st->commit_asked = false; /* its row went with the step's */
+        }
         step_free_if_idle(st);
 }
 
@@ -660,11 +837,15 @@ static void cluster_report_due(struct loop_timer *t) {
 static void cluster_ask_again(struct loop_timer *t) {
         struct step_state *st = container_of(t, struct step_state, ask_again);
         struct server *srv = st->srv;
-        uint8_t flags = cluster_flags(st);
 
-        if (!(flags & PEER_REPORT_COMMIT) || st->everywhere)
+        /* only for a trainer waiting in ckpt_commit, whose timeout wants
+         * fresh news: a commit request alone is asked again by every report
+         * and every sync, and asking every 500 ms for a node that is down
+         * would never stop */
+        if (!(cluster_waiter_flags(st) & PEER_REPORT_COMMIT) || st->everywhere)
                 return; /* nobody waits any more */
-        (void)cluster_report_step(srv, st->job, st->step, st->world_size, st->uid, flags);
+        (void)cluster_report_step(srv, st->job, st->step, st->world_size, st->uid,
+                                  cluster_flags(st));
         loop_timer_start(srv->loop, &st->ask_again, CLUSTER_ASK_AGAIN_MS, cluster_ask_again);
 }
 
@@ -740,6 +921,8 @@ static void cluster_everywhere(struct step_state *st) {
         struct list *pos, *tmp;
 
         st->everywhere = true;
+        /* carried out, also on a node whose own rank of it failed */
+        commit_request_done(st);
         list_for_each_safe(pos, tmp, &st->waiters) {
                 struct conn *c = list_entry(pos, struct conn, step_link);
                 if (c->busy_type != CKPT_MSG_COMMIT)
@@ -918,9 +1101,10 @@ void step_retention_run(struct server *srv, const char *job) {
                 uint64_t step = plan.steps[i].step;
                 if (!retention_verdict_drops(plan.verdicts[i]) || !step_idle(srv, job, step))
                         continue;
-                log_info("job %s step %" PRIu64 ": removed by retention (keep %u)", job, step,
-                         srv->opts.keep);
                 struct step_state *st = step_find(srv, job, step);
+                log_info("job %s step %" PRIu64 ": removed by retention (keep %u)%s", job, step,
+                         srv->opts.keep, st && st->commit_asked ? "; its commit request "
+                         "(ckpt_commit_async) goes with it" : "");
                 if (st)
                         step_state_free(st);
                 if (store_step_delete(srv->store, job, step) == 0)

@@ -11,7 +11,10 @@
  * 0's word) while they wait; the saves on st->saves are save.c's, which
  * tells this file when one changed (step_notify) or landed
  * (step_rank_landed).  What the step is in each tier is the catalog's;
- * the decision across nodes is step/coordinator's.
+ * the decision across nodes is step/coordinator's.  A commit request
+ * (COMMIT_ASYNC, ckpt_commit_async) is st->commit_asked and a row of the
+ * catalog's commit_requests, both written only here: it needs no
+ * connection, and outlives the trainer and a restart of the daemon.
  */
 #pragma once
 
@@ -38,6 +41,10 @@ struct step_state {
         struct list saves;    /* struct save, by step_link */
         struct list waiters;  /* struct conn, by step_link */
         bool committing, committed;
+        /* a trainer asked for the commit with COMMIT_ASYNC and it has not
+         * happened yet: the step commits once every rank is saved, whoever
+         * is still connected (recorded in the catalog, re-armed at start) */
+        bool commit_asked;
         struct commit_record record;
         struct ingest_commit commit; /* record being written, while committing */
         /* the cluster-wide commit (docs/commit.md); conns parked in
@@ -61,10 +68,20 @@ struct step_state *step_new(struct server *srv, const char *job, uint64_t step,
 /* A save of st changed state (on disk, failed): answer whom it concerns. */
 void step_notify(struct server *srv, struct step_state *st);
 void step_state_free(struct step_state *st);
+/* Free st if nothing needs it in memory any more: no save, no waiter, no
+ * commit record being written, no commit request still to carry out. */
+void step_free_if_idle(struct step_state *st);
 void step_state_free_all(struct server *srv);
 
 void step_handle_wait(struct conn *c, const struct ckpt_req_wait *req);
 void step_handle_commit(struct conn *c, const struct ckpt_req_job_step *req);
+/* COMMIT_ASYNC: record that (job, step) is to be committed once every rank
+ * is saved, and answer at once. */
+void step_handle_commit_async(struct conn *c, const struct ckpt_req_job_step *req);
+/* At start, after reconcile and once the cluster's links are set up: take
+ * up the commit requests recorded before the restart (those whose ranks
+ * are all saved commit now; in a cluster node 0 hears of them). */
+void step_commit_requests_resume(struct server *srv);
 /* The flusher or the replication moved (job, step): wake its waiters. */
 void step_changed(struct server *srv, const char *job, uint64_t step);
 /* Remove the local steps of job that retention (retention/) drops and

@@ -245,12 +245,25 @@ static void requests(void) {
                         m.latest_rank.rank = 3;
                         m.latest_rank.below = CKPT_STEP_LATEST;
                         break;
+                case CKPT_MSG_COMMIT_ASYNC:
+                        name(&m.job_step.job, "llama-70b");
+                        m.job_step.step = 1000;
+                        break;
                 default:
                         break;
                 }
                 int n = encode_req(&m);
                 file_for(fn, sizeof(fn), t);
                 write_file("request", fn, buf, (size_t)n);
+                if (t == CKPT_MSG_COMMIT_ASYNC) {
+                        uint8_t bad[CKPT_MSG_MAX];
+                        memcpy(bad, buf, (size_t)n);
+                        bad[4] = CKPT_PROTO_VERSION_COMMIT_ASYNC - 1; /* before it existed */
+                        write_file("request", "invalid-commit-async-version.bin", bad, (size_t)n);
+                        memcpy(bad, buf, (size_t)n);
+                        set_le32(bad + n - 4, 1000); /* timeout_ms: reserved, 0 */
+                        write_file("request", "invalid-commit-async-timeout.bin", bad, (size_t)n);
+                }
 
                 /* One invalid variant per kind, from a message with a body. */
                 if (t != CKPT_MSG_SAVE_BEGIN)
@@ -325,7 +338,7 @@ static void replies(void) {
                 CKPT_MSG_WAIT, CKPT_MSG_COMMIT, CKPT_MSG_LATEST, CKPT_MSG_SHARD_LIST,
                 CKPT_MSG_READ, CKPT_MSG_READ_DONE, CKPT_MSG_MAP, CKPT_MSG_STATUS,
                 CKPT_MSG_JOB_LIST, CKPT_MSG_CKPT_LIST, CKPT_MSG_FETCH, CKPT_MSG_PIN,
-                CKPT_MSG_LATEST_RANK,
+                CKPT_MSG_LATEST_RANK, CKPT_MSG_COMMIT_ASYNC,
         };
         char fn[64];
 

@@ -8,6 +8,8 @@
  *   ckpt-testrank save   --job J --step S --rank R --world W --shards a:SIZE,b:SIZE
  *                        [--seed N] [--zero-copy] [--commit] [--wait-local]
  *                        [--exit-after-finish] [--torn] [--hold MS]
+ *                        [--commit-async]  (after the finish, and --wait-local if
+ *                                           given: ckpt_commit_async, then exit)
  *                        prints "replaced" when the save replaces an earlier
  *                        copy of the rank (ckpt_save_replaced)
  *   ckpt-testrank verify --job J --step S --rank R --shards ... [--seed N] [--map]
@@ -20,6 +22,7 @@
  *                        and when it fell back a last line
  *                        "fell back from step N (rank R not restorable there)"
  *   ckpt-testrank commit --job J --step S
+ *   ckpt-testrank commit-async --job J --step S   prints "asked" on success
  *   ckpt-testrank wait   --job J --step S --tier staged|local|committed|remote|replicated|remote
  *                        [--timeout MS]
  *   ckpt-testrank list   --job J --step S --rank R      prints "name size crc"
@@ -55,7 +58,7 @@ static struct {
         uint32_t timeout;
         struct shard_spec shards[256];
         int nshards;
-        bool zero_copy, commit, wait_local, exit_after_finish, torn, map;
+        bool zero_copy, commit, wait_local, exit_after_finish, torn, map, commit_async;
         uint32_t hold_ms;
 } opt = { .world = 1, .timeout = 60000, .below = CKPT_STEP_LATEST };
 
@@ -189,6 +192,15 @@ static int do_save(void) {
                 if (r < 0)
                         return fail(r, "wait local");
         }
+        if (opt.commit_async) {
+                /* ask, and go: the daemon commits once every rank is saved */
+                r = ckpt_commit_async(conn, opt.job, opt.step);
+                if (r < 0)
+                        return fail(r, "commit_async");
+                printf("asked\n");
+                fflush(stdout);
+                _exit(0);
+        }
         if (opt.commit) {
                 r = ckpt_commit(conn, opt.job, opt.step, opt.timeout);
                 if (r < 0)
@@ -318,6 +330,7 @@ int main(int argc, char **argv) {
                 { "timeout", required_argument, NULL, 'T' },
                 { "zero-copy", no_argument, NULL, 'z' },
                 { "commit", no_argument, NULL, 'c' },
+                { "commit-async", no_argument, NULL, 'A' },
                 { "wait-local", no_argument, NULL, 'L' },
                 { "exit-after-finish", no_argument, NULL, 'E' },
                 { "torn", no_argument, NULL, 'X' },
@@ -327,7 +340,7 @@ int main(int argc, char **argv) {
                 {}
         };
         if (argc < 2) {
-                fprintf(stderr, "usage: ckpt-testrank save|verify|read|latest|commit|wait|list ...\n");
+                fprintf(stderr, "usage: ckpt-testrank save|verify|read|latest|commit|commit-async|wait|list ...\n");
                 return 2;
         }
         const char *cmd = argv[1];
@@ -352,6 +365,7 @@ int main(int argc, char **argv) {
                 case 'T': opt.timeout = (uint32_t)strtoul(optarg, NULL, 10); break;
                 case 'z': opt.zero_copy = true; break;
                 case 'c': opt.commit = true; break;
+                case 'A': opt.commit_async = true; break;
                 case 'L': opt.wait_local = true; break;
                 case 'E': opt.exit_after_finish = true; break;
                 case 'X': opt.torn = true; break;
@@ -403,6 +417,12 @@ int main(int argc, char **argv) {
                 r = ckpt_commit(conn, opt.job, opt.step, opt.timeout);
                 if (r < 0)
                         r = fail(r, "commit");
+        } else if (!strcmp(cmd, "commit-async")) {
+                r = ckpt_commit_async(conn, opt.job, opt.step);
+                if (r < 0)
+                        r = fail(r, "commit_async");
+                else
+                        printf("asked\n");
         } else if (!strcmp(cmd, "wait")) {
                 enum ckpt_wait_tier t = !strcmp(opt.tier ? opt.tier : "", "staged") ? CKPT_STAGED
                                         : !strcmp(opt.tier ? opt.tier : "", "committed") ? CKPT_COMMITTED

@@ -404,11 +404,12 @@ def wire_name(s):
     return struct.pack("<H", len(b)) + b
 
 
-def wire_packet(typ, body, seq=0x5e97a11):
+def wire_packet(typ, body, seq=0x5e97a11, version=CKPT_PROTO_VERSION):
     """A request packet encoded here, by hand (docs/protocol.md), so values
-    libckpt refuses to send reach the daemon's own checks."""
+    libckpt refuses to send reach the daemon's own checks.  version: the
+    header's (2 by default; COMMIT_ASYNC needs 4)."""
     import struct
-    return struct.pack("<IHHII", CKPT_PROTO_MAGIC, CKPT_PROTO_VERSION, typ, 16 + len(body),
+    return struct.pack("<IHHII", CKPT_PROTO_MAGIC, version, typ, 16 + len(body),
                        seq) + body
 
 

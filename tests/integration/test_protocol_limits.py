@@ -109,6 +109,11 @@ def p_fetch(job, step, which, index):
     return pk(18, wire_name(job) + struct.pack("<QBII", step, which, index, 0))
 
 
+def p_commit_async(job, step, timeout_ms, version=4):
+    return wire_packet(21, wire_name(job) + struct.pack("<QI", step, timeout_ms),
+                       version=version).hex()
+
+
 def p_list(typ, job, start):
     return pk(typ, wire_name(job) + struct.pack("<I", start))
 
@@ -297,6 +302,20 @@ def probe_step(d, row):
     refused(lines, row, "P4", "FETCH of step %d" % (latest - 1), "invalid value")
 
 
+def probe_commit_async_timeout(d, row):
+    value = numbers(row["value"])[0]
+    check(value == 0, "COMMIT_ASYNC's timeout_ms must be %d?" % value)
+    # JOB's step 1 is committed: a request the decoder lets through is answered 0
+    lines = send(d, p_commit_async(JOB, 1, 0), p_commit_async(JOB, 1, 1),
+                 p_commit_async(JOB, 1, 0xffffffff), p_commit_async(JOB, 1, 0, version=3))
+    ok_line(lines, "P1", "COMMIT_ASYNC with timeout_ms 0")
+    refused(lines, row, "P2", "COMMIT_ASYNC with timeout_ms 1", "invalid value")
+    refused(lines, row, "P3", "COMMIT_ASYNC with timeout_ms 2^32 - 1", "invalid value")
+    # before version 4 the type does not exist: malformed, as any unknown type
+    expect_error(lines, "EBADMSG", -74, "malformed", label="P4",
+                 what="COMMIT_ASYNC in a version-3 header")
+
+
 def probe_shard_size(d, row):
     limit = numbers(row["value"])[0]
     lines = send(d, p_shard_begin("a", limit), p_shard_begin("b", limit + 1), save="sizes")
@@ -409,6 +428,7 @@ PROBES = {
     "unfinished saves on one connection": probe_saves_per_conn,
     "`READ` windows lent to one connection (not yet `READ_DONE`)": probe_reads_per_conn,
     "shards in one rank": probe_shards_per_rank,
+    "`COMMIT_ASYNC`'s `timeout_ms`": probe_commit_async_timeout,
 }
 LAST = ("error codes",)  # checks the replies the others collected
 

@@ -4,7 +4,9 @@
 shard list, whole and ranged reads compared byte for byte, and the errors
 a user sees (bad name, another job's step, a read of a step not committed,
 torn-free commit of a missing rank) as CkptError with the right errno and
-the daemon's message; a rank saved twice says it replaced the first copy."""
+the daemon's message; a rank saved twice says it replaced the first copy;
+commit_async: rank 0 asks and its client goes away, the step commits when
+rank 1 lands."""
 import errno
 import os
 import sys
@@ -73,6 +75,25 @@ def main(tmp):
         except ckptd.CkptError as e:
             check(e.errno == errno.ETIMEDOUT and "rank 1 of 2 is not saved" in str(e),
                   "commit: %s" % e)
+
+    # a commit request outlives its client: rank 0 asks and disconnects
+    with ckptd.Client() as c:
+        with c.save("py-job", 12, 0, 2) as s:
+            s.write("weights", b"r0")
+        c.commit_async("py-job", 12)
+        try:
+            c.commit_async("py-nojob", 12)
+            check(False, "commit_async of an unknown job succeeded")
+        except ckptd.CkptError as e:
+            check(e.errno == errno.ENOENT and "no job named" in str(e), "commit_async: %s" % e)
+    with ckptd.Client() as c:
+        with c.save("py-job", 12, 1, 2) as s:
+            s.write("weights", b"r1")
+    with ckptd.Client() as c:
+        c.wait("py-job", 12, ckptd.COMMITTED, timeout_ms=30000)
+        check(c.latest("py-job") == (12, 2), "latest after commit_async: %s"
+              % (c.latest("py-job"),))
+        check(c.read("py-job", 12, 1, "weights") == b"r1", "rank 1 of step 12 differs")
     check(d.stop() == 0, "unclean exit")
 
 

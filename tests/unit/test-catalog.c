@@ -135,7 +135,7 @@ static void test_schema(void) {
         char mode[32];
 
         EXPECT(raw_int("PRAGMA user_version"), CATALOG_SCHEMA_VERSION);
-        EXPECT(raw_int("PRAGMA user_version"), 3);
+        EXPECT(raw_int("PRAGMA user_version"), 4);
         EXPECT(raw_int("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                        "('jobs', 'checkpoints', 'ranks', 'shards')"),
                4);
@@ -1198,6 +1198,49 @@ static void test_replication(void) {
         unlink_db(path);
 }
 
+/* Schema 4: commit requests (ckpt_commit_async) — recorded only for a
+ * known checkpoint, idempotent, kept across a reopen, gone with their
+ * checkpoint row. */
+static void test_commit_requests(void) {
+        struct catalog *c = NULL;
+        struct repl_seen r = { 0 };
+        char path[128];
+
+        side_path(path, sizeof(path), "asks.db");
+        EXPECT(catalog_open(&c, path), 0);
+        remote_rank(c, "a", 1, CKPT_STATE_LOCAL);
+        remote_rank(c, "a", 2, CKPT_STATE_LOCAL);
+        remote_rank(c, "b", 5, CKPT_STATE_SAVING);
+        EXPECT(catalog_commit_request_set(c, "a", 2, true), 0);
+        EXPECT(catalog_commit_request_set(c, "a", 2, true), 0); /* idempotent */
+        EXPECT(catalog_commit_request_set(c, "b", 5, true), 0);
+        EXPECT(catalog_commit_request_set(c, "a", 1, true), 0);
+        EXPECT(catalog_commit_request_set(c, "a", 9, true), -ENOENT);
+        EXPECT(catalog_commit_request_set(c, "a", (uint64_t)CKPT_STEP_MAX + 1, true), -ENOENT);
+        EXPECT(catalog_commit_request_set(c, "a", 1, false), 0);
+        EXPECT(catalog_commit_request_set(c, "a", 1, false), 0);
+        EXPECT(catalog_commit_request_foreach(c, repl_cb, &r), 0);
+        CHECK(r.n == 2 && strcmp(r.seen[0], "a/2") == 0 && strcmp(r.seen[1], "b/5") == 0);
+        /* committed and checkpointed: another connection reads it from the
+         * database file itself */
+        EXPECT(catalog_flush_durable(c), 0);
+        EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM commit_requests"), 2);
+        EXPECT(catalog_flush_durable(c), 0); /* nothing open: fine too */
+
+        c = catalog_free(c);
+        EXPECT(catalog_open(&c, path), 0);
+        r = (struct repl_seen){ 0 };
+        EXPECT(catalog_commit_request_foreach(c, repl_cb, &r), 0);
+        EXPECT(r.n, 2);
+        EXPECT(catalog_ckpt_delete(c, "a", 2), 0);
+        r = (struct repl_seen){ 0 };
+        EXPECT(catalog_commit_request_foreach(c, repl_cb, &r), 0);
+        CHECK(r.n == 1 && strcmp(r.seen[0], "b/5") == 0);
+        EXPECT(catalog_check(c), 0);
+        c = catalog_free(c);
+        unlink_db(path);
+}
+
 static void test_remote(void) {
         struct catalog *c = NULL;
         char path[128];
@@ -1265,6 +1308,7 @@ int main(void) {
         test_refuse_newer();
         test_remote();
         test_replication();
+        test_commit_requests();
 
         cleanup_dir();
         printf("test-catalog: ok\n");

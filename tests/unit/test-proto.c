@@ -194,6 +194,11 @@ static void make_request(struct ckpt_request *m, uint16_t type) {
                 m->latest_rank.rank = CKPT_WORLD_MAX - 1;
                 m->latest_rank.below = 0x7fffffffffffff00ull;
                 break;
+        case CKPT_MSG_COMMIT_ASYNC:
+                set_name(&m->job_step.job, "async-job");
+                m->job_step.step = 0x0807060504030201ull;
+                m->job_step.timeout_ms = 0; /* must be */
+                break;
         }
 }
 
@@ -429,6 +434,7 @@ static const uint16_t reply_types[] = {
         CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY,
         CKPT_MSG_FETCH | CKPT_MSG_REPLY,
         CKPT_MSG_LATEST_RANK | CKPT_MSG_REPLY,
+        CKPT_MSG_COMMIT_ASYNC | CKPT_MSG_REPLY,
 };
 
 static void test_roundtrips(void) {
@@ -656,6 +662,8 @@ static void test_golden(void) {
 static void test_versions(void) {
         /* every reply in version 2 round-trips, and stays version 2 */
         for (size_t i = 0; i < sizeof(reply_types) / sizeof(reply_types[0]); i++) {
+                if (reply_types[i] == (CKPT_MSG_COMMIT_ASYNC | CKPT_MSG_REPLY))
+                        continue; /* version 4 on: below */
                 make_reply(&rep_a, reply_types[i], 3);
                 rep_a.hdr.version = 2;
                 if (reply_types[i] == (CKPT_MSG_SAVE_BEGIN | CKPT_MSG_REPLY))
@@ -676,6 +684,8 @@ static void test_versions(void) {
         }
         for (uint16_t t = CKPT_MSG_HELLO; t < CKPT_MSG_REQUEST_MAX_; t++) {
                 struct ckpt_request m, out;
+                if (t == CKPT_MSG_COMMIT_ASYNC)
+                        continue; /* version 4 on: below */
                 make_request(&m, t);
                 m.hdr.version = 2;
                 int n = ckpt_request_encode(&m, buf, sizeof(buf));
@@ -709,9 +719,12 @@ static void test_versions(void) {
         rep_a.hdr.version = 3;
         check_bytes("SAVE_BEGIN reply v3", buf, ckpt_reply_encode(&rep_a, buf, sizeof(buf)), v3,
                     sizeof(v3));
-        rep_a.hdr.version = 0; /* the newest */
+        rep_a.hdr.version = 0; /* the newest: 4, the same layout as 3 */
+        uint8_t v4[sizeof(v3)];
+        memcpy(v4, v3, sizeof(v3));
+        v4[4] = 4;
         check_bytes("SAVE_BEGIN reply, version 0", buf,
-                    ckpt_reply_encode(&rep_a, buf, sizeof(buf)), v3, sizeof(v3));
+                    ckpt_reply_encode(&rep_a, buf, sizeof(buf)), v4, sizeof(v4));
         CHECK_RC(ckpt_reply_decode(&rep_b, v3, sizeof(v3)), 0, "SAVE_BEGIN reply v3 decode");
         CHECK(rep_b.hdr.version == 3 && rep_b.id.id == 42 && rep_b.id.replaced == 1,
               "SAVE_BEGIN reply v3 fields");
@@ -749,6 +762,57 @@ static void test_versions(void) {
         raw_u8(0);
         raw_end();
         CHECK_RC(raw_decode_rep(), -EBADMSG, "v3 SHARD_BEGIN reply with a fifth byte");
+
+        /* COMMIT_ASYNC (21) exists from version 4 on: job "j", step 7,
+         * timeout_ms 0 (31 bytes) */
+        static const uint8_t commit_async_v4[] = {
+                'C', 'K', 'P', 'T', 4, 0, 21, 0, 31, 0, 0, 0, 5, 0, 0, 0,
+                1, 0, 'j',
+                7, 0, 0, 0, 0, 0, 0, 0,
+                0, 0, 0, 0,
+        };
+        {
+                struct ckpt_request m, out;
+                memset(&m, 0, sizeof(m));
+                m.hdr.type = CKPT_MSG_COMMIT_ASYNC;
+                m.hdr.seq = 5;
+                set_name(&m.job_step.job, "j");
+                m.job_step.step = 7;
+                check_bytes("COMMIT_ASYNC v4", buf, ckpt_request_encode(&m, buf, sizeof(buf)),
+                            commit_async_v4, sizeof(commit_async_v4));
+                CHECK_RC(ckpt_request_decode(&out, commit_async_v4, sizeof(commit_async_v4)), 0,
+                         "COMMIT_ASYNC v4 decode");
+                CHECK(out.hdr.version == 4 && out.job_step.step == 7 &&
+                              strcmp(out.job_step.job.str, "j") == 0,
+                      "COMMIT_ASYNC v4 fields");
+                /* older versions do not have it: refused like an unknown type */
+                for (uint16_t v = 2; v < 4; v++) {
+                        m.hdr.version = v;
+                        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL,
+                                 "enc COMMIT_ASYNC v%u", v);
+                        memcpy(buf2, commit_async_v4, sizeof(commit_async_v4));
+                        buf2[4] = (uint8_t)v;
+                        CHECK_RC(ckpt_request_decode(&out, buf2, sizeof(commit_async_v4)),
+                                 -EBADMSG, "COMMIT_ASYNC in v%u", v);
+                        memset(&rep_a, 0, sizeof(rep_a));
+                        rep_a.hdr.type = CKPT_MSG_COMMIT_ASYNC | CKPT_MSG_REPLY;
+                        rep_a.hdr.version = v;
+                        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL,
+                                 "enc COMMIT_ASYNC reply v%u", v);
+                        raw_start(v, CKPT_MSG_COMMIT_ASYNC | CKPT_MSG_REPLY, 5);
+                        raw_end();
+                        CHECK_RC(raw_decode_rep(), -EBADMSG, "COMMIT_ASYNC reply in v%u", v);
+                }
+                /* a timeout is reserved: the reply never waits */
+                m.hdr.version = 0;
+                m.job_step.timeout_ms = 1;
+                CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL,
+                         "enc COMMIT_ASYNC timeout 1");
+                memcpy(buf2, commit_async_v4, sizeof(commit_async_v4));
+                buf2[sizeof(commit_async_v4) - 4] = 1;
+                CHECK_RC(ckpt_request_decode(&out, buf2, sizeof(commit_async_v4)), -EINVAL,
+                         "COMMIT_ASYNC timeout 1");
+        }
 
         /* encoders speak only the versions decoders read */
         const uint16_t unspoken[] = { 1, CKPT_PROTO_VERSION + 1, 0xffff };
