@@ -88,6 +88,12 @@ def case_dtypes(c, torch):
             variants = {"c": base, "t": base.t(), "s": base[::3, 1::2], "e": base[:1].expand(5, 29)}
             if d.is_complex:
                 variants["j"] = base.conj()  # conjugate bit set: memory holds the unconjugated
+            if d in (torch.float32, torch.bfloat16):
+                # large enough to span windows and take the tiled copy of transposes
+                big = random_tensor(torch, d, (1500, 700), 100 + i)
+                variants["bt"] = big.t()
+                variants["bp"] = big.reshape(30, 50, 700).permute(2, 0, 1)
+                variants["bs"] = big[::2, ::3]
             for k, t in variants.items():
                 name = "%s.%s" % (str(d).split(".")[1], k)
                 s.write(name, t)
@@ -122,7 +128,7 @@ def case_numpy(c):
     except ImportError:
         log("numpy: not installed, skipped")
         return
-    a = np.arange(100000, dtype=np.float64).reshape(250, 400)
+    a = np.arange(200000, dtype=np.float64).reshape(500, 400)  # 1.6 MB: 2 windows
     pieces = {"np.c": a, "np.f": np.asfortranarray(a), "np.s": a[::7, 3::5],
               "np.ro": np.frombuffer(a.tobytes(), dtype=np.float64),
               "mv.s": memoryview(bytearray(range(256)) * 100)[::3]}
@@ -133,7 +139,7 @@ def case_numpy(c):
     for name, x in pieces.items():
         data = np.ascontiguousarray(x).tobytes() if isinstance(x, np.ndarray) else x.tobytes()
         check(c.read(JOB, 2, 0, name) == data, "%s differs" % name)
-    dest = np.zeros((400, 250)).T  # strided destination
+    dest = np.zeros((400, 500)).T  # strided destination
     c.read_into(JOB, 2, 0, "np.c", dest)
     check((dest == a).all(), "read_into a strided numpy array differs")
     with c.map(JOB, 2, 0, "np.s") as m:
@@ -148,6 +154,36 @@ def case_numpy(c):
     except TypeError as e:
         check("read-only" in str(e), "read-only array: %s" % e)
     log("numpy: C, Fortran, strided, read-only arrays and a strided memoryview round-trip")
+
+
+def case_mapping_lifetime(c, torch):
+    """Mapping.close() does not pull the pages from under a tensor made from
+    it: they are unmapped when the last such object goes away."""
+    import gc
+    name = "float32.bt"
+
+    def mapped():
+        with open("/proc/self/maps") as f:
+            return sum(1 for ln in f if ln.rstrip().endswith("/rank-0/" + name))
+    before = mapped()
+    want = c.read(JOB, 1, 0, name)
+    with c.map(JOB, 1, 0, name) as m:
+        t = m.tensor(torch.float32)
+        v = m.memoryview[100:200]
+        check(mapped() == before + 1, "the shard is not mapped once")
+    check(m.closed and bytes(t.view(torch.uint8).numpy()) == want and bytes(v) == want[100:200],
+          "views of a closed mapping changed")
+    del m
+    gc.collect()
+    check(mapped() == before + 1, "unmapped while a tensor and a memoryview use it")
+    del t
+    gc.collect()
+    check(mapped() == before + 1, "unmapped while a memoryview uses it")
+    v.release()
+    del v
+    gc.collect()
+    check(mapped() == before, "still mapped after the last view went away")
+    log("mapping lifetime: close() keeps the pages for live views; unmapped after the last")
 
 
 def case_no_copy(c):
@@ -179,7 +215,14 @@ def case_writev_windows(c, torch, ckptd):
     want_c = b"".join(as_bytes(torch, p) if torch.is_tensor(p) else bytes(p) for p in contiguous)
     want_m = b"".join(as_bytes(torch, p) if torch.is_tensor(p) else bytes(p) for p in mixed)
     check(ckptd._lib.has("ckpt_save_writev"), "libckpt lacks ckpt_save_writev (0.5)")
+    real_has = ckptd._lib.has
     with c.save(JOB, 4, 0, 1) as s:
+        # as with a libckpt before 0.5: through the windows
+        ckptd._lib.has = lambda name: name != "ckpt_save_writev" and real_has(name)
+        try:
+            s.writev("v.old", contiguous)
+        finally:
+            ckptd._lib.has = real_has
         s.writev("v.c", contiguous)            # ckpt_save_writev()
         s.writev("v.m", mixed)                 # windows (strided pieces)
         s.writev("v.0", [])
@@ -193,6 +236,7 @@ def case_writev_windows(c, torch, ckptd):
         check(w.done and w.committed == (3 << 20) + 5, "ShardWriter not done")
     c.commit(JOB, 4)
     check(c.read(JOB, 4, 0, "v.c") == want_c, "writev of contiguous pieces differs")
+    check(c.read(JOB, 4, 0, "v.old") == want_c, "writev without ckpt_save_writev differs")
     check(c.read(JOB, 4, 0, "v.m") == want_m, "writev of strided pieces differs")
     check(c.read(JOB, 4, 0, "v.0") == b"", "empty writev")
     z = c.read(JOB, 4, 0, "z")
@@ -200,7 +244,8 @@ def case_writev_windows(c, torch, ckptd):
         k = min(8, len(z) - off)
         check(z[off:off + k] == bytes((off + i) % 251 for i in range(k)), "window at %d" % off)
     check(len(offsets) == 4, "a 3 MiB + 5 shard in 1 MiB slots came in %d windows" % len(offsets))
-    log("writev: contiguous (C) and strided (windows) pieces; ShardWriter: %d windows"
+    log("writev: contiguous (C, and windows as without libckpt 0.5) and strided (windows) "
+        "pieces; ShardWriter: %d windows"
         % len(offsets))
 
 
@@ -250,7 +295,8 @@ def case_errors(c, d, torch, ckptd, tmp):
     expect(lambda: c.commit(JOB, 5, timeout_ms=300), TimeoutError, errno.ETIMEDOUT,
            "rank 1 of 2 is not saved", "commit timeout")
     check(time.monotonic() - t0 < 5, "commit timeout took %.1f s" % (time.monotonic() - t0))
-    expect(lambda: c.save(JOB, 1, 0, 1), FileExistsError, errno.EEXIST, "", "saving a committed step")
+    expect(lambda: c.save(JOB, 1, 0, 1), FileExistsError, errno.EEXIST, "",
+           "saving a committed step")
     try:
         c.save(JOB, 6, 0, 1).write("w", object())
         check(False, "write(object()) accepted")
@@ -268,6 +314,15 @@ def case_errors(c, d, torch, ckptd, tmp):
             check(False, "a meta tensor was accepted")
         except ValueError as e:
             check("'meta'" in str(e), "meta tensor: %s" % e)
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode():
+            fake = torch.empty(4, 4)  # "cpu", data_ptr() 0: must not be read from
+        for t in (fake, fake.t()):
+            try:
+                c.save(JOB, 7, 0, 1).write("f", t)
+                check(False, "a fake tensor was accepted")
+            except TypeError as e:
+                check("no memory" in str(e), "fake tensor: %s" % e)
 
     # a flipped byte in a shard file: restart the daemon so no copy in memory serves it
     path = os.path.join(step_path(d.state_dir, JOB, 2), "rank-0", "np.c")
@@ -284,7 +339,7 @@ def case_errors(c, d, torch, ckptd, tmp):
     check(type(e) is ckptd.CorruptError, "corrupt read: %s" % type(e))
     expect(lambda: c2.map(JOB, 2, 0, "np.c"), ckptd.CorruptError, errno.EIO, "corrupt",
            "corrupt map")
-    expect(lambda: c2.read_into(JOB, 2, 0, "np.c", torch.empty(100000, dtype=torch.float64)),
+    expect(lambda: c2.read_into(JOB, 2, 0, "np.c", torch.empty(200000, dtype=torch.float64)),
            ckptd.CorruptError, errno.EIO, "checksum", "corrupt read_into")
 
     # another uid's job: as root, run a client as uid 65534
@@ -308,6 +363,87 @@ def case_errors(c, d, torch, ckptd, tmp):
     log("errors: ENOENT FileNotFoundError, ETIMEDOUT TimeoutError, EEXIST FileExistsError, "
         "EIO CorruptError (read, map, read_into), TypeError/ValueError for bad objects")
     return c2
+
+
+def case_torn(c, ckptd):
+    """A window changed after its commit (a thread scribbling on it): wait()
+    raises CorruptError EBADMSG, commit() CorruptError EPROTO."""
+    s = c.save(JOB, 9, 0, 1)
+    w = s.shard("torn", 1 << 20)
+    off, win = w.window()
+    win[:] = bytes(len(win))
+    keep = (ctypes.c_char * len(win)).from_buffer(win)  # outlives the window's release
+    addr, stop = ctypes.addressof(keep), []
+
+    def scribble():
+        v = 0
+        while not stop:
+            ctypes.memset(addr, v & 0xFF, 4096)
+            v += 1
+    th = threading.Thread(target=scribble)
+    th.start()
+    time.sleep(0.01)
+    try:
+        done = w.commit()
+        time.sleep(0.2)
+    finally:
+        stop.append(True)
+        th.join()
+    check(done, "a 1 MiB shard in 1 MiB slots is not complete after one window")
+    s.finish()
+    for fn, code, what in ((lambda: c.wait(JOB, 9, ckptd.LOCAL, 10000), errno.EBADMSG, "wait"),
+                           (lambda: c.commit(JOB, 9, 10000), errno.EPROTO, "commit")):
+        try:
+            fn()
+            check(False, "%s of a torn save succeeded" % what)
+        except ckptd.CorruptError as e:
+            check(e.errno == code and "torn shard" in str(e), "%s: %s %s" % (what, e.errno, e))
+            log("torn: %s raises CorruptError %s: %s" % (what, errno.errorcode[code], e))
+    del keep
+
+
+def case_misuse(c, d, ckptd):
+    """Windows asked for without a commit, a finished save, commit_async,
+    a closed Client."""
+    s = c.save(JOB, 10, 0, 1)
+    w = s.shard("x", 10)
+    try:
+        for _ in w:
+            pass
+        check(False, "iterating windows without commit() went on")
+    except ckptd.Error as e:
+        check(e.errno == errno.EPROTO and "commit() each window" in str(e), "no commit: %s" % e)
+    s.abort()
+    check(s.finished, "abort() did not end the save")
+    try:
+        s.write("y", b"1")
+        check(False, "write after abort accepted")
+    except ckptd.Error as e:
+        check(e.errno == errno.EINVAL, "write after abort: %s" % e)
+    with c.save(JOB, 11, 0, 1) as s:
+        s.write("w", b"a")
+    if ckptd._lib.has("ckpt_commit_async"):
+        c.commit_async(JOB, 11)
+        c.wait(JOB, 11, ckptd.COMMITTED, 10000)
+        log("misuse: commit_async then wait(COMMITTED)")
+    else:
+        try:
+            c.commit_async(JOB, 11)
+            check(False, "commit_async without the symbol succeeded")
+        except ckptd.Error as e:
+            check(e.errno == errno.EOPNOTSUPP and "ckpt_commit_async" in str(e),
+                  "commit_async: %s" % e)
+            log("misuse: commit_async: %s" % e)
+        c.commit(JOB, 11)
+    c2 = ckptd.Client(d.socket)
+    pending = c2.save(JOB, 12, 0, 1)
+    c2.close()
+    check(pending.finished, "close() left a save open")
+    try:
+        c2.latest(JOB)
+        check(False, "a closed Client answered")
+    except ckptd.Error as e:
+        check(e.errno == errno.ENOTCONN, "closed Client: %s" % e)
 
 
 def case_gil(d, ckptd):
@@ -343,8 +479,10 @@ def case_listing(c, ckptd):
     by = {s.step: s for s in steps}
     check(by[1].pinned and by[1].state == ckptd.StepState.COMMITTED and by[1].world_size == 1
           and by[1].committed_at, "step 1: %s" % (by[1],))
-    check(by[5].state in (ckptd.StepState.LOCAL, ckptd.StepState.SAVING)
-          and by[5].committed_at is None, "step 5: %s" % (by[5],))
+    check(by[8].state == ckptd.StepState.LOCAL and by[8].committed_at is None
+          and by[8].ranks_local == 1 and by[8].world_size == 2, "step 8: %s" % (by[8],))
+    log("listing: %s" % ", ".join("%d %s%s" % (i.step, i.state.name, " pinned" * i.pinned)
+                                  for i in steps))
     c.unpin(JOB, 1)
     check(not {s.step: s for s in c.steps(JOB)}[1].pinned, "unpin")
     jobs = {j.name: j for j in c.jobs()}
@@ -402,14 +540,19 @@ def main(tmp):
     import ckptd
     # ComplexHalf / quantized dtypes announce themselves as experimental
     warnings.simplefilter("ignore", UserWarning)
-    d = Daemon(tmp, pool="64M", slot="1M", extra=["--local-keep=100", "--socket-mode", "0666"]).start()
+    # 1 MiB slots: shards span windows; keep every step; uid 65534 may connect
+    d = Daemon(tmp, pool="64M", slot="1M",
+               extra=["--local-keep=100", "--socket-mode", "0666"]).start()
     c = ckptd.Client(d.socket)
     case_strided_copier(torch, ckptd)
     case_dtypes(c, torch)
     case_numpy(c)
+    case_mapping_lifetime(c, torch)
     case_no_copy(c)
     case_writev_windows(c, torch, ckptd)
     c = case_errors(c, d, torch, ckptd, tmp)
+    case_torn(c, ckptd)
+    case_misuse(c, d, ckptd)
     case_gil(d, ckptd)
     case_listing(c, ckptd)
     c.close()

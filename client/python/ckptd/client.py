@@ -189,7 +189,7 @@ class Client:
     def _optional(self, symbol: str, what: str) -> Any:
         if not _lib.has(symbol):
             raise Error(_errno.EOPNOTSUPP, what,
-                        "this libckpt (%s) predates %s() (libckpt %s)"
+                        "this libckpt (%s) has no %s() (added in libckpt %s)"
                         % (_lib.library_path(), symbol, _lib.since(symbol)))
         return getattr(_lib.lib(), symbol)
 
@@ -414,7 +414,7 @@ _bytes_as.restype = ctypes.c_void_p
 
 def _new_bytes(n: int) -> bytes:
     """A fresh bytes object of n (unset) bytes, not yet seen by anyone."""
-    return _bytes_new(None, n) if n else b""  # type: ignore[no-any-return]
+    return bytes(_bytes_new(None, n)) if n else b""  # bytes(b) is b itself
 
 
 class Save:
@@ -426,7 +426,7 @@ class Save:
 
     def __init__(self, client: Client, handle: ctypes.c_void_p) -> None:
         self._client = client
-        self._s = handle
+        self._s: Optional[ctypes.c_void_p] = handle
 
     def _handle(self, what: str) -> ctypes.c_void_p:
         if not self._s:
@@ -512,7 +512,7 @@ class Save:
         libckpt (before 0.4) or ckptd (protocol version 2) cannot say."""
         h = self._handle("replaced")
         f = self._client._optional("ckpt_save_replaced", "replaced")
-        r = f(h)
+        r: int = f(h)
         if r < 0:
             raise Error(-r, "replaced", "ckptd speaks protocol version 2 only: it cannot say "
                         "whether a save replaced an earlier copy"
@@ -540,6 +540,11 @@ class Save:
             self._client._saves.discard(self)
             if self._client._c:
                 _lib.lib().ckpt_save_abort(h)
+
+    def __del__(self) -> None:
+        # a save dropped unfinished keeps nothing (and frees libckpt's state)
+        with contextlib.suppress(Exception):
+            self.abort()
 
     def __enter__(self) -> "Save":
         return self
@@ -654,9 +659,9 @@ class Mapping:
         owner = _MapOwner(address, size)
         # a ctypes array type of our own so that its instances can carry the
         # owner: every memoryview/tensor/array keeps the array alive
-        arr_type = type("_MappedShard", (ctypes.c_char * size,), {})
+        arr_type: Any = type("_MappedShard", (ctypes.c_char * size,), {})
         arr = arr_type.from_address(address) if size else arr_type()
-        arr._owner = owner  # type: ignore[attr-defined]
+        arr._owner = owner
         self._mv: Optional[memoryview] = memoryview(arr).cast("B").toreadonly()
 
     @property
