@@ -133,6 +133,35 @@ def case_crash_after_stage(ctx):
                what="step 7 to be committed with every rank SIGKILLed after staging")
     loads_ok(2, [d.socket] * 2, "crash", 7)
     log("   every rank SIGKILLed after async_save returned: step 7 committed and loads")
+    # one writer across a daemon restart: its kept connection is gone, the
+    # next save opens a new one
+    code = ("import sys, torch, torch.distributed.checkpoint as dcp\n"
+            "from ckptd.dcp import CkptdWriter\n"
+            "w = CkptdWriter(job='again')\n"
+            "for step in (1, 2):\n"
+            "    sd = {'t': torch.full((1000,), float(step))}\n"
+            "    dcp.async_save(sd, storage_writer=w, checkpoint_id='ckptd://again/%d' % step,\n"
+            "                   no_dist=True).result()\n"
+            "    print('saved', step, flush=True)\n"
+            "    sys.stdin.readline()\n")
+    p = subprocess.Popen([sys.executable, "-c", code], env=env_for(d.socket), text=True,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen = []
+    for line in p.stdout:  # warnings may come first
+        seen.append(line)
+        if line.strip() == "saved 1":
+            break
+    check(seen and seen[-1].strip() == "saved 1",
+          "the first save of the writer failed:\n%s" % "".join(seen)[-3000:])
+    check(d.stop() == 0, "ckptd did not stop cleanly")
+    d.start()
+    p.stdin.write("\n")
+    p.stdin.flush()
+    out, _ = p.communicate(input="\n", timeout=120)
+    check(p.returncode == 0 and "saved 2" in out,
+          "the writer's save after a daemon restart: rc %s\n%s" % (p.returncode, out[-3000:]))
+    check(committed(d, "again", 2), "step 2 of the restarted daemon is not committed")
+    log("   one CkptdWriter across a daemon restart: its next save reconnects")
 
 
 def case_across_nodes(ctx):
