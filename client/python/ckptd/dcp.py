@@ -508,42 +508,50 @@ class CkptdReader(StorageReader):
         return plans
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
-        """Read what plan asks for, in storage order, in as few READs as
-        the daemon's read-ahead can stream: neighbouring items of a rank
-        (a packed optimizer state: thousands of small tensors) are read as
-        one span of up to _SPAN bytes into a scratch buffer and copied out;
-        a large tensor whose box is one byte range goes straight into the
-        destination's memory.  A READ that starts where the previous one
-        ended is what the daemon read ahead (restore.c), so a rank's
-        dcp-data streams from disk instead of costing a fresh read-ahead
-        per item."""
-        parts = sorted((_Part(req, self.storage_data[req.storage_index]) for req in plan.items),
-                       key=lambda p: (p.where.rank, p.at))
-        scratch: list[torch.Tensor] = []  # allocated on first use, then reused
-        group: list[_Part] = []
+        """Read what plan asks for as a few sequential streams per saved
+        rank: the byte ranges the items need, merged where the gap between
+        them is less than _CHUNK, read in _CHUNK pieces that start where the
+        previous one ended -- what the daemon reads ahead (restore.c), so a
+        rank's dcp-data streams from disk rather than restarting a
+        read-ahead per item -- and copied out into each destination (for a
+        tensor, its bytes; for a box that is not one range, a buffer of the
+        covering range, then the box)."""
+        parts = sorted((_Part(req, self.storage_data[req.storage_index], planner)
+                        for req in plan.items), key=lambda p: (p.where.rank, p.where.shard, p.at))
+        scratch = torch.empty(_CHUNK, dtype=torch.uint8) if parts else None
         with ckptd.Client(self.socket_path) as c:
-            def flush() -> None:
-                if len(group) == 1 and group[0].direct:
-                    self._read_direct(c, group[0], planner)
-                elif group:
-                    if not scratch:
-                        scratch.append(torch.empty(_SPAN, dtype=torch.uint8))
-                    self._read_span(c, group, scratch[0], planner)
-                group.clear()
-
-            for part in parts:
-                if group and (not group[-1].joins(part) or
-                              part.at + part.n - group[0].at > _SPAN):
-                    flush()
-                if part.n > _SPAN // 2:
-                    flush()  # big: its own READs, straight into its memory
-                    self._read_direct(c, part, planner)
-                    continue
-                group.append(part)
-            flush()
+            for run in _runs(parts):
+                self._stream(c, run, scratch, planner)
         fut: Future[None] = Future()
         fut.set_result(None)
         return fut
+
+    def _stream(self, c: "ckptd.Client", run: list["_Part"], scratch: torch.Tensor,
+                planner: LoadPlanner) -> None:
+        w = run[0].where
+        pos, end = run[0].at, max(p.at + p.n for p in run)
+        first = 0  # run[first:] are not yet complete
+        while pos < end:
+            n = min(_CHUNK, end - pos)
+            self._read_exact(c, w, pos, scratch[:n])
+            for k in range(first, len(run)):
+                p = run[k]
+                if p.finished:  # ended in an earlier piece, behind a longer one
+                    first += k == first
+                    continue
+                if p.at >= pos + n:
+                    break
+                lo, hi = max(p.at, pos), min(p.at + p.n, pos + n)
+                if hi > lo:
+                    p.sink[lo - p.at:hi - p.at].copy_(scratch[lo - pos:hi - pos])
+                if p.at + p.n <= pos + n:
+                    p.done(planner)
+                    if k == first:
+                        first += 1
+            pos += n
+        for p in run[first:]:  # empty ones at the very end
+            if not p.finished:
+                p.done(planner)
 
     def _read_exact(self, c: "ckptd.Client", w: _Where, offset: int, dest: Any) -> None:
         n = c.read_into(self.job, self.step, w.rank, w.shard, dest, offset)
@@ -553,56 +561,43 @@ class CkptdReader(StorageReader):
                 errno.EIO, "dcp", "step %d of job %r rank %d: %s holds %d bytes at %d, the record "
                 "says %d" % (self.step, self.job, w.rank, w.shard, n, offset, want))
 
-    def _read_direct(self, c: "ckptd.Client", part: "_Part", planner: LoadPlanner) -> None:
-        """One item by itself: into the destination's memory when the box
-        is its whole byte range and the destination a contiguous tensor of
-        the saved dtype, else through a buffer of the covering range."""
-        if part.req.type == LoadItemType.BYTE_IO:
-            buf = bytearray(part.n)
-            self._read_exact(c, part.where, part.at, buf)
-            planner.load_bytes(part.req, io.BytesIO(buf))
-            return
-        dest = planner.resolve_tensor(part.req).detach()
-        if part.direct and dest.is_contiguous() and dest.dtype == part.where.dtype:
-            self._read_exact(c, part.where, part.at, dest)
+_CHUNK = 64 << 20  # bytes per read of a stream: the default slot size, so each
+                   # read is whole slots and the daemon's read-ahead lines up
+
+
+def _runs(parts: list["_Part"]) -> list[list["_Part"]]:
+    """parts (sorted by rank, shard, offset) grouped into runs read as one
+    stream: same rank and shard, and less than _CHUNK between one part's
+    end and the next one's start (reading through a short gap costs less
+    than a restarted read-ahead)."""
+    runs: list[list[_Part]] = []
+    end = 0
+    for p in parts:
+        if runs and (p.where.rank, p.where.shard) == (runs[-1][0].where.rank,
+                                                      runs[-1][0].where.shard) \
+                and p.at - end < _CHUNK:
+            runs[-1].append(p)
         else:
-            raw = torch.empty(part.n, dtype=torch.uint8)
-            self._read_exact(c, part.where, part.at, raw)
-            dest.copy_(torch.as_strided(raw.view(part.where.dtype), part.lengths, part.strides))
-        planner.commit_tensor(part.req, dest)
-
-    def _read_span(self, c: "ckptd.Client", group: list["_Part"], scratch: torch.Tensor,
-                   planner: LoadPlanner) -> None:
-        start = group[0].at
-        span = scratch[:group[-1].at + group[-1].n - start]
-        self._read_exact(c, group[0].where, start, span)
-        for part in group:
-            raw = span[part.at - start:part.at - start + part.n]
-            if part.req.type == LoadItemType.BYTE_IO:
-                planner.load_bytes(part.req, io.BytesIO(raw.numpy().tobytes()))
-                continue
-            dest = planner.resolve_tensor(part.req).detach()
-            # as_strided counts in the slice's own storage offset (not 0:
-            # the scratch buffer's start)
-            src = raw.view(part.where.dtype)
-            dest.copy_(torch.as_strided(src, part.lengths, part.strides))
-            planner.commit_tensor(part.req, dest)
-
-
-_SPAN = 32 << 20  # bytes of neighbouring items read as one span
-_GAP = 4096       # items this close together share a span (the padding between them is 0..63)
+            runs.append([p])
+            end = 0
+        end = max(end, p.at + p.n)
+    return runs
 
 
 class _Part:
-    """One item of a load plan: the byte range of its rank's shard that holds
-    it (for a tensor: the smallest one covering the box the plan asks for),
-    and how to get the box out of those bytes."""
+    """One item of a load plan: the byte range of its rank's shard that
+    holds it (for a tensor: the smallest one covering the box the plan asks
+    for), the bytes it is read into (`sink`: the destination tensor's own
+    memory when the box is that whole range and the destination a
+    contiguous tensor of the saved dtype, else a buffer), and what to do
+    once they are all there."""
 
-    def __init__(self, req: Any, where: _Where) -> None:
-        self.req, self.where = req, where
+    def __init__(self, req: Any, where: _Where, planner: LoadPlanner) -> None:
+        self.req, self.where, self.finished = req, where, False
+        self.dest: Optional[torch.Tensor] = None
+        self._buffer: Optional[torch.Tensor] = None
         if req.type == LoadItemType.BYTE_IO:
-            self.at, self.n, self.direct = where.offset, where.length, False
-            self.lengths, self.strides = [], []
+            self.at, self.n, self.box = where.offset, where.length, True
             return
         shape = list(where.shape)
         strides = [1] * len(shape)
@@ -613,19 +608,34 @@ class _Part:
         for n in req.lengths:
             count *= n
         esize = torch.empty((), dtype=where.dtype).element_size()
-        if count == 0:
-            first = last = 0
-        else:
-            first = sum(o * s for o, s in zip(req.storage_offsets, strides))
-            last = sum((o + n - 1) * s for o, n, s in zip(req.storage_offsets, req.lengths,
-                                                           strides)) + 1
+        first = sum(o * s for o, s in zip(req.storage_offsets, strides)) if count else 0
+        last = (sum((o + n - 1) * s for o, n, s in zip(req.storage_offsets, req.lengths, strides))
+                + 1) if count else 0
         self.at = where.offset + first * esize
         self.n = (last - first) * esize
-        # the box is the whole range (the destination is checked when read)
-        self.direct = count > 0 and last - first == count
+        self.dest = planner.resolve_tensor(req).detach()
+        self.box = not (count and last - first == count and self.dest.is_contiguous() and
+                        self.dest.dtype == where.dtype)
+        if not self.box:
+            self._buffer = self.dest.reshape(-1).view(torch.uint8)  # its own memory
 
-    def joins(self, nxt: "_Part") -> bool:
-        """Whether nxt can be read in the same span as self (which ends the
-        span so far)."""
-        return (nxt.where.rank == self.where.rank and nxt.where.shard == self.where.shard and
-                0 <= nxt.at - (self.at + self.n) <= _GAP)
+    @property
+    def sink(self) -> torch.Tensor:
+        """Where the range's bytes go; a buffer is allocated when the first
+        of them arrive (a resharded load holds only those in flight)."""
+        if self._buffer is None:
+            self._buffer = torch.empty(self.n, dtype=torch.uint8)
+        return self._buffer
+
+    def done(self, planner: LoadPlanner) -> None:
+        """Every byte of the range is in sink: hand the item over."""
+        self.finished = True
+        if self.req.type == LoadItemType.BYTE_IO:
+            planner.load_bytes(self.req, io.BytesIO(self.sink.numpy().tobytes()))
+        else:
+            assert self.dest is not None
+            if self.box and self.n:
+                src = self.sink.view(self.where.dtype)
+                self.dest.copy_(torch.as_strided(src, self.lengths, self.strides))
+            planner.commit_tensor(self.req, self.dest)
+        self._buffer = None
