@@ -194,9 +194,10 @@ class CheckpointManager:
         there is none (a fresh start)."""
         if self.args.backend == "ckptd":
             import ckptd
-            with ckptd.Client(self.args.socket) as c:
-                latest = c.latest(self.args.job)
-            if latest is None:
+            try:
+                with ckptd.Client(self.args.socket) as c:
+                    c.latest(self.args.job)
+            except FileNotFoundError:  # no committed step of the job: a fresh start
                 return 0
             from ckptd.dcp import CkptdReader
             reader, cid = CkptdReader(job=self.args.job, socket_path=self.args.socket), None
