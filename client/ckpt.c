@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "ckpt.h"
@@ -690,3 +691,204 @@ void ckpt_unmap(const void *addr, uint64_t size) {
         if (addr && addr != empty_mapping && size > 0)
                 munmap((void *)addr, size);
 }
+
+/* ---- one shard from several buffers --------------------------------------------------- */
+
+int ckpt_save_writev(struct ckpt_save *s, const char *name, const struct iovec *iov, int iovcnt) {
+        uint64_t size = 0;
+
+        if (!s || iovcnt < 0 || (iovcnt > 0 && !iov))
+                return -EINVAL;
+        for (int i = 0; i < iovcnt; i++) {
+                if (iov[i].iov_len && !iov[i].iov_base)
+                        return -EINVAL;
+                if (iov[i].iov_len > CKPT_SHARD_SIZE_MAX - size)
+                        return -EFBIG;
+                size += iov[i].iov_len;
+        }
+        struct ckpt_shard *sh;
+        int r = shard_begin(s, name, size, &sh, "ckpt_save_writev");
+        /* where the next byte comes from: piece `at`, `used` bytes into it */
+        int at = 0;
+        size_t used = 0;
+        while (r >= 0 && sh->committed < sh->size) {
+                void *buf;
+                uint64_t off, len;
+                r = shard_buffer(sh, &buf, &off, &len, "ckpt_save_writev");
+                if (r < 0)
+                        break;
+                /* Fill the window piece by piece: each byte is copied once,
+                 * with the CRC32C folded in, as in ckpt_save_write(). */
+                uint32_t crc = 0;
+                uint64_t filled = 0;
+                while (filled < len) {
+                        while (iov[at].iov_len == used) {
+                                at++;
+                                used = 0;
+                        }
+                        size_t n = (size_t)MIN_U64(len - filled, iov[at].iov_len - used);
+                        crc = crc32c_copy(crc, (char *)buf + filled,
+                                          (const char *)iov[at].iov_base + used, n);
+                        filled += n;
+                        used += n;
+                }
+                r = shard_put(sh, crc, "ckpt_save_writev");
+        }
+        return r < 0 ? r : 0;
+}
+
+/* ---- pins and listings ------------------------------------------------------------------ */
+
+int ckpt_pin(struct ckpt_conn *c, const char *job, uint64_t step, int pinned) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_PIN };
+        struct ckpt_reply rep;
+
+        int r = name_check(c, &req.pin.job, job);
+        if (r < 0)
+                return r;
+        if (step > CKPT_STEP_MAX) {
+                snprintf(c->wire.errmsg, sizeof(c->wire.errmsg), "need step <= 2^63-1");
+                return -EINVAL;
+        }
+        req.pin.step = step;
+        req.pin.pinned = pinned != 0;
+        pthread_mutex_lock(&c->lock);
+        r = wire_call_within(&c->wire, "ckpt_pin", WIRE_TIMEOUT_CONN, &req, &rep, NULL);
+        pthread_mutex_unlock(&c->lock);
+        return r;
+}
+
+/*
+ * Every page of a JOB_LIST or CKPT_LIST answer: calls `take` for each
+ * page's entries until `total` entries arrived (or a page is empty: the
+ * list shrank meanwhile).  The daemon pages so that each reply stays under
+ * CKPT_MSG_MAX; a list that changes between pages may repeat or skip an
+ * entry, which a listing can live with.
+ */
+typedef int (*page_take_fn)(const struct ckpt_reply *rep, size_t at, void *out, uint32_t *count,
+                            uint32_t *total);
+
+static int list_pages(struct ckpt_conn *c, struct ckpt_request *req, const char *what,
+                      size_t entry_size, page_take_fn take, void **list, size_t *count) {
+        struct ckpt_reply *rep = malloc(sizeof(*rep));
+        char *all = NULL;
+        size_t n = 0;
+        int r = 0;
+
+        if (!rep)
+                return -ENOMEM;
+        uint16_t type = req->hdr.type;
+        for (;;) {
+                req->hdr.type = type;
+                req->list.start = (uint32_t)n;
+                pthread_mutex_lock(&c->lock);
+                r = wire_call_within(&c->wire, what, WIRE_TIMEOUT_CONN, req, rep, NULL);
+                pthread_mutex_unlock(&c->lock);
+                if (r < 0)
+                        break;
+                uint32_t got, total;
+                (void)take(rep, 0, NULL, &got, &total);
+                char *grown = realloc(all, (n + got + 1) * entry_size);
+                if (!grown) {
+                        r = -ENOMEM;
+                        break;
+                }
+                all = grown;
+                memset(all + n * entry_size, 0, (got + 1) * entry_size);
+                (void)take(rep, n, all, &got, &total);
+                n += got;
+                if (got == 0 || n >= total)
+                        break;
+        }
+        free(rep);
+        if (r < 0) {
+                free(all);
+                return r;
+        }
+        *list = all;
+        *count = n;
+        return 0;
+}
+
+static int take_jobs(const struct ckpt_reply *rep, size_t at, void *out, uint32_t *count,
+                     uint32_t *total) {
+        const struct ckpt_rep_job_list *l = &rep->job_list;
+        *count = l->count;
+        *total = l->total;
+        for (uint32_t i = 0; out && i < l->count; i++) {
+                struct ckpt_job_info *j = (struct ckpt_job_info *)out + at + i;
+                const struct ckpt_job_entry *e = &l->entries[i];
+                snprintf(j->name, sizeof(j->name), "%s", e->name.str);
+                j->uid = e->uid;
+                j->latest_committed = e->latest_committed;
+                j->checkpoints = e->checkpoints;
+                j->committed = e->committed;
+                j->bytes_local = e->bytes_local;
+                j->errors = e->errors;
+        }
+        return 0;
+}
+
+static int take_steps(const struct ckpt_reply *rep, size_t at, void *out, uint32_t *count,
+                      uint32_t *total) {
+        const struct ckpt_rep_ckpt_list *l = &rep->ckpt_list;
+        *count = l->count;
+        *total = l->total;
+        for (uint32_t i = 0; out && i < l->count; i++) {
+                struct ckpt_step_info *s = (struct ckpt_step_info *)out + at + i;
+                const struct ckpt_ckpt_entry *e = &l->entries[i];
+                s->step = e->step;
+                s->world_size = e->world_size;
+                s->ranks_local = e->ranks_local;
+                s->state = e->state;
+                s->remote_state = e->remote_state;
+                s->pinned = e->pinned;
+                s->replicas = e->replicas;
+                s->bytes = e->bytes;
+                s->shards = e->shards;
+                s->committed_at = e->committed_at;
+        }
+        return 0;
+}
+
+int ckpt_jobs(struct ckpt_conn *c, struct ckpt_job_info **list, size_t *count) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_JOB_LIST };
+
+        if (!c || !list || !count)
+                return -EINVAL;
+        return list_pages(c, &req, "ckpt_jobs", sizeof(**list), take_jobs, (void **)list, count);
+}
+
+void ckpt_jobs_free(struct ckpt_job_info *list) {
+        free(list);
+}
+
+int ckpt_steps(struct ckpt_conn *c, const char *job, struct ckpt_step_info **list,
+               size_t *count) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_CKPT_LIST };
+
+        if (!c || !list || !count)
+                return -EINVAL;
+        int r = name_check(c, &req.list.job, job);
+        if (r < 0)
+                return r;
+        return list_pages(c, &req, "ckpt_steps", sizeof(**list), take_steps, (void **)list,
+                          count);
+}
+
+void ckpt_steps_free(struct ckpt_step_info *list) {
+        free(list);
+}
+
+/* The public enums are the protocol's values, spelled for users. */
+_Static_assert((int)CKPT_STEP_SAVING == (int)CKPT_STATE_SAVING &&
+                       (int)CKPT_STEP_LOCAL == (int)CKPT_STATE_LOCAL &&
+                       (int)CKPT_STEP_COMMITTED == (int)CKPT_STATE_COMMITTED &&
+                       (int)CKPT_STEP_FAILED == (int)CKPT_STATE_FAILED,
+               "enum ckpt_step_state follows enum ckpt_state");
+_Static_assert((int)CKPT_STEP_REMOTE_NONE == (int)CKPT_REMOTE_NONE &&
+                       (int)CKPT_STEP_REMOTE_FLUSHING == (int)CKPT_REMOTE_FLUSHING &&
+                       (int)CKPT_STEP_REMOTE_MANIFEST == (int)CKPT_REMOTE_MANIFEST &&
+                       (int)CKPT_STEP_REMOTE_DONE == (int)CKPT_REMOTE_DONE &&
+                       (int)CKPT_STEP_REMOTE_FAILED == (int)CKPT_REMOTE_FAILED,
+               "enum ckpt_step_remote follows enum ckpt_remote_state");

@@ -94,6 +94,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -107,8 +108,9 @@ extern "C" {
 
 #define CKPT_VERSION_MAJOR 0
 /* 0.2: ckpt_latest_rank(); 0.3: ckpt_set_timeout(); 0.4: ckpt_save_replaced()
- * (protocol version 3) */
-#define CKPT_VERSION_MINOR 4
+ * (protocol version 3); 0.5: ckpt_save_writev(), ckpt_pin(), ckpt_jobs(),
+ * ckpt_steps(), ckpt_commit_async() (protocol version 4) */
+#define CKPT_VERSION_MINOR 5
 
 /* What ckpt_wait() and ckpt_commit() allow the daemon beyond their own
  * timeout_ms to deliver its reply (see "Deadlines" above). */
@@ -200,6 +202,16 @@ CKPT_EXPORT int ckpt_save_replaced(const struct ckpt_save *save);
  */
 CKPT_EXPORT int ckpt_save_write(struct ckpt_save *save, const char *shard, const void *data,
                                 uint64_t size);
+
+/*
+ * Save one shard made of iovcnt buffers back to back (a packed shard of many
+ * small tensors, say): like ckpt_save_write() of their concatenation, with
+ * each byte copied once (CRC32C folded in) and no concatenated copy made
+ * first.  -EINVAL for a NULL base with a length, -EFBIG past the shard size
+ * limit.  The buffers are not used after return.  Since libckpt 0.5.
+ */
+CKPT_EXPORT int ckpt_save_writev(struct ckpt_save *save, const char *shard,
+                                 const struct iovec *iov, int iovcnt);
 
 /* Zero-copy: declare a shard of `size` bytes.  *out stays valid until the
  * last window is committed or the save ends. */
@@ -328,6 +340,64 @@ CKPT_EXPORT int64_t ckpt_read(struct ckpt_conn *conn, const char *job, uint64_t 
 CKPT_EXPORT int ckpt_map(struct ckpt_conn *conn, const char *job, uint64_t step, uint32_t rank,
                          const char *shard, const void **addr, uint64_t *size);
 CKPT_EXPORT void ckpt_unmap(const void *addr, uint64_t size);
+
+/* ---- pins and listings ------------------------------------------------ */
+
+/* Keep (job, step) whatever retention says (pinned != 0), here and in the
+ * object store, or stop keeping it (0).  The job's owner or root.  0,
+ * -ENOENT (no such job or step), -EACCES.  Since libckpt 0.5. */
+CKPT_EXPORT int ckpt_pin(struct ckpt_conn *conn, const char *job, uint64_t step, int pinned);
+
+/* What the daemon knows of a job (`ckptctl list`). */
+struct ckpt_job_info {
+        char name[256];
+        uint32_t uid;             /* owner */
+        int64_t latest_committed; /* -1: none */
+        uint32_t checkpoints, committed;
+        uint64_t bytes_local;     /* on this node's disk */
+        uint32_t errors;          /* since the job was created */
+};
+
+/* States of a step on this node, as ckpt_steps() reports them. */
+enum ckpt_step_state {
+        CKPT_STEP_SAVING = 1,    /* some rank still staging or writing */
+        CKPT_STEP_LOCAL = 2,     /* every rank here is on disk, not committed */
+        CKPT_STEP_COMMITTED = 3,
+        CKPT_STEP_FAILED = 4,    /* a rank's save failed or was aborted */
+};
+
+/* States of a step's copy in the object store. */
+enum ckpt_step_remote {
+        CKPT_STEP_REMOTE_NONE = 0,      /* not flushed (or no store configured) */
+        CKPT_STEP_REMOTE_FLUSHING = 1,  /* shard objects being uploaded */
+        CKPT_STEP_REMOTE_MANIFEST = 2,  /* this node's part is up; the step's COMMIT is not */
+        CKPT_STEP_REMOTE_DONE = 3,      /* the step's COMMIT object exists */
+        CKPT_STEP_REMOTE_FAILED = 4,    /* stopped on a permanent error */
+};
+
+struct ckpt_step_info {
+        uint64_t step;
+        uint32_t world_size;
+        uint32_t ranks_local;  /* ranks of it on this node's disk */
+        uint8_t state;         /* enum ckpt_step_state */
+        uint8_t remote_state;  /* enum ckpt_step_remote */
+        uint8_t pinned;
+        uint8_t replicas;      /* replication targets holding every rank of this node */
+        uint64_t bytes;
+        uint32_t shards;
+        int64_t committed_at;  /* unix seconds, 0 if not committed */
+};
+
+/* The jobs this daemon knows that the caller may see (its own; root: all),
+ * and the steps of one job on this node, newest first.  *list is malloc'd
+ * (free with ckpt_jobs_free() / ckpt_steps_free()); *count entries.  A list
+ * that changes while it is paged in may repeat or miss an entry.  Since
+ * libckpt 0.5. */
+CKPT_EXPORT int ckpt_jobs(struct ckpt_conn *conn, struct ckpt_job_info **list, size_t *count);
+CKPT_EXPORT void ckpt_jobs_free(struct ckpt_job_info *list);
+CKPT_EXPORT int ckpt_steps(struct ckpt_conn *conn, const char *job, struct ckpt_step_info **list,
+                           size_t *count);
+CKPT_EXPORT void ckpt_steps_free(struct ckpt_step_info *list);
 
 #ifdef __cplusplus
 }
