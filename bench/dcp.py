@@ -121,12 +121,17 @@ def local_bytes(sd):
 
 # ---- memory sampling ---------------------------------------------------------------------
 class RssSampler(threading.Thread):
-    """Samples /proc/self/status (RssAnon, RssShmem, in KiB) every ~1 ms."""
+    """Samples /proc/self/status (RssAnon, RssShmem, in KiB) every ~1 ms, and
+    the size of ckptd's slot mappings (memfd:ckptd-slot in /proc/self/maps)
+    whenever RssShmem moved: the daemon's pool, mapped into the trainer with
+    MAP_POPULATE (libckpt), counts in the trainer's RssShmem in full while a
+    connection has it mapped, though it is the daemon's memory, there before
+    the save and after it."""
 
     def __init__(self, interval=0.001):
         super().__init__(daemon=True)
         self.interval = interval
-        self.samples = []  # (monotonic, anon_kb, shmem_kb)
+        self.samples = []  # (monotonic, anon_kb, shmem_kb, pool_kb)
         self.stop_flag = threading.Event()
 
     @staticmethod
@@ -140,36 +145,43 @@ class RssSampler(threading.Thread):
                     shmem = int(line.split()[1])
         return anon, shmem
 
+    @staticmethod
+    def pool_kb():
+        total = 0
+        with open("/proc/self/maps") as f:
+            for line in f:
+                if "ckptd-slot" in line:
+                    lo, hi = line.split(" ", 1)[0].split("-")
+                    total += (int(hi, 16) - int(lo, 16)) >> 10
+        return total
+
     def run(self):
+        last_shmem, pool = -1, 0
         while not self.stop_flag.is_set():
             a, s = self.read()
-            self.samples.append((time.monotonic(), a, s))
+            if abs(s - last_shmem) >= 1024:
+                pool, last_shmem = self.pool_kb(), s
+            self.samples.append((time.monotonic(), a, s, pool))
             time.sleep(self.interval)
 
-    def peak(self, t0, t1):
-        """(peak anon+shmem, anon at that moment, shmem at that moment) in [t0, t1], KiB."""
-        best = (0, 0, 0)
-        for t, a, s in self.samples:
-            if t0 <= t <= t1 and a + s > best[0]:
-                best = (a + s, a, s)
-        return best
-
-
-def pool_rss_kb():
-    """Resident KiB of ckptd's slot mappings in this process (memfd:ckptd-slot):
-    the daemon's pool, mapped into the trainer, counts in its RssShmem."""
-    total = 0
-    current = False
-    try:
-        with open("/proc/self/smaps") as f:
-            for line in f:
-                if "-" in line.split(" ", 1)[0]:
-                    current = "ckptd-slot" in line
-                elif current and line.startswith("Rss:"):
-                    total += int(line.split()[1])
-    except OSError:
-        pass
-    return total
+    def peak(self, t0, t1, lag=0.02):
+        """Over [t0, t1], in KiB: the peak of the trainer's own memory
+        (anon + shmem - ckptd's pool mapping) with anon, shmem and pool at
+        that moment, and the peak pool mapping.  An munmap takes the mapping
+        out of /proc/self/maps before RssShmem has dropped (a 64 MiB slot
+        takes a few ms), so a sample's pool is the largest seen in the
+        `lag` seconds before it."""
+        best, pool_peak = (0, 0, 0, 0), 0
+        recent = []  # (t, pool) of the last `lag` seconds
+        for t, a, s, p in self.samples:
+            recent = [(u, q) for u, q in recent if u >= t - lag] + [(t, p)]
+            if t0 <= t <= t1:
+                pool = max(q for _, q in recent)
+                pool_peak = max(pool_peak, p)
+                own = a + max(s - pool, 0)
+                if own > best[0]:
+                    best = (own, a, s, pool)
+        return best, pool_peak
 
 
 def drop_caches():
@@ -263,18 +275,15 @@ def timed_saves(ctx, sd, save_once, sampler, nbytes):
             out["blocking_s"] = t_unblocked - t0
             out["durable_s"] = t_dur - t0
             if sampler is not None:
-                peak, anon, shmem = sampler.peak(m0, m1)
-                pool = pool_rss_kb()
-                out["rss_before_first_kb"] = ctx.rss_before_first
-                out["rss_peak_anon_kb"] = anon
-                out["rss_peak_shmem_kb"] = shmem
-                out["rss_pool_kb"] = pool
-                # extra over the process before it ever saved: persistent staging
-                # caches count, ckptd's pool mapping is reported apart
+                (own, anon, shmem, pool), pool_peak = sampler.peak(m0, m1)
+                # extra over the process before it ever saved (a staging cache
+                # kept from the warm-up save counts), at the peak of the
+                # trainer's own memory; ckptd's pool mapping is shown apart
+                out["extra_own_kb"] = own - sum(ctx.rss_before_first)
                 out["extra_anon_kb"] = anon - ctx.rss_before_first[0]
-                out["extra_shmem_kb"] = shmem - ctx.rss_before_first[1]
-                out["extra_own_kb"] = peak - sum(ctx.rss_before_first) - pool
-                out["extra_during_kb"] = peak - base_anon - base_shmem
+                out["extra_shmem_kb"] = shmem - pool - ctx.rss_before_first[1]
+                out["rss_pool_kb"] = pool_peak
+                out["extra_during_kb"] = own - base_anon - base_shmem
             out["bytes"] = nbytes
 
 
@@ -390,8 +399,13 @@ def run_method(ctx, method, sampler):
     def fs_writer(path):
         return FileSystemWriter(path, sync_files=True)
 
+    writers = []
+
     def ck_writer(_cid):
-        return ckptd_writer(args, job)
+        # one CkptdWriter per trainer process, as ckptd.dcp suggests
+        if not writers:
+            writers.append(ckptd_writer(args, job))
+        return writers[0]
 
     if method == "memcpy":
         m_memcpy(ctx, sd)
@@ -652,10 +666,10 @@ def report(args, runs, meta):
                      ("fs_async_plain", "FileSystemWriter defaults")):
         own = t(m, "extra_own_kb")
         e = err(m)
-        rows.append(("extra peak RSS (anon+shmem, less ckptd's pool) ÷ state: %s" % label,
+        rows.append(("extra peak RSS (anon + shmem, less ckptd's pool mapping) ÷ state: %s" % label,
                      ("error: " + e) if e else fmt_rss(own), "%d MiB" % state_mib,
                      "—" if own is None else "%.3f" % (own / 1024 / state_mib), "≤ 0.05"))
-        rows.append(("  of which anon / shmem / ckptd pool mapped (info): %s" % label,
+        rows.append(("  at that peak anon / shmem (less pool); peak of ckptd's pool mapped (info): %s" % label,
                      "%s / %s / %s" % (fmt_rss(t(m, "extra_anon_kb")), fmt_rss(t(m, "extra_shmem_kb")),
                                        fmt_rss(t(m, "rss_pool_kb"))), "—", "—", "(info)"))
     a, b = t("ckptd_async", "load_s"), t("fs_async_best", "load_s")

@@ -73,7 +73,7 @@ done
 
 CKPTD=$SRC_ROOT/$BUILD/daemon/ckptd
 LIBCKPT=$SRC_ROOT/$BUILD/client/libckpt.so
-[ -x "$CKPTD" ] || die "$CKPTD not built (ninja -C $BUILD daemon/ckptd client/libckpt.so.0.4.0)"
+[ -x "$CKPTD" ] || die "$CKPTD not built (ninja -C $BUILD daemon/ckptd and client/libckpt.so.0.x.y)"
 [ -e "$LIBCKPT" ] || die "$LIBCKPT not built"
 python3 -c 'import torch; assert torch.__version__.startswith("2.13.")' 2>/dev/null ||
         die "python3 has no torch 2.13 (DEVELOPERS.md: pip install torch==2.13.0)"
