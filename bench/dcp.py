@@ -257,12 +257,14 @@ def fs_best_stager():
 
 
 def timed_saves(ctx, sd, save_once, sampler, nbytes):
-    """Warm-up save (step 1) then the timed save (step 2); save_once(step) returns
-    (t_returned, t_unblocked, durable_fn)."""
+    """Warm-up save then the timed save; save_once(step) returns (t_returned,
+    t_unblocked, durable_fn).  Each run has steps of its own (ckptd refuses to
+    save a committed step again): 10 * run + 1 and + 2."""
     out = ctx.out
-    for step in (1, 2):
+    first = 10 * ctx.args.run + 1
+    for step in (first, first + 1):
         barrier()
-        if step == 2:
+        if step == first + 1:
             base_anon, base_shmem = RssSampler.read()
         t0 = time.perf_counter()
         m0 = time.monotonic()
@@ -270,7 +272,7 @@ def timed_saves(ctx, sd, save_once, sampler, nbytes):
         durable()
         t_dur = time.perf_counter()
         m1 = time.monotonic()
-        if step == 2:
+        if step == first + 1:
             out["return_s"] = t_ret - t0
             out["blocking_s"] = t_unblocked - t0
             out["durable_s"] = t_dur - t0
@@ -360,7 +362,8 @@ def _async_method(ctx, sd, writer_fn, kind, stager=None, proc=False, load_reader
     timed_saves(ctx, sd, save_once, sampler, local_bytes(sd))
     if load_reader is not None:
         try:
-            _load_and_check(ctx, sd, lambda: load_reader(cid(2)), cid(2), "")
+            last = cid(10 * args.run + 2)
+            _load_and_check(ctx, sd, lambda: load_reader(last), last, "")
         except Exception as e:  # noqa: BLE001 -- the save's numbers stand; the load's error is shown
             traceback.print_exc()
             ctx.out["load_error"] = "%s: %s" % (type(e).__name__, e)
@@ -547,13 +550,13 @@ def free_port():
     return p
 
 
-def run_pair(args, method, logf):
+def run_pair(args, method, run, logf):
     """Runs method in args.ranks fresh processes; returns [per-rank dict]."""
     port = free_port()
     procs = []
     for r in range(args.ranks):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", method, "--rank", str(r),
-               "--port", str(port)] + args.passthrough
+               "--port", str(port), "--run", str(run)] + args.passthrough
         env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1",
                    MASTER_PORT=str(port), PYTHONWARNINGS="ignore")
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -709,7 +712,7 @@ def parent_main(args):
             res = {}
             for m in methods:
                 print("dcp.py: run %d/%d: %s" % (run, args.runs, m), file=sys.stderr, flush=True)
-                res[m] = combine(run_pair(args, m, logf))
+                res[m] = combine(run_pair(args, m, run, logf))
                 if "error" in res[m]:
                     print("dcp.py:   %s: %s" % (m, res[m]["error"]), file=sys.stderr, flush=True)
                 if res[m].get("cache_note"):
@@ -757,6 +760,7 @@ def main():
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--run", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in args.methods if m not in METHODS]

@@ -10,7 +10,8 @@
 # see its header for what each number is).
 #
 #   bench/dcp.sh [--runs N] [--size-mb M] [--tensors K] [--small-tensors S]
-#                [--methods a,b,...] [--dir DIR] [--no-install] [--keep]
+#                [--methods a,b,...] [--dir DIR] [--no-install]
+#                [--retry-install] [--keep]
 #
 #   BUILD=dir        meson build dir holding daemon/ckptd and
 #                    client/libckpt.so (default build-bench; release is
@@ -24,6 +25,8 @@
 #                    filesystem (default /var/tmp/ckptd-bench-dcp)
 #   --no-install     do not pip install the other libraries; those missing
 #                    are reported as not installed
+#   --retry-install  try again to install a library that failed before (a
+#                    failure is remembered in bench/results/install-failures/)
 #   --keep           keep DIR afterwards
 #
 # The other libraries are installed with their exact pins and --no-deps
@@ -44,6 +47,7 @@ SMALL=5000
 METHODS=
 DIR=/var/tmp/ckptd-bench-dcp
 INSTALL=1
+RETRY=0
 KEEP=0
 RANKS=2
 SLOT=64M
@@ -62,6 +66,7 @@ while [ $# -gt 0 ]; do
         --methods) METHODS=$2; shift 2 ;;
         --dir) DIR=$2; shift 2 ;;
         --no-install) INSTALL=0; shift ;;
+        --retry-install) RETRY=1; shift ;;
         --keep) KEEP=1; shift ;;
         -h|--help) sed -n '/^#   bench\/dcp.sh/,/^# number/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option '$1' (see --help)" ;;
@@ -113,6 +118,14 @@ if [ "$INSTALL" = 1 ]; then
         for spec in "${OTHERS[@]}"; do
                 name=${spec%%==*}; ver=${spec#*==}
                 [ "$(installed_version "$name")" = "$ver" ] && continue
+                # a failure is remembered (bench/results is git-ignored): trying
+                # ml-flashpoint's build again costs a minute and ends the same
+                failed=$SRC_ROOT/bench/results/install-failures/$spec
+                if [ -s "$failed" ] && [ "$RETRY" = 0 ]; then
+                        log "$spec: not installable here, as found on $(date -r "$failed" -u '+%F %H:%M UTC') (--retry-install tries again)"
+                        cat "$failed" >>"$RESULTS/install.txt"
+                        continue
+                fi
                 deps=()
                 [ "$name" = torchsnapshot ] && deps=("${TS_DEPS[@]}")
                 log "pip install --no-deps $spec ${deps[*]}"
@@ -120,6 +133,8 @@ if [ "$INSTALL" = 1 ]; then
                         >"$RESULTS/pip-$name.log" 2>&1; then
                         why=$(pip_reason "$spec" "$RESULTS/pip-$name.log")
                         echo "$spec: pip install --no-deps failed: $why" >>"$RESULTS/install.txt"
+                        mkdir -p "${failed%/*}"
+                        tail -1 "$RESULTS/install.txt" >"$failed"
                         log "$spec could not be installed (see $RESULTS/pip-$name.log)"
                 fi
         done

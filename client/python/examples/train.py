@@ -123,6 +123,7 @@ class CheckpointManager:
         self.pg = dist.new_group(backend="gloo")
         self.future = None
         self.pending_step = None
+        self.writer = None
 
     # The non-tensor items are this rank's own (RNG, loader position): their
     # keys carry the rank, or DCP would keep one rank's copy of a key that every
@@ -152,8 +153,10 @@ class CheckpointManager:
         sd = self._state_dict(step)
         cid = self._checkpoint_id(step)
         if self.args.backend == "ckptd":
-            from ckptd.dcp import CkptdWriter
-            writer = CkptdWriter(job=self.args.job, socket_path=self.args.socket)
+            if self.writer is None:  # one writer per trainer process
+                from ckptd.dcp import CkptdWriter
+                self.writer = CkptdWriter(job=self.args.job, socket_path=self.args.socket)
+            writer = self.writer
         else:
             from torch.distributed.checkpoint import FileSystemWriter
             writer = FileSystemWriter(cid, sync_files=True)
