@@ -164,12 +164,13 @@ class RssSampler(threading.Thread):
             self.samples.append((time.monotonic(), a, s, pool))
             time.sleep(self.interval)
 
-    def peak(self, t0, t1, lag=0.02):
+    def peak(self, t0, t1, lag=0.25):
         """Over [t0, t1], in KiB: the peak of the trainer's own memory
         (anon + shmem - ckptd's pool mapping) with anon, shmem and pool at
         that moment, and the peak pool mapping.  An munmap takes the mapping
         out of /proc/self/maps before RssShmem has dropped (a 64 MiB slot
-        takes a few ms), so a sample's pool is the largest seen in the
+        takes a few ms, 17 of them tens of ms on a loaded machine), so a
+        sample's pool is the largest seen in the
         `lag` seconds before it."""
         best, pool_peak = (0, 0, 0, 0), 0
         recent = []  # (t, pool) of the last `lag` seconds
