@@ -29,3 +29,15 @@ for _ in range(int(sys.argv[1])):
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 PYEOF
 }
+
+# wait_for_socket SOCK PID LOG: waits up to 60 s for the daemon PID to create
+# its socket SOCK; dies with the daemon's LOG when it exits first
+wait_for_socket() {
+        local _
+        for _ in $(seq 600); do
+                [ -S "$1" ] && return 0
+                kill -0 "$2" 2>/dev/null || { cat "$3" >&2; die "ckptd exited at start"; }
+                sleep 0.1
+        done
+        die "ckptd did not create its socket within 60 s"
+}

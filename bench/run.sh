@@ -133,12 +133,7 @@ DAEMON_ARGS=(--state-dir "$STATE" --socket "$SOCK" --pool-size "$POOL_B"
              --pool-slot-size "$SLOT_B" --local-keep 2 --log-level notice)
 "$CKPTD" "${DAEMON_ARGS[@]}" >"$RESULTS/ckptd.log" 2>&1 &
 CKPTD_PID=$!
-for _ in $(seq 600); do
-        [ -S "$SOCK" ] && break
-        kill -0 "$CKPTD_PID" 2>/dev/null || { cat "$RESULTS/ckptd.log" >&2; die "ckptd exited at start"; }
-        sleep 0.1
-done
-[ -S "$SOCK" ] || die "ckptd did not create its socket within 60 s"
+wait_for_socket "$SOCK" "$CKPTD_PID" "$RESULTS/ckptd.log"
 [ "$(cat /proc/$CKPTD_PID/comm)" = ckptd ] || die "pid $CKPTD_PID is not ckptd"
 if grep -q "fixed buffers unavailable" "$RESULTS/ckptd.log"; then
         FIXED=no
