@@ -800,6 +800,16 @@ int fetch_start(struct fetcher *f, struct fetch_request *fr) {
         return 0;
 }
 
+bool fetch_running(const struct fetcher *f, const char *job, uint64_t step) {
+        const struct list *pos;
+        for (pos = f->ops.next; pos != &f->ops; pos = pos->next) {
+                const struct fetch_op *o = list_entry(pos, struct fetch_op, link);
+                if (!strcmp(o->job, job) && o->step == step)
+                        return true;
+        }
+        return false;
+}
+
 void fetch_cancel(struct fetcher *f, struct fetch_request *fr) {
         (void)f;
         if (fr->op) {

@@ -81,5 +81,8 @@ struct fetcher *fetch_free(struct fetcher *f);
 int fetch_start(struct fetcher *f, struct fetch_request *fr);
 /* The requester went away: done() is not called, the fetch stops. */
 void fetch_cancel(struct fetcher *f, struct fetch_request *fr);
+/* Whether a fetch of (job, step) is under way (fetch_start() would say
+ * -EBUSY): its ranks land one by one before the step's commit record. */
+bool fetch_running(const struct fetcher *f, const char *job, uint64_t step);
 /* Bytes fetched since start. */
 uint64_t fetch_bytes(const struct fetcher *f);

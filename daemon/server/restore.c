@@ -215,9 +215,8 @@ static bool fetch_from_store(struct conn_fetch *cf) {
                  * ranks of a resharded load asking for it at once): once
                  * that lands this one is served from the local tier, or
                  * starts its own fetch for what is still missing */
-                if (!loop_timer_armed(&cf->busy_retry))
-                        log_info("job %s step %" PRIu64 ": waiting for the restore from the object "
-                                 "store already running", cf->fr.job, cf->fr.step);
+                log_debug("job %s step %" PRIu64 ": waiting for the restore from the object "
+                          "store already running", cf->fr.job, cf->fr.step);
                 c->fetch = cf;
                 loop_timer_start(srv->loop, &cf->busy_retry, FETCH_BUSY_RETRY_MS, busy_retry);
                 return true;
@@ -452,14 +451,52 @@ static bool refuse_uncommitted(struct conn *c, struct catalog *catalog, const ch
  * -EACCES; or 1 when the step is here but not committed and the error
  * reply has been sent (refuse_uncommitted).
  */
-static int locate_committed(struct conn *c, const char *job, uint64_t step, uint32_t rank,
-                            struct store **store, struct catalog **catalog) {
+/* Whether catalog knows (job, step) and it is not committed there. */
+static bool known_uncommitted(struct catalog *catalog, const char *job, uint64_t step) {
+        struct ckpt_ckpt_entry e;
+        return catalog_ckpt_get(catalog, job, step, &e) == 0 && e.state != CKPT_STATE_COMMITTED;
+}
+
+/*
+ * A restore of (job, step) from the object store is under way, so the step
+ * is committed (the store holds only committed steps) and will be here once
+ * the restore has written its commit record; until then its first ranks
+ * look like a step not committed.  Park the request (req, of `type`) and
+ * serve it again shortly.  true: parked.
+ */
+static bool park_behind_fetch(struct conn *c, uint16_t type, const void *req, size_t len,
+                              const char *job, uint64_t step) {
+        struct server *srv = c->srv;
+
+        if (!srv->fetcher || c->fetch || !fetch_running(srv->fetcher, job, step))
+                return false;
+        struct conn_fetch *cf = calloc(1, sizeof(*cf));
+        if (!cf)
+                return false;
+        cf->c = c;
+        cf->type = type;
+        memcpy(&cf->req, req, MIN(len, sizeof(cf->req)));
+        snprintf(cf->fr.job, sizeof(cf->fr.job), "%s", job);
+        cf->fr.step = step;
+        c->fetch = cf;
+        loop_timer_start(srv->loop, &cf->busy_retry, FETCH_BUSY_RETRY_MS, busy_retry);
+        return true;
+}
+
+static int locate_committed(struct conn *c, uint16_t type, const void *req, size_t len,
+                            const char *job, uint64_t step, uint32_t rank, struct store **store,
+                            struct catalog **catalog) {
         int r = locate(c, job, step, rank, store, catalog);
-        if (r == 0 && refuse_uncommitted(c, *catalog, job, step))
+        /* the rank is here, or not but the step is: not a rank to fetch */
+        struct catalog *known = r == 0 ? *catalog
+                                : r == -ENOENT && conn_check_job(c, job, false) == 0
+                                        ? c->srv->catalog
+                                        : NULL;
+        if (!known)
+                return r;
+        if (known_uncommitted(known, job, step) && park_behind_fetch(c, type, req, len, job, step))
                 return 1;
-        /* the rank is not here, but the step is: not a rank to fetch */
-        if (r == -ENOENT && conn_check_job(c, job, false) == 0 &&
-            refuse_uncommitted(c, c->srv->catalog, job, step))
+        if (refuse_uncommitted(c, known, job, step))
                 return 1;
         return r;
 }
@@ -857,7 +894,8 @@ void restore_handle_latest_rank(struct conn *c, const struct ckpt_req_latest_ran
 void restore_handle_shard_list(struct conn *c, const struct ckpt_req_shard_list *req) {
         struct store *store;
         struct catalog *catalog;
-        int r = locate_committed(c, req->job.str, req->step, req->rank, &store, &catalog);
+        int r = locate_committed(c, CKPT_MSG_SHARD_LIST, req, sizeof(*req), req->job.str,
+                                 req->step, req->rank, &store, &catalog);
         if (r > 0)
                 return;
         /* not on this node: a neighbour or the object store, then again */
@@ -1218,7 +1256,8 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
         }
         struct store *store;
         struct catalog *catalog;
-        int r = locate_committed(c, req->job.str, req->step, req->rank, &store, &catalog);
+        int r = locate_committed(c, CKPT_MSG_READ, req, sizeof(*req), req->job.str, req->step,
+                                 req->rank, &store, &catalog);
         if (r > 0)
                 return;
         /* not on this node: a neighbour or the object store, then again */
@@ -1333,7 +1372,8 @@ void restore_handle_map(struct conn *c, const struct ckpt_req_read *req) {
 
         struct store *store;
         struct catalog *catalog;
-        int r = locate_committed(c, req->job.str, req->step, req->rank, &store, &catalog);
+        int r = locate_committed(c, CKPT_MSG_MAP, req, sizeof(*req), req->job.str, req->step,
+                                 req->rank, &store, &catalog);
         if (r > 0)
                 return;
         /* not on this node: a neighbour or the object store, then again */
