@@ -250,20 +250,29 @@ static void peer_rank_done(void *userdata, int error, uint32_t ranks, const char
 /* The local tier lacks what req wants: ask the neighbours (a rank), then
  * the object store, and answer req afterwards.  true: a fetch runs and the
  * reply comes later. */
+/* A request of c's (req, of `type`) to be served again later. */
+static struct conn_fetch *conn_fetch_new(struct conn *c, uint16_t type, const void *req,
+                                         size_t len, const char *job, uint64_t step) {
+        struct conn_fetch *cf = calloc(1, sizeof(*cf));
+        if (!cf)
+                return NULL;
+        cf->c = c;
+        cf->type = type;
+        memcpy(&cf->req, req, MIN(len, sizeof(cf->req)));
+        snprintf(cf->fr.job, sizeof(cf->fr.job), "%s", job);
+        cf->fr.step = step;
+        return cf;
+}
+
 static bool restore_from_store(struct conn *c, uint16_t type, const void *req, size_t len,
                                const char *job, uint64_t step, uint8_t which, uint32_t index) {
         struct server *srv = c->srv;
 
         if ((!srv->fetcher && !srv->peers) || c->fetch_retry || c->fetch)
                 return false;
-        struct conn_fetch *cf = calloc(1, sizeof(*cf));
+        struct conn_fetch *cf = conn_fetch_new(c, type, req, len, job, step);
         if (!cf)
                 return false;
-        cf->c = c;
-        cf->type = type;
-        memcpy(&cf->req, req, MIN(len, sizeof(cf->req)));
-        snprintf(cf->fr.job, sizeof(cf->fr.job), "%s", job);
-        cf->fr.step = step;
         cf->fr.which = which;
         cf->fr.index = index;
         cf->fr.uid = c->uid;
@@ -470,14 +479,9 @@ static bool park_behind_fetch(struct conn *c, uint16_t type, const void *req, si
 
         if (!srv->fetcher || c->fetch || !fetch_running(srv->fetcher, job, step))
                 return false;
-        struct conn_fetch *cf = calloc(1, sizeof(*cf));
+        struct conn_fetch *cf = conn_fetch_new(c, type, req, len, job, step);
         if (!cf)
                 return false;
-        cf->c = c;
-        cf->type = type;
-        memcpy(&cf->req, req, MIN(len, sizeof(cf->req)));
-        snprintf(cf->fr.job, sizeof(cf->fr.job), "%s", job);
-        cf->fr.step = step;
         c->fetch = cf;
         loop_timer_start(srv->loop, &cf->busy_retry, FETCH_BUSY_RETRY_MS, busy_retry);
         return true;
