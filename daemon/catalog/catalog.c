@@ -1628,30 +1628,37 @@ int catalog_repl_counts(struct catalog *c, const char *job, uint64_t step, uint3
         return 0;
 }
 
-int catalog_repl_pending_foreach(struct catalog *c, uint32_t node, catalog_repl_cb cb,
-                                 void *userdata) {
-        static const char what[] = "iterate steps pending replication";
+/* The (job, step) rows of stmt (bound; reset here), collected first so that
+ * cb may use the catalog, then cb on each until it returns non-zero. */
+static int foreach_job_step(struct catalog *c, sqlite3_stmt *stmt, const char *what,
+                            int (*cb)(void *userdata, const char *job, uint64_t step),
+                            void *userdata) {
         struct foreach_rows f = { 0 };
-        int r = 0;
-
+        int r;
         {
-                _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_REPL_PENDING];
-                if (bind_i64(s, 1, node) || bind_i64(s, 2, CATALOG_REPL_DONE)) {
-                        r = sql_error(c->db, "%s", what);
-                        goto out;
-                }
+                _cleanup_stmt_ sqlite3_stmt *s = stmt;
                 r = foreach_rows_collect(c, s, &f, what);
-                if (r < 0)
-                        goto out;
         }
-        for (size_t i = 0; i < f.nrows; i++) {
+        for (size_t i = 0; r >= 0 && i < f.nrows; i++) {
                 r = cb(userdata, f.jobs[f.rows[i].job], f.rows[i].step);
                 if (r != 0)
                         break;
         }
-out:
         foreach_rows_done(&f);
         return r;
+}
+
+int catalog_repl_pending_foreach(struct catalog *c, uint32_t node, catalog_repl_cb cb,
+                                 void *userdata) {
+        static const char what[] = "iterate steps pending replication";
+        sqlite3_stmt *s = c->stmt[STMT_REPL_PENDING];
+
+        if (bind_i64(s, 1, node) || bind_i64(s, 2, CATALOG_REPL_DONE)) {
+                int r = sql_error(c->db, "%s", what);
+                stmt_resetp(&s);
+                return r;
+        }
+        return foreach_job_step(c, s, what, cb, userdata);
 }
 
 int catalog_commit_request_set(struct catalog *c, const char *job, uint64_t step, bool asked) {
@@ -1661,22 +1668,6 @@ int catalog_commit_request_set(struct catalog *c, const char *job, uint64_t step
 
 int catalog_commit_request_foreach(struct catalog *c, catalog_commit_request_cb cb,
                                    void *userdata) {
-        static const char what[] = "iterate commit requests";
-        struct foreach_rows f = { 0 };
-        int r = 0;
-
-        {
-                _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_COMMIT_ASK_ALL];
-                r = foreach_rows_collect(c, s, &f, what);
-                if (r < 0)
-                        goto out;
-        }
-        for (size_t i = 0; i < f.nrows; i++) {
-                r = cb(userdata, f.jobs[f.rows[i].job], f.rows[i].step);
-                if (r != 0)
-                        break;
-        }
-out:
-        foreach_rows_done(&f);
-        return r;
+        return foreach_job_step(c, c->stmt[STMT_COMMIT_ASK_ALL], "iterate commit requests", cb,
+                                userdata);
 }
