@@ -457,6 +457,8 @@ static void link_unauth_done(struct plink *l) {
 }
 
 static void link_free(struct plink *l) {
+        loop_timer_cancel(&l->handshake);
+        loop_timer_cancel(&l->reap);
         list_unlink(&l->link);
         frame_mac_free(l->mac_tx);
         frame_mac_free(l->mac_rx);
@@ -465,11 +467,6 @@ static void link_free(struct plink *l) {
 }
 
 static void link_reap(struct loop_timer *t);
-
-struct reaper {
-        struct loop_timer timer;
-        struct plink *l;
-};
 
 /* An accepted connection that has not authenticated: anyone who can reach
  * the port makes one, so what it does wrong is logged only through
@@ -561,20 +558,16 @@ void link_close(struct plink *l, int error, const char *fmt, ...) {
                 link_free(l);
                 return;
         }
-        /* Freed from a timer: the caller may still be inside a callback of l. */
-        struct reaper *rp = calloc(1, sizeof(*rp));
-        if (rp) {
-                rp->l = l;
-                loop_timer_start(env->loop, &rp->timer, 0, link_reap);
-        }
+        /* Freed from a timer: the caller may still be inside a callback
+         * of l.  The timer is l's own, so that link_env_close() can free a
+         * link that died just before the shutdown (its timer never fires). */
+        loop_timer_start(env->loop, &l->reap, 0, link_reap);
         if (d)
                 loop_timer_start(env->loop, &d->timer, d->backoff_ms, dialer_timer);
 }
 
 static void link_reap(struct loop_timer *timer) {
-        struct reaper *rp = container_of(timer, struct reaper, timer);
-        link_free(rp->l);
-        free(rp);
+        link_free(container_of(timer, struct plink, reap));
 }
 
 /* ---- links: input ---------------------------------------------------------------------------- */
@@ -1057,6 +1050,7 @@ static struct plink *link_new(struct link_env *env, int fd, bool client, uint32_
         list_init(&l->ins);
         list_init(&l->outs);
         list_init(&l->handshake.link);
+        list_init(&l->reap.link);
         /* small until authenticated: link_read() grows it */
         l->in = malloc(PEER_HDR_SIZE + PREAUTH_BODY_MAX);
         l->in_cap = PEER_HDR_SIZE + PREAUTH_BODY_MAX;
@@ -1298,6 +1292,9 @@ void link_env_close(struct link_env *env) {
         list_for_each_safe(pos, tmp, &env->links) {
                 struct plink *l = list_entry(pos, struct plink, link);
                 l->dialer = NULL;
-                link_close(l, -ECANCELED, "shutting down");
+                if (l->state == L_DEAD)
+                        link_free(l); /* closed, its reap timer not run yet */
+                else
+                        link_close(l, -ECANCELED, "shutting down");
         }
 }

@@ -176,6 +176,7 @@ struct plink {
         enum link_state state;
         bool unauth_counted;       /* accepted, counted in env.nunauth */
         struct loop_timer handshake; /* the handshake deadline, until L_READY */
+        struct loop_timer reap;    /* frees a dead link from the loop (link_close) */
         uint8_t nonce_own[PEER_NONCE_SIZE], nonce_peer[PEER_NONCE_SIZE];
         /* frame MACs, from the handshake's end on (NULL before) */
         struct frame_mac *mac_tx, *mac_rx;
