@@ -126,7 +126,15 @@ static void reconcile_step(void *userdata, const char *job, uint64_t step,
         bool lost = rc->ranks_lost;
         rc->ranks_in_step = 0;
         rc->ranks_lost = false;
-        if (ranks == 0) {
+        if (ranks == 0 && committed && catalog_job_uid(rc->catalog, job, NULL) == 0) {
+                /* every rank of a committed step is gone from this node: the
+                 * step stays, damaged (its ranks come back from a neighbour
+                 * or the object store), rather than be forgotten here */
+                /* (void): reconcile is best effort per row: catalog.c logs a fault, and the
+                 * next start tries again from the same files */
+                (void)catalog_ckpt_upsert(rc->catalog, job, step, committed->world_size,
+                                          CKPT_STATE_COMMITTED, committed->committed_at);
+        } else if (ranks == 0) {
                 /* nothing survived of this step (a first rank interrupted) */
                 /* (void): reconcile is best effort per row: catalog.c logs a fault, and the
                  * next start tries again from the same files */
@@ -153,12 +161,15 @@ static void reconcile_step(void *userdata, const char *job, uint64_t step,
         struct ckpt_ckpt_entry e;
         if (catalog_ckpt_get(rc->catalog, job, step, &e) < 0)
                 return;
-        if (committed)
+        if (committed) {
                 /* (void): reconcile is best effort per row: catalog.c logs a fault, and the
                  * next start tries again from the same files */
                 (void)catalog_ckpt_upsert(rc->catalog, job, step, e.world_size,
                                           CKPT_STATE_COMMITTED, committed->committed_at);
-        else
+                /* (void): reconcile is best effort per row, as above */
+                (void)catalog_ckpt_set_ranks_committed(rc->catalog, job, step,
+                                                       committed->nranks);
+        } else
                 /* (void): reconcile is best effort per row: catalog.c logs a fault, and the
                  * next start tries again from the same files */
                 (void)catalog_ckpt_upsert(rc->catalog, job, step, e.world_size, CKPT_STATE_LOCAL,

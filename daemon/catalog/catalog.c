@@ -146,6 +146,12 @@ static const char *const migrations[] = {
         "  PRIMARY KEY (job, step),"
         "  FOREIGN KEY (job, step) REFERENCES checkpoints(job, step) ON DELETE CASCADE"
         ");",
+        /* 4 -> 5: how many of this node's ranks a committed step's COMMITTED
+         * record names (set by the reconcile at start; 0: not known).  Fewer
+         * ranks on disk than that is a damaged step (docs/catalog.md):
+         * still committed, its ranks that are here still served, not
+         * counted among retention's newest. */
+        "ALTER TABLE checkpoints ADD COLUMN ranks_committed INTEGER NOT NULL DEFAULT 0;",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == CATALOG_SCHEMA_VERSION,
@@ -204,6 +210,8 @@ enum stmt_id {
         STMT_COMMIT_ASK_ADD,
         STMT_COMMIT_ASK_DEL,
         STMT_COMMIT_ASK_ALL,
+        STMT_CKPT_RANKS_COMMITTED_SET,
+        STMT_CKPT_DAMAGED,
         STMT_INTEGRITY, /* last: catalog_free takes it as "open got this far" */
         STMT_MAX_,
 };
@@ -307,6 +315,12 @@ static const char *const stmt_sql[STMT_MAX_] = {
                          " ON CONFLICT (job, step) DO NOTHING",
         [STMT_PIN_DEL] = "DELETE FROM pins WHERE job = ?1 AND step = ?2",
         [STMT_PIN_GET] = "SELECT 1 FROM pins WHERE job = ?1 AND step = ?2",
+        [STMT_CKPT_RANKS_COMMITTED_SET] = "UPDATE checkpoints SET ranks_committed = ?3"
+                                          " WHERE job = ?1 AND step = ?2",
+        [STMT_CKPT_DAMAGED] =
+                "SELECT c.ranks_committed > (SELECT COUNT(*) FROM ranks r"
+                "  WHERE r.job = c.job AND r.step = c.step)"
+                " FROM checkpoints c WHERE c.job = ?1 AND c.step = ?2 AND c.state = ?3",
         [STMT_REMOTE_PENDING] = "SELECT job, step FROM checkpoints"
                                 " WHERE state = ?1 AND remote_state < ?2 ORDER BY job, step",
         [STMT_REMOTE_PENDING_ONE] = "SELECT remote_state FROM checkpoints"
@@ -1533,6 +1547,37 @@ int catalog_pinned(struct catalog *c, const char *job, uint64_t step) {
         if (rc == SQLITE_DONE)
                 return 0;
         return sql_error(c->db, "pin of job %s step %" PRIu64, job, step);
+}
+
+int catalog_ckpt_set_ranks_committed(struct catalog *c, const char *job, uint64_t step,
+                                     uint32_t ranks) {
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return -ENOENT;
+        int r = tx_ensure(c);
+        if (r < 0)
+                return r;
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_CKPT_RANKS_COMMITTED_SET];
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) || bind_i64(s, 3, ranks) ||
+            sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "record committed ranks of job %s step %" PRIu64, job,
+                                 step);
+        return sqlite3_changes(c->db) > 0 ? 0 : -ENOENT;
+}
+
+int catalog_ckpt_damaged(struct catalog *c, const char *job, uint64_t step) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_CKPT_DAMAGED];
+
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return 0;
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) ||
+            bind_i64(s, 3, CKPT_STATE_COMMITTED))
+                return sql_error(c->db, "damage of job %s step %" PRIu64, job, step);
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW)
+                return sqlite3_column_int(s, 0) ? 1 : 0;
+        if (rc == SQLITE_DONE)
+                return 0;
+        return sql_error(c->db, "damage of job %s step %" PRIu64, job, step);
 }
 
 int catalog_remote_pending_foreach(struct catalog *c, catalog_remote_cb cb, void *userdata) {

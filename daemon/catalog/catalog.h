@@ -27,7 +27,7 @@
 
 struct catalog;
 
-#define CATALOG_SCHEMA_VERSION 4
+#define CATALOG_SCHEMA_VERSION 5
 
 /* Open or create the database at path, run migrations.  -EIO on failure
  * (including a database whose user_version is newer than this build:
@@ -197,6 +197,17 @@ int catalog_ckpt_remote_get(struct catalog *c, const char *job, uint64_t step,
  * that is not pinned succeeds.  A pin goes with its checkpoint row. */
 int catalog_pin(struct catalog *c, const char *job, uint64_t step, bool pinned);
 int catalog_pinned(struct catalog *c, const char *job, uint64_t step); /* 1 or 0 */
+
+/* Damaged steps (schema 5).  The reconcile records how many of this node's
+ * ranks a committed step's COMMITTED record names; a committed step with
+ * fewer of them indexed here is damaged: still committed (the cluster
+ * committed it, and its other ranks are good), the missing ranks restored
+ * from a neighbour or the object store like any rank this node lacks, and
+ * retention does not count it among the newest it keeps.  -ENOENT: no
+ * such checkpoint row. */
+int catalog_ckpt_set_ranks_committed(struct catalog *c, const char *job, uint64_t step,
+                                     uint32_t ranks);
+int catalog_ckpt_damaged(struct catalog *c, const char *job, uint64_t step); /* 1 or 0 */
 
 /* Iterate committed checkpoints whose remote_state is below
  * CATALOG_REMOTE_DONE (failed ones are not retried by this), by job then

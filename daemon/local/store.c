@@ -850,20 +850,28 @@ static void scan_step(struct store *s, int job_fd, const char *job, const char *
                         r = commit_record_parse(&rec, text, len);
                 if (r == 0 && (strcmp(rec.job, job) || rec.step != step))
                         r = -EIO;
-                /* Committed only if every rank it names is here and valid. */
-                for (uint32_t i = 0; r == 0 && i < rec.nranks; i++) {
+                if (r < 0)
+                        log_error("store: job %s step %" PRIu64 ": commit record is invalid (%s); "
+                                  "the step is NOT considered committed", job, step, strerror(-r));
+                else
+                        committed = true;
+                /* A rank it names that is gone (moved away, or its MANIFEST
+                 * was bad and it went to trash above) leaves the step
+                 * committed: the cluster committed it and the other ranks
+                 * are good.  The step is damaged here (catalog.md): the
+                 * rank is restored from a neighbour or the object store
+                 * like any rank this node lacks, and retention does not
+                 * count the step among the newest it keeps. */
+                for (uint32_t i = 0; committed && i < rec.nranks; i++) {
                         bool found = false;
                         for (size_t j = 0; j < nranks; j++)
                                 found |= ranks[j] == rec.ranks[i];
                         if (!found)
-                                r = -ENOENT;
+                                log_error("store: job %s step %" PRIu64 ": rank %u, named by the "
+                                          "commit record, is missing; the step stays committed "
+                                          "with that rank damaged on this node", job, step,
+                                          rec.ranks[i]);
                 }
-                if (r < 0)
-                        log_error("store: job %s step %" PRIu64 ": commit record is invalid or names "
-                                  "a missing rank (%s); the step is NOT considered committed",
-                                  job, step, strerror(-r));
-                else
-                        committed = true;
         }
         ops->step(userdata, job, step, committed ? &rec : NULL);
         commit_record_clear(&rec);

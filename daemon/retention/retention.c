@@ -14,6 +14,8 @@ const char *retention_verdict_str(enum retention_verdict v) {
                 return "not committed, kept";
         case RETENTION_KEEP_PINNED:
                 return "pinned";
+        case RETENTION_KEEP_DAMAGED:
+                return "damaged, kept besides the newest";
         case RETENTION_DROP_OLD:
                 return "older than the newest kept";
         case RETENTION_DROP_ABANDONED:
@@ -59,7 +61,13 @@ int retention_decide(const struct retention_policy *p, const struct retention_st
                         return -EINVAL;
         for (size_t i = 0; i < n; i++) {
                 enum retention_verdict v;
-                if (steps[i].commit == RETENTION_COMMITTED) {
+                if (steps[i].commit == RETENTION_COMMITTED && steps[i].damaged) {
+                        /* kept while an intact step could still be missing
+                         * below it, never counted: repaired, it becomes one
+                         * of the newest again */
+                        v = retention_seen_enough(p, committed_seen) ? RETENTION_DROP_OLD
+                                                                     : RETENTION_KEEP_DAMAGED;
+                } else if (steps[i].commit == RETENTION_COMMITTED) {
                         /* a pinned step counts as one of the kept: pinning an old
                          * step does not make retention keep one more */
                         committed_seen++;
@@ -110,6 +118,13 @@ void retention_pins_from_catalog(struct retention_step *steps, size_t n, struct 
                 steps[i].pinned = catalog_pinned(catalog, job, steps[i].step) == 1;
 }
 
+void retention_damage_from_catalog(struct retention_step *steps, size_t n,
+                                   struct catalog *catalog, const char *job) {
+        for (size_t i = 0; i < n; i++)
+                steps[i].damaged = steps[i].commit == RETENTION_COMMITTED &&
+                                   catalog_ckpt_damaged(catalog, job, steps[i].step) == 1;
+}
+
 int retention_plan_from_catalog(struct retention_plan *plan, struct catalog *catalog,
                                 const char *job, const struct retention_policy *p) {
         struct plan_list l = { 0 };
@@ -128,6 +143,7 @@ int retention_plan_from_catalog(struct retention_plan *plan, struct catalog *cat
         if (!plan->verdicts)
                 return -ENOMEM;
         retention_pins_from_catalog(plan->steps, plan->n, catalog, job);
+        retention_damage_from_catalog(plan->steps, plan->n, catalog, job);
         return retention_decide(p, plan->steps, plan->n, plan->verdicts);
 }
 

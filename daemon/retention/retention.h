@@ -8,7 +8,8 @@
  * whether it is busy right now, stays with the tier.
  *
  * The rule, for all tiers: walking the steps newest first, the first
- * `keep` committed ones stay; every committed step after them goes; a
+ * `keep` committed ones that are not damaged stay (a damaged step among
+ * them stays too, uncounted); every committed step after them goes; a
  * pinned step stays whatever the rule says (a pinned step among the newest
  * `keep` is one of them; an older pinned one is kept besides them).  Steps that are not committed are where the tiers differ,
  * on purpose (enum retention_uncommitted says why each one does what).
@@ -61,6 +62,10 @@ struct retention_step {
         uint64_t step;
         enum retention_commit commit;
         bool pinned;
+        /* committed, but a rank of it this tier held is missing or bad
+         * (catalog_ckpt_damaged): not one of the `keep` newest, so that a
+         * damaged step never pushes an intact one out */
+        bool damaged;
 };
 
 /* Why a step stays or goes. */
@@ -68,6 +73,8 @@ enum retention_verdict {
         RETENTION_KEEP_NEWEST,        /* committed, among the newest `keep` */
         RETENTION_KEEP_UNCOMMITTED,   /* not committed, and the mode spares it */
         RETENTION_KEEP_PINNED,        /* would go, but is pinned */
+        RETENTION_KEEP_DAMAGED,       /* committed but damaged, newer than the
+                                       * keep-th intact step: kept, not counted */
         RETENTION_DROP_OLD,           /* committed, older than the newest `keep` */
         RETENTION_DROP_ABANDONED,     /* not committed (or unknown), and older than
                                        * the mode allows */
@@ -113,6 +120,11 @@ struct retention_plan {
 int retention_plan_from_catalog(struct retention_plan *plan, struct catalog *catalog,
                                 const char *job, const struct retention_policy *p);
 void retention_plan_clear(struct retention_plan *plan);
+
+/* Set steps[i].damaged from catalog (catalog_ckpt_damaged; a lookup that
+ * fails counts as not damaged). */
+void retention_damage_from_catalog(struct retention_step *steps, size_t n,
+                                   struct catalog *catalog, const char *job);
 
 /* Set steps[i].pinned from catalog's pins of job (a lookup that fails
  * counts as not pinned, as everywhere retention reads pins). */

@@ -995,7 +995,12 @@ static void read_finish(struct read_op *op) {
                 read_op_free(op);
                 return;
         }
-        if (op->bad_block >= 0) {
+        /* A read-ahead verified its whole span; the request that claims it
+         * may cover less.  The blocks before the first bad one are good, so
+         * only a request reaching that block gets the error (on-disk.md: a
+         * ranged read is verified by the blocks it touches). */
+        if (op->bad_block >= 0 &&
+            (uint64_t)op->bad_block * MANIFEST_BLOCK_SIZE < op->offset + op->length) {
                 conn_error(c, -EIO, "shard '%s' block %" PRId64 " failed its checksum: the local "
                            "copy is corrupt", op->shard, op->bad_block);
                 read_op_free(op);

@@ -135,7 +135,7 @@ static void test_schema(void) {
         char mode[32];
 
         EXPECT(raw_int("PRAGMA user_version"), CATALOG_SCHEMA_VERSION);
-        EXPECT(raw_int("PRAGMA user_version"), 4);
+        EXPECT(raw_int("PRAGMA user_version"), 5);
         EXPECT(raw_int("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                        "('jobs', 'checkpoints', 'ranks', 'shards')"),
                4);

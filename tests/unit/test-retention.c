@@ -7,7 +7,10 @@
  * never counted, and are dropped only as their tier's mode says (local:
  * below the newest committed; replica areas: never; store: below the
  * keep-th committed, where a step not HEADed is dropped too but one above
- * it is kept); and a list out of order is refused with nothing dropped.
+ * it is kept); a damaged committed step (a rank of it missing here) is
+ * kept but never counted, so it pushes no intact step out, and goes once
+ * `keep` intact steps are newer; and a list out of order is refused with
+ * nothing dropped.
  * Last, retention_plan_from_catalog on a real catalog (sqlite in a
  * temporary directory): the rows, their states and pins it reads are the
  * ones a tier's catalog holds.
@@ -28,7 +31,8 @@
 #define X RETENTION_UNKNOWN
 
 /* Decide steps (newest first) and write one letter per verdict into out:
- * k (newest kept), u (uncommitted kept), p (pinned), d (old, dropped),
+ * k (newest kept), u (uncommitted kept), p (pinned), D (damaged, kept),
+ * d (old, dropped),
  * a (abandoned, dropped).  Returns retention_decide's value. */
 static int decide(uint32_t keep, enum retention_uncommitted mode,
                   const struct retention_step *steps, size_t n, char *out) {
@@ -41,6 +45,7 @@ static int decide(uint32_t keep, enum retention_uncommitted mode,
                 case RETENTION_KEEP_NEWEST: out[i] = 'k'; break;
                 case RETENTION_KEEP_UNCOMMITTED: out[i] = 'u'; break;
                 case RETENTION_KEEP_PINNED: out[i] = 'p'; break;
+                case RETENTION_KEEP_DAMAGED: out[i] = 'D'; break;
                 case RETENTION_DROP_OLD: out[i] = 'd'; break;
                 case RETENTION_DROP_ABANDONED: out[i] = 'a'; break;
                 default: out[i] = '?'; break;
@@ -108,6 +113,32 @@ static void check_catalog_plan(void) {
         CHECK(r == 1, "area plan: %d drops (want 10 only)", r);
         retention_plan_clear(&plan);
 
+        /* damage: the reconcile recorded 2 committed ranks of step 40 and
+         * one is indexed; step 30 has its 1; 20's count is unknown (0) */
+        CHECK(catalog_job_add(c, "d", 1000) == 0, "job d");
+        for (uint64_t step = 20; step <= 40; step += 10)
+                CHECK(catalog_ckpt_upsert(c, "d", step, 2, CKPT_STATE_COMMITTED, 0) == 0,
+                      "d step %u", (unsigned)step);
+        struct manifest rank0 = { .job = "d", .step = 40, .rank = 0, .world_size = 2,
+                                  .uid = 1000 };
+        CHECK(catalog_rank_add(c, &rank0) == 0, "d 40 rank 0");
+        rank0.step = 30;
+        CHECK(catalog_rank_add(c, &rank0) == 0, "d 30 rank 0");
+        CHECK(catalog_ckpt_set_ranks_committed(c, "d", 40, 2) == 0, "40 names 2 ranks");
+        CHECK(catalog_ckpt_set_ranks_committed(c, "d", 30, 1) == 0, "30 names 1 rank");
+        CHECK(catalog_ckpt_set_ranks_committed(c, "d", 99, 1) == -ENOENT, "no step 99");
+        CHECK(catalog_ckpt_damaged(c, "d", 40) == 1, "40 is damaged");
+        CHECK(catalog_ckpt_damaged(c, "d", 30) == 0, "30 is intact");
+        CHECK(catalog_ckpt_damaged(c, "d", 20) == 0, "20: not known, intact");
+        const struct retention_policy keep1 = { .keep = 1,
+                                                .uncommitted = RETENTION_UNCOMMITTED_BELOW_NEWEST };
+        r = retention_plan_from_catalog(&plan, c, "d", &keep1);
+        /* 40 D, 30 k, 20 d */
+        CHECK(r == 1 && plan.n == 3 && plan.verdicts[0] == RETENTION_KEEP_DAMAGED &&
+              plan.verdicts[1] == RETENTION_KEEP_NEWEST && plan.verdicts[2] == RETENTION_DROP_OLD,
+              "damaged plan: %d drops of %zu", r, plan.n);
+        retention_plan_clear(&plan);
+
         /* a job the catalog does not know: nothing to decide */
         r = retention_plan_from_catalog(&plan, c, "other", &local);
         CHECK(r == 0 && plan.n == 0, "unknown job: %d, %zu steps", r, plan.n);
@@ -168,6 +199,22 @@ int main(void) {
         EXPECT(2, AREA, mixed, "ukukudu", 1);
         EXPECT(2, STORE, mixed, "ukukadp", 2);
         EXPECT(0, AREA, mixed, "ukukuku", 0);
+
+        /* damaged steps (issue 12, reproduction 4): never counted among the
+         * newest, kept while fewer than keep intact steps are newer */
+        const struct retention_step damaged[] = {
+                { 50, C, false, false }, { 40, C, false, true }, { 30, C, false, false },
+                { 20, C, false, true }, { 10, C, false, false },
+        };
+        EXPECT(3, LOCAL, damaged, "kDkDk", 0);
+        EXPECT(2, LOCAL, damaged, "kDkdd", 2);
+        EXPECT(2, AREA, damaged, "kDkdd", 2);
+        EXPECT(1, STORE, damaged, "kdddd", 4);
+        EXPECT(0, LOCAL, damaged, "kDkDk", 0);
+        const struct retention_step damaged_pinned[] = {
+                { 30, C, false, false }, { 20, C, false, false }, { 10, C, true, true },
+        };
+        EXPECT(1, LOCAL, damaged_pinned, "kdp", 1);
 
         /* no committed step at all: nothing goes, in any mode */
         const struct retention_step none[] = { { 3, U, false }, { 2, U, false } };
