@@ -301,6 +301,16 @@ static const struct key keys[] = {
           .offset = FIELD(remote_retry_attempts, uint32_t), .min = 1, .max = 100,
           .def = "5",
           .help = "attempts per object-store request, the first included (1: no retries)" },
+        { .section = "remote", .name = "audit_interval", .type = TYPE_DURATION,
+          .offset = FIELD(remote_audit_interval_ms, uint64_t), .reloadable = true,
+          .def = "6h",
+          .help = "how often this node's objects in the store are checked (size, ETag, "
+                  "sampled blocks against their CRC32C); 0: never" },
+        { .section = "remote", .name = "audit_sample", .type = TYPE_U32,
+          .offset = FIELD(remote_audit_sample, uint32_t), .reloadable = true, .max = 64,
+          .def = "4",
+          .help = "blocks per object read back by the audit, the first and the last "
+                  "among them (0: HEAD only)" },
 
         { .section = "cluster", .name = "node_index", .type = TYPE_U32,
           .offset = FIELD(cluster_node_index, uint32_t), .max = NODE_COUNT_MAX - 1,

@@ -88,6 +88,8 @@ struct config {
         uint64_t remote_bandwidth;     /* upload cap, bytes/s; 0 = none; reloadable */
         uint32_t remote_keep;          /* committed steps kept per job: 3; reloadable */
         uint32_t remote_retry_attempts; /* attempts per request, first included: 5 */
+        uint64_t remote_audit_interval_ms; /* a pass of the store's copies: 6h; 0 off; reloadable */
+        uint32_t remote_audit_sample;  /* blocks read back per object: 4; reloadable */
         /* [cluster] */
         uint32_t cluster_node_index;   /* default $SLURM_NODEID, else 0 */
         uint32_t cluster_node_count;   /* default $SLURM_NNODES, else 1; 1..65536 */

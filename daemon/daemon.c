@@ -29,6 +29,7 @@
 #include "peer/auth.h"
 #include "peer/peers.h"
 #include "step/coordinator.h"
+#include "remote/audit.h"
 #include "remote/credentials.h"
 #include "remote/fetch.h"
 #include "remote/flush.h"
@@ -51,6 +52,7 @@ struct daemon {
         struct server *server;
         struct s3_client *s3;
         struct flusher *flusher;
+        struct audit *audit;
         struct fetcher *fetcher;
         struct peers *peers;
         struct replica_area *areas;
@@ -286,6 +288,13 @@ static void daemon_remote_changed(void *userdata, const char *job, uint64_t step
         step_changed(d->server, job, step);
 }
 
+/* The audit found a bad object of job's in the store: the job's error. */
+static void daemon_audit_finding(void *userdata, const char *job, const char *message) {
+        struct daemon *d = userdata;
+        if (d->server)
+                server_job_error(d->server, job, "%s", message);
+}
+
 static int daemon_remote_open(struct daemon *d) {
         const struct config *cfg = d->cfg;
         char err[512] = "";
@@ -344,6 +353,16 @@ static int daemon_remote_open(struct daemon *d) {
         };
         r = fetch_new(&d->fetcher, d->loop, d->s3, d->catalog, d->store, d->pool, d->workers,
                       &feo);
+        if (r < 0)
+                return r;
+        const struct audit_options ao = {
+                .interval_ms = cfg->remote_audit_interval_ms,
+                .sample = cfg->remote_audit_sample,
+                .prefix = fo.prefix,
+        };
+        static const struct audit_ops aops = { .finding = daemon_audit_finding };
+        r = audit_new(&d->audit, d->loop, d->workers, d->s3, d->catalog, d->store, d->flusher,
+                      &ao, &aops, d);
         if (r < 0)
                 return r;
         snprintf(d->remote_target, sizeof(d->remote_target), "%s %s/%s", cfg->remote_endpoint,
@@ -631,6 +650,12 @@ static void daemon_reload(struct daemon *d) {
                         flush_set_keep(d->flusher, d->cfg->remote_keep);
                         s3_client_set_bandwidth(d->s3, d->cfg->remote_bandwidth);
                         flush_retry_failed(d->flusher);
+                        const struct audit_options ao = {
+                                .interval_ms = d->cfg->remote_audit_interval_ms,
+                                .sample = d->cfg->remote_audit_sample,
+                                .prefix = d->cfg->remote_prefix ? d->cfg->remote_prefix : "",
+                        };
+                        audit_set_options(d->audit, &ao);
                 }
                 log_info("reload: done");
                 daemon_retention_all(d);
@@ -915,6 +940,7 @@ struct daemon *daemon_free(struct daemon *d) {
                 d->areas[i].store = store_free(d->areas[i].store);
         }
         free(d->areas);
+        d->audit = audit_free(d->audit);
         d->fetcher = fetch_free(d->fetcher);
         d->flusher = flush_free(d->flusher);
         d->s3 = s3_client_free(d->s3);

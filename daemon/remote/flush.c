@@ -545,6 +545,20 @@ int flush_step(struct flusher *f, const char *job, uint64_t step) {
         return step_queue(f, job, step, CATALOG_REMOTE_NONE);
 }
 
+int flush_step_again(struct flusher *f, const char *job, uint64_t step) {
+        if (flush_busy(f, job, step))
+                return -EBUSY;
+        struct fstep *done = step_find(f, job, step);
+        if (done && step_busy(done))
+                return -EBUSY; /* finished, a request of it still at the client */
+        if (done)
+                step_free(done); /* finished, its reap timer not run yet */
+        /* (void): remote_state only records the flusher's progress; step_queue
+         * below sets it again */
+        (void)catalog_ckpt_remote_set(f->catalog, job, step, CATALOG_REMOTE_NONE, NULL);
+        return step_queue(f, job, step, CATALOG_REMOTE_NONE);
+}
+
 static int resume_cb(void *userdata, const char *job, uint64_t step, uint8_t remote_state) {
         struct flusher *f = userdata;
         int r = step_queue(f, job, step, remote_state);

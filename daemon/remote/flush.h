@@ -79,6 +79,11 @@ int flush_resume(struct flusher *f);
  * store holds it already (the node that saved it flushes it), so this
  * node has nothing to flush of it. */
 void flush_step_in_store(struct flusher *f, const char *job, uint64_t step);
+/* Flush a step that reached the store again, after objects of it were
+ * reset to pending (upload_object_reset, remote/audit): the pending ones
+ * are sent, this node's manifest rewritten.  -EBUSY while the flusher
+ * still works on the step. */
+int flush_step_again(struct flusher *f, const char *job, uint64_t step);
 /* Put failed steps back in the queue (SIGHUP). */
 int flush_retry_failed(struct flusher *f);
 

@@ -691,3 +691,12 @@ void upload_batch_clear(struct upload_batch *b) {
         b->objs = NULL;
         b->nobjs = b->cap = 0;
 }
+
+int upload_object_reset(struct catalog *catalog, const char *job, uint64_t step, uint32_t rank,
+                        const char *shard, const char *key, uint64_t size, const char *why) {
+        int r = catalog_remote_parts_clear(catalog, job, step, rank, shard);
+        if (r < 0)
+                return r;
+        return catalog_remote_object_set(catalog, job, step, rank, shard, key, size,
+                                         CATALOG_OBJECT_PENDING, NULL, 0, NULL, why);
+}

@@ -109,3 +109,9 @@ void upload_batch_stop(struct upload_batch *b);
 void upload_batch_cancel(struct upload_batch *b);
 /* Free the objects; nothing may be in flight (upload_batch_stop first). */
 void upload_batch_clear(struct upload_batch *b);
+
+/* A stored object found bad (remote/audit): record it as pending again
+ * under its key, its parts forgotten, `why` as its error, so that the
+ * step's next flush sends it from nothing.  Catalog errors. */
+int upload_object_reset(struct catalog *catalog, const char *job, uint64_t step, uint32_t rank,
+                        const char *shard, const char *key, uint64_t size, const char *why);
