@@ -90,8 +90,13 @@ static int step_reached(struct server *srv, const char *job, uint64_t step, uint
                 *why = "replication is off ([cluster] replication_factor 1 or no peers)";
                 return -EOPNOTSUPP;
         }
-        if (r == 0 && e.state == CKPT_STATE_COMMITTED && tier == CKPT_TIER_REPLICATED)
-                return peers_replicated(srv->peers, job, step);
+        if (r == 0 && e.state == CKPT_STATE_COMMITTED && tier == CKPT_TIER_REPLICATED) {
+                int q = peers_replicated(srv->peers, job, step, srv->repl_why,
+                                         sizeof(srv->repl_why));
+                if (q < 0 && q != -ENOENT)
+                        *why = srv->repl_why;
+                return q;
+        }
         if (r == 0 && e.state == CKPT_STATE_COMMITTED) {
                 if (tier != CKPT_TIER_REMOTE)
                         return 1;
