@@ -110,8 +110,10 @@ bool peers_replicates(const struct peers *ps);
 int peers_step_committed(struct peers *ps, const char *job, uint64_t step);
 
 /* 1: every target holds every local rank of (job, step); 0: not yet;
- * -ENOENT no such step; another -errno: a target refused it (why, size
- * bytes, names the target, the rank and the reason). */
+ * -ENOENT no such step; another -errno: a target refused a rank for its
+ * CRC and it is not sent again.  why (size bytes) names the target, the
+ * rank and the reason of a failure, also of one retried at the next
+ * connect (then 0; "" when nothing failed). */
 int peers_replicated(struct peers *ps, const char *job, uint64_t step, char *why, size_t size);
 
 /* Who repairs this node's copy of a rank when a target refused it (a block

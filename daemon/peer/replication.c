@@ -39,6 +39,9 @@ struct rstep {
         /* reported failed: kept (and owed) until it is sent again; a
          * bad copy here is not sent again by a reconnect */
         bool failed, copy_bad;
+        /* failed for a CRC refusal (the copy here bad, or damaged on the
+         * way every time): a wait for tier replicated learns it at once */
+        bool crc_refused;
         bool gone;                 /* retention removed it here: dropped from the debt */
         struct list checks;        /* struct rcheck of its refused ranks */
 };
@@ -106,6 +109,7 @@ static struct rstep *rstep_find(struct repl_target *t, const char *job, uint64_t
  * again (on a reconnect, or committed anew). */
 static void rstep_retry(struct rstep *rs) {
         rs->failed = false;
+        rs->crc_refused = false;
         rs->t->steps_failed--;
         rs->status = 0;
         rs->msg[0] = 0;
@@ -278,6 +282,8 @@ static void rcheck_fail(struct rcheck *rc, int status, const char *fmt, ...) {
         va_end(ap);
         rs->rstate[rc->idx] = RANK_TODO;
         rs->inflight--;
+        if (rs->status == 0)
+                rs->crc_refused = status != -ENOENT;
         rstep_fail(rs, status, msg);
         rcheck_free(rc);
         rstep_check(rs);
@@ -471,13 +477,18 @@ int replication_step_committed(struct replication *r, const char *job, uint64_t 
 int replication_replicated(struct replication *r, const char *job, uint64_t step, char *why,
                            size_t size) {
         uint32_t done, total;
+        why[0] = 0;
         for (size_t i = 0; i < r->ntargets; i++) {
                 const struct rstep *rs = rstep_find(&r->targets[i], job, step);
-                if (rs && rs->failed) {
-                        snprintf(why, size, "replication to node %u failed: %s",
-                                 r->targets[i].d->node, rs->msg);
+                if (!rs || !rs->failed)
+                        continue;
+                /* a refusal on the target's side (no space there) is sent
+                 * again when the link comes back: a wait may yet see it
+                 * replicated, and hears why only if it times out */
+                snprintf(why, size, "replication to node %u failed: %s%s", r->targets[i].d->node,
+                         rs->msg, rs->crc_refused ? "" : " (sent again when the link comes back)");
+                if (rs->crc_refused)
                         return rs->status < 0 ? rs->status : -EIO;
-                }
         }
         int e = catalog_repl_counts(r->catalog, job, step, &done, &total);
         if (e < 0)

@@ -81,8 +81,10 @@ void replication_clear(struct replication *r);
 /* A step was committed here: record it pending for every target and send. */
 int replication_step_committed(struct replication *r, const char *job, uint64_t step);
 /* 1: every target holds every local rank; 0: not yet; -ENOENT no such step;
- * another -errno: a target refused it and it is not being sent again (why,
- * size bytes, names the target, the rank and the reason). */
+ * another -errno: a target refused a rank for its CRC and it is not being
+ * sent again.  why (size bytes) names the target, the rank and the reason
+ * of a failure, also of one that the next connect retries (then 0, and ""
+ * when nothing failed). */
 int replication_replicated(struct replication *r, const char *job, uint64_t step, char *why,
                            size_t size);
 

@@ -82,6 +82,7 @@ static int step_reached(struct server *srv, const char *job, uint64_t step, uint
         int r = catalog_ckpt_get(srv->catalog, job, step, &e);
 
         *why = NULL;
+        srv->repl_why[0] = 0;
         if (tier == CKPT_TIER_REMOTE && !srv->flusher) {
                 *why = "no object store is configured ([remote] endpoint)";
                 return -EOPNOTSUPP;
@@ -177,9 +178,16 @@ static void wait_timeout(struct loop_timer *t) {
                                               : up ? "no word from the coordinator (node 0)" : "",
                            !up && st->cluster_why[0] ? ")" : "");
         } else {
+                /* a target that refused the step says why (it is sent
+                 * again when its link comes back) */
+                const char *why = NULL;
+                bool repl = c->wait_tier == CKPT_TIER_REPLICATED &&
+                            step_reached(c->srv, st->job, st->step, c->wait_tier, &why) == 0 &&
+                            c->srv->repl_why[0];
                 conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' did not reach tier %s "
-                           "in time",
-                           st->step, st->job, ckpt_tier_name(c->wait_tier));
+                           "in time%s%s",
+                           st->step, st->job, ckpt_tier_name(c->wait_tier), repl ? ": " : "",
+                           repl ? c->srv->repl_why : "");
         }
         if (!st->committed)
                 step_free_if_idle(st);

@@ -28,6 +28,10 @@ at a time; "pass" when empty):
              them afterwards in their order).
   flip       flip the same byte, leave everything else alone.
 
+With tagged=False the proxy sits between daemons that both run with
+`peer_frame_mac = no` (no tags after the handshake): there a flipped
+payload byte reaches the receiver, whose block CRC check refuses it.
+
 inject(frame) writes a frame of the test's making between two client
 frames; replay_last(type) writes again, verbatim (tag included), the last
 client frame of that type.  `pongs` lists the value of every PONG the
@@ -122,8 +126,10 @@ def _recrc(begin, data_frame):
 
 
 class PeerProxy:
-    def __init__(self, upstream_port, host="127.0.0.1"):
+    def __init__(self, upstream_port, host="127.0.0.1", tagged=True):
         self.upstream = (host, upstream_port)
+        # False: both daemons run with peer_frame_mac = no, no frame has a tag
+        self.tagged = tagged
         self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.lsock.bind((host, 0))
@@ -198,7 +204,7 @@ class PeerProxy:
         kind = None
         try:
             while True:
-                f = _read_frame(cs, state["c_authed"])
+                f = _read_frame(cs, state["c_authed"] and self.tagged)
                 if f.type == AUTH:
                     self._send(conn, ss, [f])
                     state["c_authed"] = True
@@ -236,7 +242,7 @@ class PeerProxy:
         cs, ss, _, state = conn
         try:
             while True:
-                f = _read_frame(ss, state["s_authed"])
+                f = _read_frame(ss, state["s_authed"] and self.tagged)
                 with self.lock:
                     if f.type == PONG:
                         self.pongs.append(struct.unpack_from("<Q", f.body, 0)[0])

@@ -26,6 +26,15 @@ waits on node 0 until then.
    list` shows REPL 0 for the step; a second wait fails at once.
 2. regression: a step whose copy is good replicates (wait succeeds, the
    replica is byte-for-byte node 0's file, list shows REPL 1).
+3. the copy is good and the way damaged it: two daemons with
+   `peer_frame_mac = no` (so a flipped byte on the way is not caught by a
+   frame MAC), node 0 reaching node 1 through peerproxy.py, which flips a
+   payload byte of the first transfer only (a fake on the path, to inject
+   the fault; both daemons are real).  Node 1 refuses it, node 0 re-checks
+   its copy, finds it good, sends it again, and the step replicates
+   byte-for-byte.
+4. the same with every transfer damaged: node 0 sends it twice more, then
+   the step fails for node 1 with EIO saying the copy verifies good.
 
 On the daemon before this change case 1's wait times out (ETIMEDOUT after
 its 20 s) and the status says "0 step copies owed": the test fails there.
@@ -41,6 +50,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.environ.get("CKPT_SOURCE_ROOT", "."), "client", "python"))
 from harness import (Daemon, check, cluster_flags, ctl_json, free_ports, log,  # noqa: E402
                      log_lines, run_test, shards_arg, step_path, wait_until, write_psk)
+import peerproxy  # noqa: E402
 
 JOB = "refusal.job"
 MiB = 1024 * 1024
@@ -113,6 +123,73 @@ def main(tmp):
     try:
         run(n0, n1)
     finally:
+        for d in (n0, n1):
+            if d.proc:
+                d.kill()
+    through_proxy(tmp, psk)
+
+
+def through_proxy(tmp, psk):
+    p0, p1 = free_ports(2)
+    proxy = peerproxy.PeerProxy(p1, tagged=False)
+    # node 0 reaches node 1 through the proxy; node 1 listens on its own port
+    peers = "127.0.0.1:%d,127.0.0.1:%d" % (p0, proxy.port)
+    common = ["--cluster-node-count=2", "--cluster-peers=" + peers,
+              "--cluster-replication-factor=2", "--cluster-psk-file=" + psk,
+              "--cluster-peer-frame-mac=no"]
+    n0 = Daemon(tmp, name="px0", pool="64M", slot="4M",
+                extra=common + ["--cluster-node-index=0"])
+    n1 = Daemon(tmp, name="px1", pool="64M", slot="4M",
+                extra=common + ["--cluster-node-index=1", "--cluster-listen=127.0.0.1:%d" % p1])
+    n0.node, n1.node = 0, 1
+    try:
+        proxy.plan = ["flip"]
+        n0.start()
+        n1.start()
+        wait_until(proxy.ready, 30, what="the link from node 0 through the proxy")
+
+        log("3. node 0's copy is good, the way damages the first transfer: sent again")
+        n0.rank("save", "--job", JOB, "--step", 3, "--rank", 0, "--world", 1,
+                "--shards", shards_arg(SHARDS), "--seed", 3, "--commit")
+        name, msg = wait_replicated_call(n0, 3, 30000)
+        check(name is None, "step 3 did not replicate after one damaged transfer: %s %s\n"
+              "--- node 0 log ---\n%s" % (name, msg, n0.read_log()[-3000:]))
+        check(len(proxy.tampered) == 1, "the proxy damaged %d transfers, expected 1"
+              % len(proxy.tampered))
+        check(log_lines(n1, "rank 0 from node 0: shard w block 0 failed its CRC32C"),
+              "node 1 did not refuse the damaged transfer:\n%s" % n1.read_log()[-3000:])
+        check(log_lines(n0, "step 3 rank 0: this node's copy verifies good, so the link or "
+                        "node 1 damaged it: sending it again \\(1 of 2\\)"),
+              "node 0 does not say its copy verified good and it sent it again:\n%s"
+              % n0.read_log()[-3000:])
+        for shard, _ in SHARDS:
+            check(read(os.path.join(replica_rank(n1, 3), shard)) ==
+                  read(local_file(n0, 3, shard)),
+                  "node 1's replica of step 3 shard %s differs from node 0's" % shard)
+        rep = ctl_json(n0, "status")["replication"]
+        check(rep["pending"] == 0 and rep["degraded"] is False,
+              "node 0's replication status after the resent step replicated: %r" % rep)
+
+        log("4. every transfer damaged: two resends, then the step fails for node 1")
+        proxy.plan = ["flip"] * 3
+        n0.rank("save", "--job", JOB, "--step", 4, "--rank", 0, "--world", 1,
+                "--shards", shards_arg(SHARDS), "--seed", 4, "--commit")
+        t0 = time.monotonic()
+        name, msg = wait_replicated_call(n0, 4, 30000)
+        log("   ckpt_wait(REPLICATED) returned %s after %.1f s: %s"
+            % (name, time.monotonic() - t0, msg))
+        check(name == "EIO" and "node 1 refused rank 0 3 times" in msg
+              and "verifies good" in msg,
+              "step 4, damaged on every transfer: %s %s" % (name, msg))
+        check(len(proxy.tampered) == 4, "the proxy damaged %d transfers, expected 4"
+              % len(proxy.tampered))
+        rep = ctl_json(n0, "status")["replication"]
+        check(rep["pending"] == 1 and rep["degraded"] is True,
+              "node 0's replication status after step 4 failed: %r" % rep)
+        for d in (n0, n1):
+            check(d.alive(), "node %d exited: %s" % (d.node, d.read_log()[-2000:]))
+    finally:
+        proxy.close()
         for d in (n0, n1):
             if d.proc:
                 d.kill()
