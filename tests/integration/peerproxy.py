@@ -45,7 +45,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import crc32c  # noqa: E402
+from harness import Daemon, crc32c, free_ports  # noqa: E402
 
 MAGIC = 0x45504B43
 HDR = struct.Struct("<IHHIIQ")  # magic, version, type, length, stream, seq
@@ -282,3 +282,20 @@ class PeerProxy:
             return None
         self._send(conn, conn[1], [f])
         return f
+
+
+def two_daemons(tmp, proxy, psk, prefix, extra=()):
+    """Node 0 and node 1 of a cluster of two (replication factor 2, not
+    started), node 0 reaching node 1 through proxy: node 1 listens on the
+    proxy's upstream port.  extra: flags both get."""
+    p0 = next(p for p in free_ports(3) if p != proxy.upstream[1])
+    peers = "127.0.0.1:%d,127.0.0.1:%d" % (p0, proxy.port)
+    common = ["--cluster-node-count=2", "--cluster-peers=" + peers,
+              "--cluster-replication-factor=2", "--cluster-psk-file=" + psk] + list(extra)
+    n0 = Daemon(tmp, name=prefix + "0", pool="64M", slot="4M",
+                extra=common + ["--cluster-node-index=0"])
+    n1 = Daemon(tmp, name=prefix + "1", pool="64M", slot="4M",
+                extra=common + ["--cluster-node-index=1",
+                                "--cluster-listen=127.0.0.1:%d" % proxy.upstream[1]])
+    n0.node, n1.node = 0, 1
+    return n0, n1

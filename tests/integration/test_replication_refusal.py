@@ -130,18 +130,9 @@ def main(tmp):
 
 
 def through_proxy(tmp, psk):
-    p0, p1 = free_ports(2)
-    proxy = peerproxy.PeerProxy(p1, tagged=False)
-    # node 0 reaches node 1 through the proxy; node 1 listens on its own port
-    peers = "127.0.0.1:%d,127.0.0.1:%d" % (p0, proxy.port)
-    common = ["--cluster-node-count=2", "--cluster-peers=" + peers,
-              "--cluster-replication-factor=2", "--cluster-psk-file=" + psk,
-              "--cluster-peer-frame-mac=no"]
-    n0 = Daemon(tmp, name="px0", pool="64M", slot="4M",
-                extra=common + ["--cluster-node-index=0"])
-    n1 = Daemon(tmp, name="px1", pool="64M", slot="4M",
-                extra=common + ["--cluster-node-index=1", "--cluster-listen=127.0.0.1:%d" % p1])
-    n0.node, n1.node = 0, 1
+    proxy = peerproxy.PeerProxy(free_ports(1)[0], tagged=False)
+    # node 0 reaches node 1 through the proxy
+    n0, n1 = peerproxy.two_daemons(tmp, proxy, psk, "px", ["--cluster-peer-frame-mac=no"])
     try:
         proxy.plan = ["flip"]
         n0.start()
