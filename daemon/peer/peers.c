@@ -340,6 +340,10 @@ int peers_replicated(struct peers *ps, const char *job, uint64_t step, char *why
         return replication_replicated(&ps->repl, job, step, why, size);
 }
 
+void peers_step_removed(struct peers *ps, const char *job, uint64_t step) {
+        replication_step_removed(&ps->repl, job, step);
+}
+
 void peers_set_copy_bad(struct peers *ps, replication_copy_bad_fn copy_bad, void *userdata) {
         ps->repl.copy_bad = copy_bad;
         ps->repl.copy_bad_userdata = userdata;

@@ -116,6 +116,10 @@ int peers_step_committed(struct peers *ps, const char *job, uint64_t step);
  * connect (then 0; "" when nothing failed). */
 int peers_replicated(struct peers *ps, const char *job, uint64_t step, char *why, size_t size);
 
+/* Retention removed (job, step) here: a copy of it a target refused is
+ * owed no more. */
+void peers_step_removed(struct peers *ps, const char *job, uint64_t step);
+
 /* Who repairs this node's copy of a rank when a target refused it (a block
  * failed its CRC32C there) and its re-check here found it bad
  * (peer/replication.h, replication_copy_bad_fn; docs/replication.md, "A

@@ -474,6 +474,19 @@ int replication_step_committed(struct replication *r, const char *job, uint64_t 
         return 0;
 }
 
+void replication_step_removed(struct replication *r, const char *job, uint64_t step) {
+        for (size_t i = 0; i < r->ntargets; i++) {
+                struct repl_target *t = &r->targets[i];
+                struct rstep *rs = rstep_find(t, job, step);
+                if (!rs || !rs->failed)
+                        continue;
+                log_notice("peers: job %s step %" PRIu64 " was removed here before it reached "
+                           "node %u: dropped from what is owed to it", job, step, t->d->node);
+                t->steps_pending--;
+                rstep_free(rs);
+        }
+}
+
 int replication_replicated(struct replication *r, const char *job, uint64_t step, char *why,
                            size_t size) {
         uint32_t done, total;

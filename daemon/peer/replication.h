@@ -88,6 +88,9 @@ int replication_step_committed(struct replication *r, const char *job, uint64_t 
 int replication_replicated(struct replication *r, const char *job, uint64_t step, char *why,
                            size_t size);
 
+/* Retention removed (job, step) here: a step a target refused is owed no
+ * more (one still on its way is dropped when its rank cannot be read). */
+void replication_step_removed(struct replication *r, const char *job, uint64_t step);
 /* Target slot's link came up: queue everything owed to it, from the catalog. */
 void replication_connected(struct replication *r, size_t slot);
 /* Start rank transfers of the steps owed to target slot, oldest first,

@@ -1124,6 +1124,8 @@ void step_retention_run(struct server *srv, const char *job) {
                         /* (void): the files are gone; a row a fault left behind (catalog.c
                          * logs it) is forgotten by reconcile at the next start */
                         (void)catalog_ckpt_delete(srv->catalog, job, step);
+                if (srv->peers)
+                        peers_step_removed(srv->peers, job, step);
         }
         retention_plan_clear(&plan);
 }

@@ -25,7 +25,9 @@ waits on node 0 until then.
    node 0 (the sender), and node 1 stores nothing of the rank; `ckptctl
    list` shows REPL 0 for the step; a second wait fails at once.
 2. regression: a step whose copy is good replicates (wait succeeds, the
-   replica is byte-for-byte node 0's file, list shows REPL 1).
+   replica is byte-for-byte node 0's file, list shows REPL 1); retention
+   (keep 1) then removes the refused step, which is owed no more (status
+   not DEGRADED).
 3. the copy is good and the way damaged it: two daemons with
    `peer_frame_mac = no` (so a flipped byte on the way is not caught by a
    frame MAC), node 0 reaching node 1 through peerproxy.py, which flips a
@@ -127,8 +129,10 @@ def main(tmp):
     psk = write_psk(os.path.join(tmp, "psk"))
     ports = free_ports(2)
     peers = ",".join("127.0.0.1:%d" % p for p in ports)
+    # keep 1: step 2 (case 2) makes retention remove the refused step 1
     n0, n1 = [Daemon(tmp, name="rf%d" % i, pool="64M", slot="4M",
-                     extra=cluster_flags(peers, 2, i, 2, psk)) for i in range(2)]
+                     extra=cluster_flags(peers, 2, i, 2, psk) + ["--local-keep=1"])
+              for i in range(2)]
     for i, d in enumerate((n0, n1)):
         d.node = i
     n0.start()
@@ -274,8 +278,14 @@ def run(n0, n1):
     listing = ctl_json(n0, "list", JOB)
     s2 = next(e for e in listing if e["step"] == 2)
     check(s2["replicas"] == 1, "ckptctl list: step 2 should be held by node 1: %r" % s2)
-    wait_until(lambda: "1 step copies owed" in status_text(n0), 10,
-               what="node 0 to owe only the refused step")
+    # retention (keep 1) removed step 1 here: it is owed no more
+    wait_until(lambda: "0 step copies owed" in status_text(n0), 10,
+               what="node 0 to drop the refused step 1 once retention removed it")
+    check(log_lines(n0, "step 1 was removed here before it reached node 1: dropped"),
+          "node 0's log does not say the refused step 1 was dropped from the debt")
+    rep = ctl_json(n0, "status")["replication"]
+    check(rep["pending"] == 0 and rep["degraded"] is False,
+          "node 0's replication status after retention removed step 1: %r" % rep)
     stop_clean(n0, n1)
 
 
