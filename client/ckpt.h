@@ -249,7 +249,10 @@ CKPT_EXPORT void ckpt_save_abort(struct ckpt_save *save);
 /*
  * Wait until every rank this node holds for (job, step) reaches `tier`, at
  * most timeout_ms (0: just check).  0 when reached, -ETIMEDOUT, -ENOENT (no
- * such step), or the error that made the step fail.  The reply must arrive
+ * such step), or the error that made the step fail (for CKPT_REPLICATED:
+ * -EIO when a replication target refused a rank for its CRC and it is not
+ * sent again; the message names the target, the rank and why).  The reply
+ * must arrive
  * within timeout_ms + CKPT_REPLY_GRACE_MS, or the call returns -ETIMEDOUT
  * and closes conn (see "Deadlines").
  */

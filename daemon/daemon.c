@@ -36,6 +36,7 @@
 #include "remote/s3.h"
 #include "server/save.h"
 #include "server/server.h"
+#include "server/suspect.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -566,6 +567,8 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
         r = peers_new(&d->peers, d->loop, d->workers, d->pool, d->store, d->catalog, d->areas,
                       d->nareas, &po, daemon_peers_changed, d);
         explicit_bzero(psk, sizeof(psk));
+        if (r == 0)
+                peers_set_copy_bad(d->peers, suspect_copy_bad, d->server);
         return r;
 }
 

@@ -336,8 +336,17 @@ int peers_step_committed(struct peers *ps, const char *job, uint64_t step) {
         return replication_step_committed(&ps->repl, job, step);
 }
 
-int peers_replicated(struct peers *ps, const char *job, uint64_t step) {
-        return replication_replicated(&ps->repl, job, step);
+int peers_replicated(struct peers *ps, const char *job, uint64_t step, char *why, size_t size) {
+        return replication_replicated(&ps->repl, job, step, why, size);
+}
+
+void peers_step_removed(struct peers *ps, const char *job, uint64_t step) {
+        replication_step_removed(&ps->repl, job, step);
+}
+
+void peers_set_copy_bad(struct peers *ps, replication_copy_bad_fn copy_bad, void *userdata) {
+        ps->repl.copy_bad = copy_bad;
+        ps->repl.copy_bad_userdata = userdata;
 }
 
 struct replica_area *peers_area_of(struct peers *ps, const char *job, uint64_t step,
@@ -370,17 +379,23 @@ void peers_status(struct peers *ps, char *text, size_t size, uint32_t *connected
         for (size_t i = 0; i < ps->ntargets; i++) {
                 struct dialer *t = &ps->targets[i];
                 uint32_t steps_pending = ps->repl.targets[i].steps_pending;
+                uint32_t steps_failed = ps->repl.targets[i].steps_failed;
                 bool up = dialer_up(t);
                 char addr[80];
                 node_address_format(&ps->opts.addrs[t->node], addr, sizeof(addr));
                 (*total)++;
                 *connected += up;
                 *pending_steps += steps_pending;
-                int n = snprintf(text + off, size - off, "%snode %u %s %s%s, %u steps owed%s%s",
+                /* which steps and why is the jobs' owners' to see: the
+                 * last error of status (server_job_error), and the log */
+                char failed[48] = "";
+                if (steps_failed)
+                        snprintf(failed, sizeof(failed), " (%u refused or failed)", steps_failed);
+                int n = snprintf(text + off, size - off, "%snode %u %s %s%s, %u steps owed%s%s%s",
                                  i ? "; " : "", t->node, addr, up ? "up" : "down",
                                  !up && t->down_since ? " (since a disconnect)" : "",
-                                 steps_pending, t->last_error[0] ? ", last link error: " : "",
-                                 t->last_error);
+                                 steps_pending, failed,
+                                 t->last_error[0] ? ", last link error: " : "", t->last_error);
                 if (n < 0 || (size_t)n >= size - off)
                         break;
                 off += (size_t)n;
@@ -463,6 +478,7 @@ int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers
         ps->repl.catalog = catalog;
         ps->repl.self = opts->topo.index;
         ps->repl.keep = opts->keep;
+        ps->repl.workers = workers;
         ps->repl.pump = pump_hook;
         ps->repl.owner = ps;
         ps->repl.on_changed = on_changed;

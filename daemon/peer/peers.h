@@ -40,6 +40,7 @@
 #include "io/worker.h"
 #include "local/store.h"
 #include "peer/replica_area.h"
+#include "peer/replication.h"
 #include "pool/pool.h"
 
 struct peers;
@@ -109,8 +110,21 @@ bool peers_replicates(const struct peers *ps);
 int peers_step_committed(struct peers *ps, const char *job, uint64_t step);
 
 /* 1: every target holds every local rank of (job, step); 0: not yet;
- * -ENOENT no such step. */
-int peers_replicated(struct peers *ps, const char *job, uint64_t step);
+ * -ENOENT no such step; another -errno: a target refused a rank for its
+ * CRC and it is not sent again.  why (size bytes) names the target, the
+ * rank and the reason of a failure, also of one retried at the next
+ * connect (then 0; "" when nothing failed). */
+int peers_replicated(struct peers *ps, const char *job, uint64_t step, char *why, size_t size);
+
+/* Retention removed (job, step) here: a copy of it a target refused is
+ * owed no more. */
+void peers_step_removed(struct peers *ps, const char *job, uint64_t step);
+
+/* Who repairs this node's copy of a rank when a target refused it (a block
+ * failed its CRC32C there) and its re-check here found it bad
+ * (peer/replication.h, replication_copy_bad_fn; docs/replication.md, "A
+ * refused replica").  Without one such a copy is unrepairable. */
+void peers_set_copy_bad(struct peers *ps, replication_copy_bad_fn copy_bad, void *userdata);
 
 /* Where (job, step, rank) is held on this node outside the local tier:
  * the replica area, or NULL. */
@@ -131,7 +145,8 @@ int peers_fetch_rank(struct peers *ps, const char *job, uint64_t step, uint32_t 
                      void (*done)(void *userdata, int error, uint32_t ranks, const char *message),
                      void *userdata);
 
-/* Fill the peer fields of a status reply (text for ckptctl). */
+/* Fill the peer fields of a status reply (text for ckptctl).  The steps
+ * owed count the ones a target refused. */
 void peers_status(struct peers *ps, char *text, size_t size, uint32_t *connected,
                   uint32_t *total, uint32_t *pending_steps);
 

@@ -24,6 +24,8 @@
 #include <stdint.h>
 
 #include "catalog/catalog.h"
+#include "io/worker.h"
+#include "local/rank_check.h"
 #include "local/store.h"
 #include "peer/link.h"
 #include "peer/rkeys.h"
@@ -34,8 +36,20 @@ struct repl_target {
         struct dialer *d;          /* its link (borrowed) */
         /* replication-owned */
         struct list steps;         /* struct rstep owed to this node, oldest first */
-        uint32_t steps_pending;
+        uint32_t steps_pending;    /* of them, the refused (failed) ones included */
+        uint32_t steps_failed;     /* of them, refused or failed: reported, not retried yet */
 };
+
+/* This node's copy of (job, step, rank) failed its re-check after target
+ * `node` refused it (fault: where; refusal: the target's reason).  Repair
+ * it from another copy: 0, and done(ctx, error) runs exactly once later
+ * (error 0: the copy is good again and is sent again); or -errno now: it
+ * cannot be repaired, and the step stays refused for that target. */
+typedef void (*replication_repaired_fn)(void *ctx, int error);
+typedef int (*replication_copy_bad_fn)(void *userdata, const char *job, uint64_t step,
+                                       uint32_t rank, uint32_t node,
+                                       const struct rank_fault *fault, const char *refusal,
+                                       replication_repaired_fn done, void *ctx);
 
 struct replication {
         struct store *store;       /* the local tier: what is replicated */
@@ -49,6 +63,12 @@ struct replication {
         /* the step's replication state moved */
         void (*on_changed)(void *userdata, const char *job, uint64_t step);
         void *userdata;
+        /* re-checks of a refused rank run here */
+        struct worker_pool *workers;
+        /* this node's copy of a refused rank is bad (NULL: nothing can
+         * repair it here) */
+        replication_copy_bad_fn copy_bad;
+        void *copy_bad_userdata;
         struct repl_target targets[LINK_NODES_MAX];
         size_t ntargets;
 };
@@ -60,9 +80,17 @@ void replication_clear(struct replication *r);
 
 /* A step was committed here: record it pending for every target and send. */
 int replication_step_committed(struct replication *r, const char *job, uint64_t step);
-/* 1: every target holds every local rank; 0: not yet; -ENOENT no such step. */
-int replication_replicated(struct replication *r, const char *job, uint64_t step);
+/* 1: every target holds every local rank; 0: not yet; -ENOENT no such step;
+ * another -errno: a target refused a rank for its CRC and it is not being
+ * sent again.  why (size bytes) names the target, the rank and the reason
+ * of a failure, also of one that the next connect retries (then 0, and ""
+ * when nothing failed). */
+int replication_replicated(struct replication *r, const char *job, uint64_t step, char *why,
+                           size_t size);
 
+/* Retention removed (job, step) here: a step a target refused is owed no
+ * more (one still on its way is dropped when its rank cannot be read). */
+void replication_step_removed(struct replication *r, const char *job, uint64_t step);
 /* Target slot's link came up: queue everything owed to it, from the catalog. */
 void replication_connected(struct replication *r, size_t slot);
 /* Start rank transfers of the steps owed to target slot, oldest first,

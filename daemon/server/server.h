@@ -78,6 +78,7 @@ struct server {
         int (*cluster_report)(struct server *srv, struct peer_msg *m);
         bool (*cluster_reachable)(struct server *srv);
         char remote_why[CKPT_ERRMSG_MAX + 1];
+        char repl_why[CKPT_ERRMSG_MAX + 1];   /* why a step is not replicated */
 
         int listen_fd;
         bool listen_fd_owned; /* false when systemd passed it */

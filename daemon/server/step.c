@@ -82,6 +82,7 @@ static int step_reached(struct server *srv, const char *job, uint64_t step, uint
         int r = catalog_ckpt_get(srv->catalog, job, step, &e);
 
         *why = NULL;
+        srv->repl_why[0] = 0;
         if (tier == CKPT_TIER_REMOTE && !srv->flusher) {
                 *why = "no object store is configured ([remote] endpoint)";
                 return -EOPNOTSUPP;
@@ -90,8 +91,13 @@ static int step_reached(struct server *srv, const char *job, uint64_t step, uint
                 *why = "replication is off ([cluster] replication_factor 1 or no peers)";
                 return -EOPNOTSUPP;
         }
-        if (r == 0 && e.state == CKPT_STATE_COMMITTED && tier == CKPT_TIER_REPLICATED)
-                return peers_replicated(srv->peers, job, step);
+        if (r == 0 && e.state == CKPT_STATE_COMMITTED && tier == CKPT_TIER_REPLICATED) {
+                int q = peers_replicated(srv->peers, job, step, srv->repl_why,
+                                         sizeof(srv->repl_why));
+                if (q < 0 && q != -ENOENT)
+                        *why = srv->repl_why;
+                return q;
+        }
         if (r == 0 && e.state == CKPT_STATE_COMMITTED) {
                 if (tier != CKPT_TIER_REMOTE)
                         return 1;
@@ -172,9 +178,16 @@ static void wait_timeout(struct loop_timer *t) {
                                               : up ? "no word from the coordinator (node 0)" : "",
                            !up && st->cluster_why[0] ? ")" : "");
         } else {
+                /* a target that refused the step says why (it is sent
+                 * again when its link comes back) */
+                const char *why = NULL;
+                bool repl = c->wait_tier == CKPT_TIER_REPLICATED &&
+                            step_reached(c->srv, st->job, st->step, c->wait_tier, &why) == 0 &&
+                            c->srv->repl_why[0];
                 conn_error(c, -ETIMEDOUT, "step %" PRIu64 " of job '%s' did not reach tier %s "
-                           "in time",
-                           st->step, st->job, ckpt_tier_name(c->wait_tier));
+                           "in time%s%s",
+                           st->step, st->job, ckpt_tier_name(c->wait_tier), repl ? ": " : "",
+                           repl ? c->srv->repl_why : "");
         }
         if (!st->committed)
                 step_free_if_idle(st);
@@ -1111,6 +1124,8 @@ void step_retention_run(struct server *srv, const char *job) {
                         /* (void): the files are gone; a row a fault left behind (catalog.c
                          * logs it) is forgotten by reconcile at the next start */
                         (void)catalog_ckpt_delete(srv->catalog, job, step);
+                if (srv->peers)
+                        peers_step_removed(srv->peers, job, step);
         }
         retention_plan_clear(&plan);
 }

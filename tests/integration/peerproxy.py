@@ -28,6 +28,10 @@ at a time; "pass" when empty):
              them afterwards in their order).
   flip       flip the same byte, leave everything else alone.
 
+With tagged=False the proxy sits between daemons that both run with
+`peer_frame_mac = no` (no tags after the handshake): there a flipped
+payload byte reaches the receiver, whose block CRC check refuses it.
+
 inject(frame) writes a frame of the test's making between two client
 frames; replay_last(type) writes again, verbatim (tag included), the last
 client frame of that type.  `pongs` lists the value of every PONG the
@@ -41,7 +45,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import crc32c  # noqa: E402
+from harness import Daemon, crc32c, free_ports  # noqa: E402
 
 MAGIC = 0x45504B43
 HDR = struct.Struct("<IHHIIQ")  # magic, version, type, length, stream, seq
@@ -122,8 +126,10 @@ def _recrc(begin, data_frame):
 
 
 class PeerProxy:
-    def __init__(self, upstream_port, host="127.0.0.1"):
+    def __init__(self, upstream_port, host="127.0.0.1", tagged=True):
         self.upstream = (host, upstream_port)
+        # False: both daemons run with peer_frame_mac = no, no frame has a tag
+        self.tagged = tagged
         self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.lsock.bind((host, 0))
@@ -198,7 +204,7 @@ class PeerProxy:
         kind = None
         try:
             while True:
-                f = _read_frame(cs, state["c_authed"])
+                f = _read_frame(cs, state["c_authed"] and self.tagged)
                 if f.type == AUTH:
                     self._send(conn, ss, [f])
                     state["c_authed"] = True
@@ -236,7 +242,7 @@ class PeerProxy:
         cs, ss, _, state = conn
         try:
             while True:
-                f = _read_frame(ss, state["s_authed"])
+                f = _read_frame(ss, state["s_authed"] and self.tagged)
                 with self.lock:
                     if f.type == PONG:
                         self.pongs.append(struct.unpack_from("<Q", f.body, 0)[0])
@@ -276,3 +282,20 @@ class PeerProxy:
             return None
         self._send(conn, conn[1], [f])
         return f
+
+
+def two_daemons(tmp, proxy, psk, prefix, extra=()):
+    """Node 0 and node 1 of a cluster of two (replication factor 2, not
+    started), node 0 reaching node 1 through proxy: node 1 listens on the
+    proxy's upstream port.  extra: flags both get."""
+    p0 = next(p for p in free_ports(3) if p != proxy.upstream[1])
+    peers = "127.0.0.1:%d,127.0.0.1:%d" % (p0, proxy.port)
+    common = ["--cluster-node-count=2", "--cluster-peers=" + peers,
+              "--cluster-replication-factor=2", "--cluster-psk-file=" + psk] + list(extra)
+    n0 = Daemon(tmp, name=prefix + "0", pool="64M", slot="4M",
+                extra=common + ["--cluster-node-index=0"])
+    n1 = Daemon(tmp, name=prefix + "1", pool="64M", slot="4M",
+                extra=common + ["--cluster-node-index=1",
+                                "--cluster-listen=127.0.0.1:%d" % proxy.upstream[1]])
+    n0.node, n1.node = 0, 1
+    return n0, n1

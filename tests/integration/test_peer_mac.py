@@ -162,18 +162,11 @@ def main(tmp):
 
 
 def two_nodes(tmp):
-    p0, p1 = free_ports(2)
+    p1 = free_ports(1)[0]
     proxy = peerproxy.PeerProxy(p1)
     psk = write_psk(os.path.join(tmp, "psk"))
     # node 0 reaches node 1 through the proxy; node 1 listens on its own port
-    peers = "127.0.0.1:%d,127.0.0.1:%d" % (p0, proxy.port)
-    common = ["--cluster-node-count=2", "--cluster-peers=" + peers,
-              "--cluster-replication-factor=2", "--cluster-psk-file=" + psk]
-    n0 = Daemon(tmp, name="n0", pool="64M", slot="4M",
-                extra=common + ["--cluster-node-index=0"])
-    n1 = Daemon(tmp, name="n1", pool="64M", slot="4M",
-                extra=common + ["--cluster-node-index=1", "--cluster-listen=127.0.0.1:%d" % p1])
-    n0.node, n1.node = 0, 1
+    n0, n1 = peerproxy.two_daemons(tmp, proxy, psk, "n")
     try:
         body(tmp, proxy, n0, n1, p1)
     finally:

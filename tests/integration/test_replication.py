@@ -264,7 +264,9 @@ def restore_checks(ctx, cl, repl, layouts, steps, t0):
             if not os.path.exists(os.path.join(step_path(repl.state_dir, JOB, step),
                                                "COMMITTED")):
                 return False
-        return True
+        # a rank's directory is in place (and its step's COMMITTED, written
+        # by an earlier rank) before its own commit record and log line
+        return len(log_lines(repl, r"restored from node")) >= len(steps) * cl.rpn
     wait_until(all_local, timeout=45, interval=0.1,
                what=lambda: "the replacement's local tier to hold ranks %s of steps %s "
                "(has %s); its peers: lines:\n%s" % (
