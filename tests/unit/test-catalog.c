@@ -135,7 +135,7 @@ static void test_schema(void) {
         char mode[32];
 
         EXPECT(raw_int("PRAGMA user_version"), CATALOG_SCHEMA_VERSION);
-        EXPECT(raw_int("PRAGMA user_version"), 4);
+        EXPECT(raw_int("PRAGMA user_version"), 5);
         EXPECT(raw_int("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                        "('jobs', 'checkpoints', 'ranks', 'shards')"),
                4);
@@ -804,14 +804,14 @@ static void test_refuse_newer(void) {
 
         side_path(path, sizeof(path), "newer.db");
         db = raw_open_at(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-        if (sqlite3_exec(db, "CREATE TABLE future (x); PRAGMA user_version = 4;", NULL, NULL,
+        if (sqlite3_exec(db, "CREATE TABLE future (x); PRAGMA user_version = 6;", NULL, NULL,
                          NULL) != SQLITE_OK)
-                FAIL("create v4 database: %s", sqlite3_errmsg(db));
+                FAIL("create v6 database: %s", sqlite3_errmsg(db));
         sqlite3_close(db);
 
         EXPECT(catalog_open(&c, path), -EIO);
         CHECK(c == NULL);
-        EXPECT(raw_int_at(path, "PRAGMA user_version"), 4);
+        EXPECT(raw_int_at(path, "PRAGMA user_version"), 6);
         EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'remote_objects'"),
                0);
         unlink_db(path);
