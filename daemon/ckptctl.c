@@ -252,12 +252,14 @@ static void print_scrub_text(const struct ckpt_rep_status *s) {
                 snprintf(b3, sizeof(b3), "%s/s", human_bytes(s->scrub_rate, b4));
         else
                 snprintf(b3, sizeof(b3), "unlimited");
-        if (s->scrub_state == CKPT_SCRUB_WAITING) {
-                time_t next = (time_t)s->scrub_next_pass_at;
-                struct tm tm;
-                char when[32] = "now";
-                if (next && localtime_r(&next, &tm))
-                        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+        char when[32] = "soon";
+        time_t next = (time_t)s->scrub_next_pass_at;
+        struct tm tm;
+        if (next && localtime_r(&next, &tm))
+                strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+        if (s->scrub_state == CKPT_SCRUB_WAITING && s->scrub_pass == 0) {
+                fprintf(out, "scrub:     waiting; first pass %s; rate %s\n", when, b3);
+        } else if (s->scrub_state == CKPT_SCRUB_WAITING) {
                 fprintf(out, "scrub:     waiting; pass %" PRIu64 " verified %" PRIu64 " copies "
                         "(%s), %" PRIu64 " bad; next pass %s; rate %s\n", s->scrub_pass,
                         s->scrub_copies_verified, human_bytes(s->scrub_bytes_verified, b1),

@@ -452,8 +452,7 @@ static void scrub_kick(struct scrub *s) {
         if (!s->opts.enabled || s->paused)
                 return;
         if (!scrub_in_pass(s)) {
-                int64_t next = s->p.pass ? s->p.pass_started_at * 1000 + (int64_t)s->opts.interval_ms
-                                         : 0;
+                int64_t next = s->p.pass_started_at * 1000 + (int64_t)s->opts.interval_ms;
                 int64_t now = wall_ms();
                 if (next > now) {
                         loop_timer_start(s->loop, &s->timer, (uint64_t)(next - now), timer_fired);
@@ -702,9 +701,15 @@ int scrub_new(struct scrub **out, struct loop *loop, struct catalog *progress,
                 return r;
         }
         r = catalog_scrub_progress_get(progress, &s->p);
-        if (r == -ENOENT || r < 0) {
+        if (r < 0) {
+                /* never scrubbed here (or the row is unreadable): the
+                 * first pass comes an interval from now, as if a pass 0
+                 * had started now — a new node has nothing to verify,
+                 * and an upgraded one is not read end to end at once */
                 memset(&s->p, 0, sizeof(s->p));
+                s->p.pass_started_at = s->p.pass_finished_at = wall_ms() / 1000;
                 position_reset(s, 0);
+                scrub_persist(s, true);
         } else if (scrub_in_pass(s)) {
                 size_t i = 0;
                 while (i < ntargets && targets[i].area != s->p.area)
@@ -731,7 +736,7 @@ struct scrub *scrub_free(struct scrub *s) {
         loop_timer_cancel(&s->timer);
         /* the read in flight finishes; its done() sees freeing */
         s->thread = worker_pool_free(s->thread);
-        if (s->targets && s->p.pass)
+        if (s->targets && s->p.pass_started_at)
                 scrub_persist(s, true);
         s->io.fd = safe_close(s->io.fd);
         s->io.rank_fd = safe_close(s->io.rank_fd);
@@ -783,9 +788,8 @@ void scrub_status(const struct scrub *s, int64_t uid, struct ckpt_rep_status *st
         st->scrub_pass_started_at = s->p.pass_started_at;
         st->scrub_pass_finished_at = in_pass ? 0 : s->p.pass_finished_at;
         if (!in_pass)
-                st->scrub_next_pass_at = s->p.pass ? s->p.pass_started_at +
-                                                     (int64_t)(s->opts.interval_ms / 1000)
-                                                   : 0;
+                st->scrub_next_pass_at = s->p.pass_started_at +
+                                         (int64_t)(s->opts.interval_ms / 1000);
         st->scrub_findings = s->findings_count;
         size_t used = 0;
         st->scrub_last_findings[0] = '\0';

@@ -1,0 +1,242 @@
+# SPDX-License-Identifier: MIT
+"""The background scrub ([scrub] in ckptd.conf(5), daemon/scrub/scrub.h).
+
+1. Corruption: a job commits 5 ranks with the scrub off; then rank 0's
+   shard w gets one flipped byte, rank 1's w is truncated, rank 2's b is
+   deleted, rank 3's MANIFEST is replaced by rank 4's (wrong MANIFEST), and
+   rank 4 stays intact.  The scrub is switched on by SIGHUP: its pass
+   reports each of the four, with the shard, the block and what is wrong,
+   in `ckptctl --json status` (scrub.copies_bad, last_findings), in
+   `ckptctl status`, and in the log (the bad_copy hook: server_job_error);
+   rank 4 is not reported.
+2. A bad [scrub] value: ckptd refuses to start, naming the file and line;
+   on SIGHUP the running configuration is kept.
+3. Rate: ~96 MiB committed, rate 20M: bytes verified over time, sampled
+   from status, is within 25 % of 20 MiB/s.
+4. Resume: the daemon is SIGKILLed in the middle of that pass; after the
+   restart the same pass goes on from the recorded position (bytes
+   verified right after the restart are not back at zero) and ends having
+   verified the whole (not much more than once).
+5. Pause: while a save is held open the scrub says "paused" and verifies
+   nothing; once the save is done it goes on.
+6. Unlimited: a whole pass over the same data takes much less than at
+   20 MiB/s.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import (CKPTD, Daemon, check, check_log_clean, ctl_json,  # noqa: E402
+                     log, log_lines, read_until, run_test, save_node, step_path, wait_until)
+
+MiB = 1 << 20
+
+
+def write_config(path, enabled, rate="unlimited", interval="1s", extra=""):
+    with open(path + ".new", "w") as f:
+        f.write("# test config\n[scrub]\nenabled = %s\nrate = %s\ninterval = %s\n%s"
+                % ("yes" if enabled else "no", rate, interval, extra))
+    os.rename(path + ".new", path)
+
+
+def reload(d, cfg, ok=True, **kw):
+    marker = "reload: done" if ok else "reload: configuration invalid"
+    before = d.read_log().count(marker)
+    write_config(cfg, **kw)
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: d.read_log().count(marker) > before, 10,
+               what="ckptd to log %r after SIGHUP" % marker)
+    check(d.alive(), "ckptd died on SIGHUP")
+
+
+def scrub(d):
+    s = ctl_json(d, "status")["scrub"]
+    check(s is not None, "status has no scrub section although it is enabled")
+    return s
+
+
+def flip_byte(path, offset):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0x5a]))
+
+
+def corruption(tmp):
+    cfg = os.path.join(tmp, "corrupt.conf")
+    write_config(cfg, enabled=False)
+    d = Daemon(tmp, name="corrupt", extra=["--config", cfg]).start()
+    check(ctl_json(d, "status")["scrub"] is None, "scrub off: status must say null")
+    job = "scrubbed"
+    layouts = {r: [("w", 3 * MiB + 4096 * r + 1), ("b", 1000 + r)] for r in range(5)}
+    save_node(d, job, 1, range(5), 5, layouts)
+    step = step_path(d.state_dir, job, 1)
+    flip_byte(os.path.join(step, "rank-0", "w"), 2 * MiB + 17)  # block 2
+    os.truncate(os.path.join(step, "rank-1", "w"), 1 * MiB)
+    os.unlink(os.path.join(step, "rank-2", "b"))
+    with open(os.path.join(step, "rank-4", "MANIFEST"), "rb") as f:
+        other = f.read()
+    with open(os.path.join(step, "rank-3", "MANIFEST"), "wb") as f:
+        f.write(other)
+
+    reload(d, cfg, enabled=True)
+    s = wait_until(lambda: (lambda s: s if s["state"] == "waiting" and s["pass"] >= 1 and
+                            s["copies_verified"] == 5 else None)(scrub(d)), 20,
+                   what=lambda: "a scrub pass over 5 copies (status %s)" % scrub(d))
+    check(s["copies_bad"] == 4, "copies_bad %d, want 4: %s" % (s["copies_bad"], s))
+    # a pass a second: the next may have run already, finding the same four
+    check(s["findings"] >= 4 and s["findings"] % 4 == 0, "findings %d, want 4 a pass: %s"
+          % (s["findings"], s))
+    want = {
+        0: "job %s step 1 rank 0: shard w: block 2 (bytes %d to %d) failed its CRC32C"
+           % (job, 2 * MiB, 3 * MiB - 1),
+        1: "job %s step 1 rank 1: shard w: the file is %d bytes, MANIFEST says %d"
+           % (job, MiB, 3 * MiB + 4096 + 1),
+        2: "job %s step 1 rank 2: shard b: the file is missing" % job,
+        3: "job %s step 1 rank 3: MANIFEST is another rank's: it names job %s step 1 rank 4"
+           % (job, job),
+    }
+    for r, text in want.items():
+        check(text in s["last_findings"],
+              "status last_findings lacks %r: %r" % (text, s["last_findings"]))
+        lines = log_lines(d, "error: scrub: " + text.replace("(", r"\(").replace(")", r"\)"))
+        check(lines, "the log has no error line %r" % text)
+    check(not log_lines(d, "scrub: job %s step 1 rank 4" % job), "rank 4 is intact, was reported")
+    text = d.ctl("status").stdout
+    check("scrub:" in text and "4 bad" in text and "bad copies found" in text,
+          "ckptctl status does not show the scrub's findings:\n%s" % text)
+    log("corruption: ok (%s)" % s["last_findings"][:120])
+
+    # a bad value on SIGHUP: refused, the running values stay
+    reload(d, cfg, ok=False, enabled=True, rate="10K")
+    check(log_lines(d, r"corrupt.conf:4: \[scrub\] rate = 10K is out of range \(unlimited, "
+                    r"or 1M\.\.1T\)"), "the reload error does not name the line")
+    check(scrub(d)["rate"] == 0, "a refused reload changed the rate")
+    d.stop()
+    check_log_clean(d)
+
+    # ... and at start: ckptd exits, naming the line
+    bad = os.path.join(tmp, "bad.conf")
+    write_config(bad, enabled=True, interval="0s")
+    p = subprocess.run([CKPTD, "--config", bad, "--state-dir", os.path.join(tmp, "bad-state"),
+                        "--socket", os.path.join(tmp, "bad.sock")], capture_output=True,
+                       text=True, timeout=30)
+    check(p.returncode != 0 and "bad.conf:5: [scrub] interval = 0ms is out of range (1s..8760h)"
+          in p.stderr, "ckptd with interval = 0s: rc %d, stderr %r" % (p.returncode, p.stderr))
+    log("config errors: ok")
+
+
+def sample_rate(d, seconds):
+    """Bytes verified per second over `seconds` of running, from status."""
+    s0 = wait_until(lambda: (lambda s: s if s["state"] == "running" and
+                             s["bytes_verified"] > 0 else None)(scrub(d)), 10,
+                    what="the scrub to be running")
+    t0 = time.monotonic()
+    time.sleep(seconds)
+    s1 = scrub(d)
+    t1 = time.monotonic()
+    check(s1["state"] == "running" and s1["pass"] == s0["pass"],
+          "the pass ended or stopped while measured: %s" % s1)
+    return (s1["bytes_verified"] - s0["bytes_verified"]) / (t1 - t0), s1
+
+
+def rate_resume_pause(tmp):
+    cfg = os.path.join(tmp, "rate.conf")
+    write_config(cfg, enabled=False, rate="20M", interval="1h")
+    d = Daemon(tmp, name="rate", extra=["--config", cfg]).start()
+    job = "big"
+    layouts = {r: [("w", 24 * MiB), ("x", 8192 + r)] for r in range(4)}
+    save_node(d, job, 1, range(4), 4, layouts)
+    # the interval runs from the daemon's first start: the first pass comes
+    # when it is switched on
+    reload(d, cfg, enabled=True, rate="20M", interval="2s")
+    wait_until(lambda: scrub(d)["state"] == "running", 10, what="the first pass to start")
+    # no second pass in this part
+    reload(d, cfg, enabled=True, rate="20M", interval="1h")
+    rate, s = sample_rate(d, 2.0)
+    total = s["bytes_total"]
+    check(total == sum(sz for r in layouts for _, sz in layouts[r]),
+          "bytes_total %d, want the committed bytes" % total)
+    want = 20 * MiB
+    check(0.75 * want <= rate <= 1.25 * want,
+          "scrub at rate 20M read %.1f MiB/s (want 20 +- 25 %%)" % (rate / MiB))
+    log("rate: %.1f MiB/s at 20M" % (rate / MiB))
+
+    # SIGKILL in the middle of the pass, then restart: the pass goes on
+    time.sleep(0.5)
+    before = scrub(d)
+    check(before["state"] == "running" and before["bytes_verified"] < total,
+          "the pass must still run: %s" % before)
+    d.kill()
+    d.start()
+    after = scrub(d)
+    check(after["pass"] == before["pass"], "pass %d after the restart, was %d"
+          % (after["pass"], before["pass"]))
+    # the position is written at least once a second: at most that much
+    # (20 MiB at 20M) plus one read is done again
+    check(after["bytes_verified"] >= before["bytes_verified"] - 24 * MiB and
+          after["bytes_verified"] > 0,
+          "after the restart the pass is back at %d bytes verified, it was at %d"
+          % (after["bytes_verified"], before["bytes_verified"]))
+    check(log_lines(d, "scrub: resuming pass %d at job %s" % (before["pass"], job)),
+          "the log does not say the pass resumed")
+    log("resume: %d MiB verified before the kill, %d after the restart"
+        % (before["bytes_verified"] >> 20, after["bytes_verified"] >> 20))
+
+    # a save held open pauses it
+    hold = d.raw_async("hold-windows", "holder", 1, 1, MiB, 20000)
+    read_until(hold, "HOLDING", "hold-windows")
+    s = wait_until(lambda: (lambda s: s if s["state"] == "paused" else None)(scrub(d)), 5,
+                   what=lambda: "the scrub to pause while a save is open: %s" % scrub(d))
+    time.sleep(1.0)
+    s2 = scrub(d)
+    check(s2["state"] == "paused" and s2["bytes_verified"] <= s["bytes_verified"] + 5 * MiB,
+          "paused, yet the scrub verified %d more bytes" % (s2["bytes_verified"] -
+                                                             s["bytes_verified"]))
+    hold.stdin.write("\n")
+    hold.stdin.flush()
+    hold.communicate(timeout=30)
+    s3 = wait_until(lambda: (lambda s: s if s["state"] != "paused" and
+                             s["bytes_verified"] > s2["bytes_verified"] or
+                             s["pass"] > s2["pass"] else None)(scrub(d)), 10,
+                    what=lambda: "the scrub to go on after the save: %s" % scrub(d))
+    log("pause: ok (%s after the save)" % s3["state"])
+
+    end = wait_until(lambda: (lambda s: s if s["state"] == "waiting" else None)(scrub(d)), 15,
+                     what=lambda: "the pass to end: %s" % scrub(d))
+    check(end["copies_verified"] == 4 and end["copies_bad"] == 0,
+          "pass over 4 good copies: %s" % end)
+    check(total <= end["bytes_verified"] <= total + 24 * MiB,
+          "the resumed pass verified %d bytes of %d: it started over" % (end["bytes_verified"],
+                                                                       total))
+
+    # unlimited: a whole pass in much less than the 4.8 s it takes at 20M
+    reload(d, cfg, enabled=True, rate="unlimited", interval="1s")
+    first = end["pass"]
+    t0 = time.monotonic()
+    wait_until(lambda: scrub(d)["pass"] > first, 5, what="the next pass to start")
+    fast = wait_until(lambda: (lambda s: s if s["state"] == "waiting" else None)(scrub(d)), 10,
+                      interval=0.01, what="the unlimited pass to end")
+    took = time.monotonic() - t0
+    check(fast["bytes_verified"] == total, "unlimited pass verified %d of %d"
+          % (fast["bytes_verified"], total))
+    check(took < total / (20 * MiB) / 2, "unlimited pass took %.2f s (at 20M: %.1f s)"
+          % (took, total / (20 * MiB)))
+    log("unlimited: a pass of %d MiB in %.2f s (measured %.0f MiB/s overall)"
+        % (total >> 20, took, fast["rate_measured"] / MiB))
+    d.stop()
+    check_log_clean(d)
+    check(not log_lines(d, "error: scrub:"), "the scrub reported good copies as bad")
+
+
+def main(tmp):
+    corruption(tmp)
+    rate_resume_pause(tmp)
+
+
+if __name__ == "__main__":
+    run_test(main)
