@@ -432,7 +432,9 @@ static bool rate_allows(struct scrub *s, uint64_t len) {
         if (!s->opts.rate)
                 return true;
         uint64_t now = loop_now_ms();
-        uint64_t burst = chunk_size(s);
+        /* two reads' worth: a timer that fires late (the loop was busy)
+         * is made up for by the next read, instead of lost */
+        uint64_t burst = 2 * chunk_size(s);
         s->tokens = MIN(burst, s->tokens + (now - s->tokens_ms) * s->opts.rate / 1000);
         s->tokens_ms = now;
         if (s->tokens >= len) {
