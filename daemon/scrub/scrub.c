@@ -523,6 +523,20 @@ static void scrub_kick(struct scrub *s) {
         }
 }
 
+/* Whether the rank being verified is still a committed one in the
+ * catalog: a file that vanished under the scrub because retention removed
+ * its step (or a repair replaced the rank) is no finding. */
+static bool rank_still_committed(struct scrub *s) {
+        const struct scrub_target *t = &s->targets[s->target];
+        char job[CKPT_NAME_MAX + 1];
+        uint64_t step;
+        uint32_t rank;
+
+        return catalog_committed_rank_next(t->catalog, s->p.job, s->p.step, s->p.rank, job, &step,
+                                           &rank) == 0 &&
+               !strcmp(job, s->p.job) && step == s->p.step && rank == s->p.rank;
+}
+
 /* The MANIFEST came back: check it, then verify its shards (from where a
  * restart left off, if this is that rank). */
 static void manifest_done(struct scrub *s) {
@@ -532,18 +546,10 @@ static void manifest_done(struct scrub *s) {
         io->m = NULL;
 
         if (io->fail == FAIL_RANK_DIR) {
-                bool counted = true;
-                char job[CKPT_NAME_MAX + 1];
-                uint64_t step;
-                uint32_t rank;
-                /* retention or a re-save may have removed it meanwhile */
-                if (catalog_committed_rank_next(t->catalog, s->p.job, s->p.step, s->p.rank, job,
-                                                &step, &rank) == 0 &&
-                    !strcmp(job, s->p.job) && step == s->p.step && rank == s->p.rank)
+                bool counted = rank_still_committed(s);
+                if (counted)
                         scrub_found(s, NULL, -1, "the rank directory cannot be opened: %s",
                                     strerror(-io->error));
-                else
-                        counted = false;
                 rank_end(s, counted);
                 return;
         }
@@ -603,6 +609,10 @@ static void read_done(struct scrub *s) {
         bool bad = true;
         switch (io->fail) {
         case FAIL_OPEN:
+                if (io->error == -ENOENT && !rank_still_committed(s)) {
+                        rank_end(s, false);
+                        return;
+                }
                 if (io->error == -ENOENT)
                         scrub_found(s, sh->name, -1, "the file is missing");
                 else

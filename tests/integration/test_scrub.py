@@ -21,7 +21,12 @@
    nothing; once the save is done it goes on.
 6. Unlimited: a whole pass over the same data takes much less than at
    20 MiB/s.
+7. Replica areas: two nodes replicating to each other (factor 2); a byte
+   flipped in node 1's replica of node 0's rank 0 is reported by node 1's
+   scrub, naming the area ("replica of node 0"); node 0's own copy and
+   every other copy pass.
 """
+import threading
 import os
 import signal
 import subprocess
@@ -29,8 +34,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (CKPTD, Daemon, check, check_log_clean, ctl_json,  # noqa: E402
+from harness import (CKPTD, CaseCtx, Daemon, check, check_log_clean, ctl_json,  # noqa: E402
                      log, log_lines, read_until, run_test, save_node, step_path, wait_until)
+from cluster import Cluster, replica_step_path, wait_replicated  # noqa: E402
 
 MiB = 1 << 20
 
@@ -219,6 +225,8 @@ def rate_resume_pause(tmp):
     first = end["pass"]
     t0 = time.monotonic()
     wait_until(lambda: scrub(d)["pass"] > first, 5, what="the next pass to start")
+    # and no pass after it (a slow machine's pass may take over a second)
+    reload(d, cfg, enabled=True, rate="unlimited", interval="1h")
     fast = wait_until(lambda: (lambda s: s if s["state"] == "waiting" else None)(scrub(d)), 10,
                       interval=0.01, what="the unlimited pass to end")
     took = time.monotonic() - t0
@@ -233,9 +241,61 @@ def rate_resume_pause(tmp):
     check(not log_lines(d, "error: scrub:"), "the scrub reported good copies as bad")
 
 
+def replica_area(tmp):
+    ctx = CaseCtx(tmp)
+    try:
+        cl = Cluster(ctx, 2, 2, prefix="r", extra=["--scrub-rate=unlimited",
+                                                     "--scrub-interval=1s"]).start()
+        cl.wait_control_links()
+        job = "replicated"
+        layouts = {r: [("w", 2 * MiB + 4096 * r + 3), ("s", 100 + r)] for r in range(cl.world)}
+        errors = []
+
+        def one(d):
+            try:
+                save_node(d, job, 1, cl.ranks_of(d.node), cl.world, layouts)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+        ts = [threading.Thread(target=one, args=(d,)) for d in cl.nodes]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        check(not errors, "saves failed: %s" % errors)
+        for d in cl.nodes:
+            wait_replicated(d, job, 1)
+        n1 = cl.nodes[1]
+        flip_byte(os.path.join(replica_step_path(n1.state_dir, 0, job, 1), "rank-0", "w"),
+                  MiB + 5)
+        want = ("job %s step 1 rank 0 (replica of node 0): shard w: block 1 (bytes %d to %d) "
+                "failed its CRC32C" % (job, MiB, 2 * MiB - 1))
+        wait_until(lambda: want in scrub(n1)["last_findings"], 15,
+                   what=lambda: "node 1's scrub to report %r (status %s)" % (want, scrub(n1)))
+        # one whole pass more (a pass a second) over all 4 copies of each node
+        p0 = {d.node: scrub(d)["pass"] for d in cl.nodes}
+        for d in cl.nodes:
+            wait_until(lambda: scrub(d)["pass"] >= p0[d.node] + 2, 15,
+                       what="node %d's next whole pass" % d.node)
+        s1 = scrub(n1)
+        check(s1["copies_bad"] <= 1 and s1["bytes_total"] == sum(
+            sz for r in layouts for _, sz in layouts[r]),
+            "node 1 holds 4 copies (its 2 ranks and node 0's 2), one bad: %s" % s1)
+        for d in cl.nodes:
+            others = [ln for ln in log_lines(d, "error: scrub: ") if want not in ln]
+            check(not others, "node %d reported good copies as bad: %s" % (d.node, others))
+        check(scrub(cl.nodes[0])["findings"] == 0, "node 0's copies are good")
+        log("replica area: ok")
+        for d in cl.nodes:
+            d.stop()
+            check_log_clean(d)
+    finally:
+        ctx.cleanup()
+
+
 def main(tmp):
     corruption(tmp)
     rate_resume_pause(tmp)
+    replica_area(tmp)
 
 
 if __name__ == "__main__":
