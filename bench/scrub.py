@@ -11,6 +11,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from runs import write_section  # noqa: E402
+
 env = os.environ
 WORK, RES = env["WORK"], env["RESULTS"]
 SIZE_B = int(env["SIZE_B"])
@@ -184,17 +187,8 @@ Per run (scrub running / off staging; default / unlimited scrub / fio read): {pe
         f.write(section + "\n")
     if env.get("DOCS", "1") == "1":
         path = env["DOCS_FILE"]
-        text = open(path).read()
-        if BEGIN in text and END in text:
-            a = text.index(BEGIN)
-            b = text.index(END) + len(END)
-            text = text[:a] + section + text[b:]
-        else:
-            text = (text.rstrip("\n") + "\n\n## Background scrub (issue 12) (`bench/scrub.sh`)\n\n"
-                    + section + "\n")
-        with open(path + ".tmp", "w") as f:
-            f.write(text)
-        os.replace(path + ".tmp", path)
+        write_section(path, BEGIN, END, section,
+                      "## Background scrub (issue 12) (`bench/scrub.sh`)")
         print("updated " + path, file=sys.stderr)
 
 
