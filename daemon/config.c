@@ -382,6 +382,11 @@ static const struct key keys[] = {
           .max = 8760 * MS_PER_H, .def = "24h",
           .help = "from the start of one scrub pass to the start of the next (a pass that "
                   "takes longer is followed at once)" },
+        { .section = "scrub", .name = "idle_priority", .type = TYPE_BOOL,
+          .offset = FIELD(scrub_idle_priority, bool), .reloadable = true, .max = 1,
+          .def = "yes",
+          .help = "read at I/O class idle, in the disk's spare time only (no: the default "
+                  "class, so that the rate is met on a disk that is never idle)" },
 };
 
 /* Sections accepted in the file, in the order help lists them. */

@@ -112,6 +112,7 @@ struct config {
         bool scrub_enabled;          /* yes */
         uint64_t scrub_rate;         /* bytes/s: 50M; 0 ("unlimited"): no limit */
         uint64_t scrub_interval_ms;  /* pass start to pass start: 24h, 1s..8760h */
+        bool scrub_idle_priority;    /* read at I/O class idle: yes */
 };
 
 /* Fill embedded defaults (allocates the path strings).  [cluster]

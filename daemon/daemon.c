@@ -553,6 +553,7 @@ static void daemon_scrub_options(const struct config *cfg, struct scrub_options 
                 .enabled = cfg->scrub_enabled,
                 .rate = cfg->scrub_rate,
                 .interval_ms = cfg->scrub_interval_ms,
+                .idle_priority = cfg->scrub_idle_priority,
         };
 }
 

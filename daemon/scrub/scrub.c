@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -59,7 +60,9 @@ struct scrub_io {
         struct work work;
         struct scrub *s;
         bool manifest;            /* in: open the rank, read its MANIFEST; else a shard read */
-        bool ioprio_done;         /* the thread's I/O class was set (tried) */
+        bool want_idle;           /* in: read at I/O class idle (else the default) */
+        bool named;               /* the thread has its name */
+        int ioprio;               /* the class the thread reads at: -1 not set yet */
         int ioprio_error;         /* out: ioprio_set's -errno, 0 */
         char path[PATH_MAX];      /* in (manifest): the rank directory */
         int rank_fd;              /* owned, kept from the manifest to the rank's end */
@@ -243,13 +246,20 @@ static void io_shard_read(struct scrub_io *io) {
 static void io_run(struct work *w) {
         struct scrub_io *io = container_of(w, struct scrub_io, work);
 
-        if (!io->ioprio_done) {
+        if (!io->named) {
+                /* for ps -L, top -H and ionice -p: the thread that reads */
+                io->named = true;
+                prctl(PR_SET_NAME, "ckptd-scrub");
+        }
+        int want = io->want_idle ? IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0)
+                                 : IOPRIO_PRIO_VALUE(IOPRIO_CLASS_NONE, 0);
+        if (io->ioprio != want) {
                 /* this thread only (who = 0: the calling thread): the
                  * scrub's reads yield to everyone else's where the I/O
-                 * scheduler knows classes (BFQ; mq-deadline since 5.14) */
-                io->ioprio_done = true;
-                if (syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0,
-                            IOPRIO_PRIO_VALUE(IOPRIO_CLASS_IDLE, 0)) < 0)
+                 * scheduler knows classes (BFQ; mq-deadline since 5.14);
+                 * class none: the default, from the thread's nice value */
+                io->ioprio = want;
+                if (syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, want) < 0)
                         io->ioprio_error = -errno;
         }
         io->fail = FAIL_NONE;
@@ -409,6 +419,7 @@ static void shard_next(struct scrub *s) {
 }
 
 static void io_submit(struct scrub *s) {
+        s->io.want_idle = s->opts.idle_priority;
         s->io_busy = true;
         worker_pool_submit(s->thread, &s->io.work);
 }
@@ -695,6 +706,7 @@ int scrub_new(struct scrub **out, struct loop *loop, struct catalog *progress,
         s->userdata = userdata;
         s->io.s = s;
         s->io.fd = s->io.rank_fd = -1;
+        s->io.ioprio = -1;
         s->io.work.run = io_run;
         s->io.work.done = io_done;
         list_init(&s->timer.link);

@@ -16,7 +16,8 @@
  *
  * How it reads: on a thread of its own (a one-thread worker pool, so the
  * event loop never waits for the disk and the save path's checksum
- * workers are never taken), at I/O class idle (ioprio_set), with O_DIRECT
+ * workers are never taken), at I/O class idle (ioprio_set; an option,
+ * since on a disk that is never idle it gets less than its rate), with O_DIRECT
  * into one fixed SCRUB_BUFFER_SIZE buffer of its own: it never takes pool
  * memory, so a scrub can never make a save wait for a slot.  One read is
  * in flight at a time, and a token bucket on the loop thread spaces them
@@ -67,6 +68,7 @@ struct scrub_options {
         bool enabled;
         uint64_t rate;        /* bytes per second; 0: no limit */
         uint64_t interval_ms; /* from the start of one pass to the start of the next */
+        bool idle_priority;   /* read at I/O class idle (else the default class) */
 };
 
 struct scrub_ops {

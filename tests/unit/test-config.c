@@ -479,7 +479,7 @@ static void check_numeric_defaults(const struct config *c) {
         CHECK(c->remote_bandwidth == 0, "remote_bandwidth %llu",
               (unsigned long long)c->remote_bandwidth);
         CHECK(c->remote_keep == 3, "remote_keep %u", c->remote_keep);
-        CHECK(c->scrub_enabled && c->scrub_rate == 50 * MiB &&
+        CHECK(c->scrub_enabled && c->scrub_idle_priority && c->scrub_rate == 50 * MiB &&
                       c->scrub_interval_ms == 24 * 3600 * 1000ull,
               "[scrub] defaults: enabled %d rate %llu interval %llu", c->scrub_enabled,
               (unsigned long long)c->scrub_rate, (unsigned long long)c->scrub_interval_ms);
@@ -1285,7 +1285,8 @@ static void test_remote_file(void) {
                      "[scrub]\n"
                      "enabled = no\n"
                      "rate = unlimited\n"
-                     "interval = 90m\n",
+                     "interval = 90m\n"
+                     "idle_priority = no\n",
                      peers) < 0)
                 exit(1);
         write_file_mode(path, all_keys, 0600);
@@ -1310,7 +1311,8 @@ static void test_remote_file(void) {
         CHECK(c.remote_bandwidth == 100 * MiB, "bandwidth");
         CHECK(c.remote_keep == 10, "keep");
         CHECK(c.remote_retry_attempts == 1, "retry_attempts");
-        CHECK(!c.scrub_enabled && c.scrub_rate == 0 && c.scrub_interval_ms == 90 * 60 * 1000,
+        CHECK(!c.scrub_enabled && c.scrub_rate == 0 && c.scrub_interval_ms == 90 * 60 * 1000 &&
+                      !c.scrub_idle_priority,
               "[scrub] enabled %d rate %llu interval %llu", c.scrub_enabled,
               (unsigned long long)c.scrub_rate, (unsigned long long)c.scrub_interval_ms);
         CHECK(c.cluster_node_index == 65535 && c.cluster_node_count == 65536, "cluster %u/%u",
