@@ -465,8 +465,11 @@ static void scrub_kick(struct scrub *s) {
         if (!s->opts.enabled || s->paused)
                 return;
         if (!scrub_in_pass(s)) {
-                int64_t next = s->p.pass_started_at * 1000 + (int64_t)s->opts.interval_ms;
                 int64_t now = wall_ms();
+                /* at most an interval from now: a clock set back must not
+                 * put the next pass off by as much */
+                int64_t next = MIN(s->p.pass_started_at * 1000, now) +
+                               (int64_t)s->opts.interval_ms;
                 if (next > now) {
                         loop_timer_start(s->loop, &s->timer, (uint64_t)(next - now), timer_fired);
                         return;
