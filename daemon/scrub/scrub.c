@@ -446,7 +446,9 @@ static bool rate_allows(struct scrub *s, uint64_t len) {
         /* two reads' worth: a timer that fires late (the loop was busy)
          * is made up for by the next read, instead of lost */
         uint64_t burst = 2 * chunk_size(s);
-        s->tokens = MIN(burst, s->tokens + (now - s->tokens_ms) * s->opts.rate / 1000);
+        /* (the elapsed time bounded, so that a long wait cannot overflow) */
+        uint64_t elapsed = MIN(now - s->tokens_ms, (uint64_t)10000);
+        s->tokens = MIN(burst, s->tokens + elapsed * s->opts.rate / 1000);
         s->tokens_ms = now;
         if (s->tokens >= len) {
                 s->tokens -= len;
