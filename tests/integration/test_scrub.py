@@ -23,7 +23,11 @@
    nothing; once the save is done it goes on.
 6. Unlimited: a whole pass over the same data takes much less than at
    20 MiB/s.
-7. Replica areas: two nodes replicating to each other (factor 2); a byte
+7. Retention under the scrub: with --local-keep 1, a step is committed
+   while the scrub is in the middle of the previous one, which retention
+   then removes: no finding (a file gone with its step is no bad copy),
+   and the pass goes on to the new step.
+8. Replica areas: two nodes replicating to each other (factor 2); a byte
    flipped in node 1's replica of node 0's rank 0 is reported by node 1's
    scrub, naming the area ("replica of node 0"); node 0's own copy and
    every other copy pass.
@@ -265,6 +269,30 @@ def rate_resume_pause(tmp):
     check(not log_lines(d, "error: scrub:"), "the scrub reported good copies as bad")
 
 
+def retention_under_scrub(tmp):
+    cfg = os.path.join(tmp, "keep.conf")
+    write_config(cfg, enabled=False, rate="20M", interval="1h", idle=False)
+    d = Daemon(tmp, name="keep", extra=["--config", cfg, "--local-keep", "1"]).start()
+    job = "kept"
+    spec = [("a", 16 * MiB), ("b", 16 * MiB), ("c", 16 * MiB)]
+    save_node(d, job, 1, [0], 1, {0: spec})
+    reload(d, cfg, enabled=True, rate="20M", interval="1s", idle=False)
+    wait_until(lambda: scrub(d)["bytes_verified"] > 4 * MiB, 10, what="the scrub in step 1")
+    reload(d, cfg, enabled=True, rate="unlimited", interval="1h", idle=False)
+    save_node(d, job, 2, [0], 1, {0: spec})
+    wait_until(lambda: not os.path.exists(step_path(d.state_dir, job, 1)), 10,
+               what="retention to remove step 1")
+    s = wait_until(lambda: (lambda s: s if s["state"] == "waiting" else None)(scrub(d)), 15,
+                   what=lambda: "the pass to end: %s" % scrub(d))
+    check(s["copies_bad"] == 0 and s["findings"] == 0 and not log_lines(d, "error: scrub:"),
+          "a step removed by retention under the scrub was reported: %s" % s)
+    check(s["copies_verified"] == 1, "the pass verified %d copies, want step 2's rank: %s"
+          % (s["copies_verified"], s))
+    log("retention under the scrub: ok (%d MiB verified)" % (s["bytes_verified"] >> 20))
+    d.stop()
+    check_log_clean(d)
+
+
 def replica_area(tmp):
     ctx = CaseCtx(tmp)
     try:
@@ -319,6 +347,7 @@ def replica_area(tmp):
 def main(tmp):
     corruption(tmp)
     rate_resume_pause(tmp)
+    retention_under_scrub(tmp)
     replica_area(tmp)
 
 
