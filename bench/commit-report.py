@@ -10,6 +10,9 @@ import re
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from runs import write_section  # noqa: E402
+
 env = os.environ
 RES = env["RESULTS"]
 BEGIN = "<!-- BEGIN bench/commit.sh results"
@@ -129,15 +132,5 @@ with open(os.path.join(RES, "section.md"), "w") as f:
 
 if env.get("DOCS", "1") == "1":
     path = env["DOCS_FILE"]
-    text = open(path).read()
-    if BEGIN in text and END in text:
-        a = text.index(BEGIN)
-        b = text.index(END) + len(END)
-        text = text[:a] + section + text[b:]
-    else:
-        text = (text.rstrip("\n") + "\n\n## Commit latency (issue 10) (`bench/commit.sh`)\n\n"
-                + section + "\n")
-    with open(path + ".tmp", "w") as f:
-        f.write(text)
-    os.replace(path + ".tmp", path)
+    write_section(path, BEGIN, END, section, "## Commit latency (issue 10) (`bench/commit.sh`)")
     print(f"updated {path}", file=sys.stderr)

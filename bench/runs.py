@@ -22,3 +22,20 @@ def load_runs(directory):
                     pass
         runs.append(d)
     return runs
+
+
+def write_section(path, begin, end, section, heading):
+    """Put section (which starts with begin and ends with end) into the
+    markdown file at path in place of the block between those markers, or
+    append it under heading when there is none yet; atomically."""
+    with open(path) as f:
+        text = f.read()
+    if begin in text and end in text:
+        a = text.index(begin)
+        b = text.index(end) + len(end)
+        text = text[:a] + section + text[b:]
+    else:
+        text = text.rstrip("\n") + "\n\n" + heading + "\n\n" + section + "\n"
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)

@@ -215,6 +215,67 @@ static void print_job_json(const struct ckpt_job_entry *j) {
                j->checkpoints, j->committed, j->bytes_local, j->errors);
 }
 
+static const char *scrub_state_name(uint8_t state) {
+        static const char *const names[] = { "off", "waiting", "running", "paused" };
+        return state < sizeof(names) / sizeof(names[0]) ? names[state] : "?";
+}
+
+/* "scrub": the pass, its progress, the rate, the last findings (null when
+ * the scrub is off, or the daemon predates it). */
+static void print_scrub_json(const struct ckpt_rep_status *s) {
+        if (s->scrub_state == CKPT_SCRUB_OFF) {
+                fprintf(out, ",\"scrub\":null");
+                return;
+        }
+        fprintf(out, ",\"scrub\":{\"state\":\"%s\",\"pass\":%" PRIu64
+                ",\"bytes_verified\":%" PRIu64 ",\"bytes_total\":%" PRIu64
+                ",\"copies_verified\":%" PRIu64 ",\"copies_bad\":%" PRIu64 ",\"rate\":%" PRIu64
+                ",\"rate_measured\":%" PRIu64 ",\"pass_started_at\":%" PRId64
+                ",\"pass_finished_at\":%" PRId64 ",\"next_pass_at\":%" PRId64
+                ",\"findings\":%" PRIu64 ",\"last_findings\":",
+                scrub_state_name(s->scrub_state), s->scrub_pass, s->scrub_bytes_verified,
+                s->scrub_bytes_total, s->scrub_copies_verified, s->scrub_copies_bad, s->scrub_rate,
+                s->scrub_rate_measured, s->scrub_pass_started_at, s->scrub_pass_finished_at,
+                s->scrub_next_pass_at, s->scrub_findings);
+        json_str(s->scrub_last_findings);
+        fprintf(out, "}");
+}
+
+static void print_scrub_text(const struct ckpt_rep_status *s) {
+        char b1[32], b2[32], b3[32], b4[32];
+
+        if (s->scrub_state == CKPT_SCRUB_OFF) {
+                fprintf(out, "scrub:     off\n");
+                return;
+        }
+        if (s->scrub_rate)
+                snprintf(b3, sizeof(b3), "%s/s", human_bytes(s->scrub_rate, b4));
+        else
+                snprintf(b3, sizeof(b3), "unlimited");
+        char when[32] = "soon";
+        time_t next = (time_t)s->scrub_next_pass_at;
+        struct tm tm;
+        if (next && localtime_r(&next, &tm))
+                strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+        if (s->scrub_state == CKPT_SCRUB_WAITING && s->scrub_pass == 0) {
+                fprintf(out, "scrub:     waiting; first pass %s; rate %s\n", when, b3);
+        } else if (s->scrub_state == CKPT_SCRUB_WAITING) {
+                fprintf(out, "scrub:     waiting; pass %" PRIu64 " verified %" PRIu64 " copies "
+                        "(%s), %" PRIu64 " bad; next pass %s; rate %s\n", s->scrub_pass,
+                        s->scrub_copies_verified, human_bytes(s->scrub_bytes_verified, b1),
+                        s->scrub_copies_bad, when, b3);
+        } else {
+                fprintf(out, "scrub:     pass %" PRIu64 " %s, %s of %s verified, %" PRIu64
+                        " copies, %" PRIu64 " bad; rate %s (measured %s/s)\n", s->scrub_pass,
+                        scrub_state_name(s->scrub_state), human_bytes(s->scrub_bytes_verified, b1),
+                        human_bytes(s->scrub_bytes_total, b2), s->scrub_copies_verified,
+                        s->scrub_copies_bad, b3, human_bytes(s->scrub_rate_measured, b4));
+        }
+        if (s->scrub_last_findings[0])
+                fprintf(out, "           %" PRIu64 " bad copies found since start, last: %s\n",
+                        s->scrub_findings, s->scrub_last_findings);
+}
+
 static int cmd_status(void) {
         struct ckpt_request req = { .hdr.type = CKPT_MSG_STATUS };
         struct ckpt_reply *rep = malloc(sizeof(*rep));
@@ -278,6 +339,7 @@ static int cmd_status(void) {
                 } else {
                         fprintf(out, ",\"remote\":null");
                 }
+                print_scrub_json(s);
                 fprintf(out, ",\"jobs\":[");
                 for (uint32_t i = 0; i < njobs; i++) {
                         if (i)
@@ -324,6 +386,7 @@ static int cmd_status(void) {
                 } else {
                         fprintf(out, "remote:    none configured\n");
                 }
+                print_scrub_text(s);
                 fprintf(out, "\n");
                 print_job_table(jobs, njobs);
         }

@@ -128,6 +128,9 @@ struct key {
          * replaces def (Slurm tells a job step its node's place). */
         const char *env;
         const char *const *choices; /* TYPE_CHOICE: names, NULL-terminated */
+        /* TYPE_SIZE: a word that means 0 ("unlimited"), which is then
+         * allowed below min too */
+        const char *zero_word;
         string_check_fn check;
         const char *metavar; /* for --help; NULL: the type's */
         const char *help;
@@ -375,10 +378,30 @@ static const struct key keys[] = {
           .offset = FIELD(cluster_peer_unauthenticated_per_address, uint32_t), .min = 1,
           .max = 65536, .def = "4",
           .help = "of them from one source address" },
+
+        { .section = "scrub", .name = "enabled", .type = TYPE_BOOL,
+          .offset = FIELD(scrub_enabled, bool), .reloadable = true, .max = 1, .def = "yes",
+          .help = "re-read and verify every committed copy on this node in the background" },
+        { .section = "scrub", .name = "rate", .type = TYPE_SIZE,
+          .offset = FIELD(scrub_rate, uint64_t), .reloadable = true, .min = MiB, .max = TiB,
+          .zero_word = "unlimited", .def = "50M",
+          .help = "bytes per second the scrub reads, at least 1M (0 or unlimited: as fast as "
+                  "the disk gives at idle priority)" },
+        { .section = "scrub", .name = "interval", .type = TYPE_DURATION,
+          .offset = FIELD(scrub_interval_ms, uint64_t), .reloadable = true, .min = MS_PER_S,
+          .max = 8760 * MS_PER_H, .def = "24h",
+          .help = "from the start of one scrub pass to the start of the next (a pass that "
+                  "takes longer is followed at once)" },
+        { .section = "scrub", .name = "idle_priority", .type = TYPE_BOOL,
+          .offset = FIELD(scrub_idle_priority, bool), .reloadable = true, .max = 1,
+          .def = "yes",
+          .help = "read at I/O class idle, in the disk's spare time only (no: the default "
+                  "class, so that the rate is met on a disk that is never idle)" },
 };
 
 /* Sections accepted in the file, in the order help lists them. */
-static const char *const sections[] = { "daemon", "pool", "local", "remote", "cluster" };
+static const char *const sections[] = { "daemon", "pool", "local", "remote", "cluster",
+                                        "scrub" };
 
 static void *field_ptr(struct config *c, const struct key *k) {
         return (char *)c + k->offset;
@@ -688,7 +711,10 @@ static const char *level_name(int level) {
 static void format_number(const struct key *k, uint64_t v, char *buf, size_t n) {
         switch (k->type) {
         case TYPE_SIZE:
-                format_size(v, buf, n);
+                if (v == 0 && k->zero_word)
+                        snprintf(buf, n, "%s", k->zero_word);
+                else
+                        format_size(v, buf, n);
                 break;
         case TYPE_DURATION:
                 format_duration(v, buf, n);
@@ -808,6 +834,10 @@ static const char *type_hint(enum key_type t) {
 static const char *key_hint(const struct key *k, char *buf, size_t n) {
         size_t used = 0;
 
+        if (k->zero_word) {
+                snprintf(buf, n, "%s, or %s", type_hint(k->type), k->zero_word);
+                return buf;
+        }
         if (k->type != TYPE_CHOICE)
                 return type_hint(k->type);
         buf[0] = '\0';
@@ -854,11 +884,12 @@ static int check_number(const struct key *k, uint64_t v, char *why, size_t n) {
         char val[32], lo[32], hi[32];
 
         format_number(k, v, val, sizeof(val));
-        if (v < k->min || (k->max && v > k->max)) {
+        if ((v < k->min && !(v == 0 && k->zero_word)) || (k->max && v > k->max)) {
                 format_number(k, k->min, lo, sizeof(lo));
                 format_number(k, k->max, hi, sizeof(hi));
-                snprintf(why, n, "[%s] %s = %s is out of range (%s..%s)", k->section,
-                         k->name, val, lo, hi);
+                snprintf(why, n, "[%s] %s = %s is out of range (%s%s%s..%s)", k->section,
+                         k->name, val, k->zero_word ? k->zero_word : "",
+                         k->zero_word ? ", or " : "", lo, hi);
                 return -ERANGE;
         }
         if (k->multiple && v % k->multiple != 0) {
@@ -1368,7 +1399,12 @@ static int parse_value(const struct key *k, const char *s, union value *v, char 
                 }
                 return 0;
         case TYPE_SIZE:
-                r = config_parse_size(s, &v->u64);
+                if (k->zero_word && !strcmp(s, k->zero_word)) {
+                        v->u64 = 0;
+                        r = 0;
+                } else {
+                        r = config_parse_size(s, &v->u64);
+                }
                 break;
         case TYPE_DURATION:
                 r = config_parse_duration_ms(s, &v->u64);

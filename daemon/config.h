@@ -110,6 +110,11 @@ struct config {
         bool cluster_peer_frame_mac;                /* MAC peer frames: yes */
         uint32_t cluster_peer_unauthenticated_max;  /* accepted, not authenticated: 64 */
         uint32_t cluster_peer_unauthenticated_per_address; /* of them from one address: 4 */
+        /* [scrub] — the background scrub (scrub/scrub.h); all reloadable */
+        bool scrub_enabled;          /* yes */
+        uint64_t scrub_rate;         /* bytes/s: 50M; 0 ("unlimited"): no limit */
+        uint64_t scrub_interval_ms;  /* pass start to pass start: 24h, 1s..8760h */
+        bool scrub_idle_priority;    /* read at I/O class idle: yes */
 };
 
 /* Fill embedded defaults (allocates the path strings).  [cluster]

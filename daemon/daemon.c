@@ -34,6 +34,7 @@
 #include "remote/fetch.h"
 #include "remote/flush.h"
 #include "remote/s3.h"
+#include "scrub/scrub.h"
 #include "server/save.h"
 #include "server/server.h"
 #include "server/suspect.h"
@@ -58,6 +59,7 @@ struct daemon {
         struct peers *peers;
         struct replica_area *areas;
         size_t nareas;
+        struct scrub *scrub;
         /* the cluster-wide commit: node 0's coordinator, and the messages
          * between this node and its own coordinator (delivered from a
          * timer, never inside the call that sends them) */
@@ -272,6 +274,11 @@ static void daemon_yield_timeout(struct loop_timer *t) {
 static void daemon_on_saving(struct server *srv, bool saving) {
         struct daemon *d = srv->userdata;
 
+        /* the scrub holds for as long as saves are open, with no cap: it
+         * has no deadline, and its reads would compete with the saves'
+         * writes for the disk */
+        if (d->scrub)
+                scrub_pause(d->scrub, saving);
         if (!d->s3 && !d->peers)
                 return;
         if (saving) {
@@ -572,6 +579,56 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
         return r;
 }
 
+/* ---- the background scrub ---------------------------------------------------------------- */
+
+static void daemon_scrub_options(const struct config *cfg, struct scrub_options *out) {
+        *out = (struct scrub_options){
+                .enabled = cfg->scrub_enabled,
+                .rate = cfg->scrub_rate,
+                .interval_ms = cfg->scrub_interval_ms,
+                .idle_priority = cfg->scrub_idle_priority,
+        };
+}
+
+/* What the scrub found.  For now it is logged and counted as the job's
+ * error (server_job_error); the repair (heal_rank) hooks in here. */
+static void daemon_scrub_bad_copy(void *userdata, const char *job, uint64_t step, uint32_t rank,
+                                  int32_t area, const char *shard, int64_t block,
+                                  const char *detail) {
+        struct daemon *d = userdata;
+        char where[48] = "";
+        (void)block;
+
+        if (area >= 0)
+                snprintf(where, sizeof(where), " (replica of node %d)", area);
+        server_job_error(d->server, job, "scrub: job %s step %" PRIu64 " rank %u%s%s%s: %s",
+                         job, step, rank, where, shard ? ": shard " : "", shard ? shard : "",
+                         detail);
+}
+
+/* The local tier and every replica area, in that order. */
+static int daemon_scrub_open(struct daemon *d) {
+        struct scrub_options so;
+        _cleanup_free_ struct scrub_target *targets = calloc(d->nareas + 1, sizeof(*targets));
+
+        if (!targets)
+                return -ENOMEM;
+        targets[0] = (struct scrub_target){ .area = -1, .store = d->store, .catalog = d->catalog };
+        for (size_t i = 0; i < d->nareas; i++)
+                targets[i + 1] = (struct scrub_target){
+                        .area = (int32_t)d->areas[i].src,
+                        .store = d->areas[i].store,
+                        .catalog = d->areas[i].catalog,
+                };
+        daemon_scrub_options(d->cfg, &so);
+        const struct scrub_ops ops = { .bad_copy = daemon_scrub_bad_copy };
+        int r = scrub_new(&d->scrub, d->loop, d->catalog, targets, d->nareas + 1, &so, &ops, d);
+        if (r < 0)
+                log_error("scrub: cannot start: %s", strerror(-r));
+        d->server->scrub = d->scrub;
+        return r;
+}
+
 /* ---- systemd ------------------------------------------------------------------------- */
 
 static void daemon_watchdog(struct loop_timer *t) {
@@ -649,6 +706,11 @@ static void daemon_reload(struct daemon *d) {
                         peers_set_keep(d->peers, d->cfg->keep);
                 d->server->opts.pool_wait_ms = d->cfg->pool_wait_ms;
                 daemon_apply_pool_limits(d);
+                if (d->scrub) {
+                        struct scrub_options so;
+                        daemon_scrub_options(d->cfg, &so);
+                        scrub_set_options(d->scrub, &so);
+                }
                 if (d->flusher) {
                         flush_set_keep(d->flusher, d->cfg->remote_keep);
                         s3_client_set_bandwidth(d->s3, d->cfg->remote_bandwidth);
@@ -846,6 +908,11 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
          * retention, which removes a request's step with it when it goes */
         step_commit_requests_resume(d->server);
         daemon_retention_all(d);
+        /* after retention, so that the first pass does not walk steps on
+         * their way out */
+        r = daemon_scrub_open(d);
+        if (r < 0)
+                goto fail;
         if (d->flusher)
                 flush_resume(d->flusher);
         /* (void): catalog_flush() logs a failed commit and drops the batch; reconcile
@@ -912,6 +979,10 @@ struct daemon *daemon_free(struct daemon *d) {
                 loop_watch_del(d->loop, &d->signal_watch);
                 close(d->signal_fd);
         }
+        /* before what it borrows (catalogs, stores); it waits for its read */
+        if (d->server)
+                d->server->scrub = NULL;
+        d->scrub = scrub_free(d->scrub);
         /* From here on the S3 client starts nothing: the worker pool goes
          * next, and cancelling a request (fetch_free, flush_free below)
          * would otherwise hand the next body waiting for its Content-MD5 to

@@ -38,11 +38,13 @@
  * answers a request in its version, and HELLO settles the newest both sides
  * speak (docs/protocol.md, "Versioning").  Version 3 differs from 2 only in
  * the SAVE_BEGIN reply, which gained `replaced`; version 4 from 3 only in
- * the request COMMIT_ASYNC, which earlier versions do not have. */
-#define CKPT_PROTO_VERSION 4     /* the newest */
+ * the request COMMIT_ASYNC, which earlier versions do not have; version 5
+ * from 4 only in the STATUS reply, which gained the scrub_* fields. */
+#define CKPT_PROTO_VERSION 5     /* the newest */
 #define CKPT_PROTO_VERSION_MIN 2 /* the oldest */
 #define CKPT_PROTO_VERSION_REPLACED 3 /* the first with SAVE_BEGIN's `replaced` */
 #define CKPT_PROTO_VERSION_COMMIT_ASYNC 4 /* the first with COMMIT_ASYNC */
+#define CKPT_PROTO_VERSION_SCRUB 5 /* the first with STATUS's scrub_* fields */
 #define CKPT_HDR_SIZE 16
 /* Fits the default net.core.wmem_max so no process needs SO_SNDBUFFORCE. */
 #define CKPT_MSG_MAX 65536
@@ -379,6 +381,27 @@ struct ckpt_rep_status {
         uint32_t peers_up, peers_total;   /* replication targets connected / configured */
         uint32_t repl_steps_pending;      /* (step, target) pairs not yet acknowledged */
         char peers[CKPT_ERRMSG_MAX + 1];  /* one line per target, "; "-separated */
+        /* the background scrub (version 5 on): scrub_state CKPT_SCRUB_OFF
+         * and the rest zero when it is disabled, and in older versions */
+        uint8_t scrub_state;                 /* enum ckpt_scrub_state */
+        uint64_t scrub_pass;                 /* 1, 2, ...; 0: none yet */
+        uint64_t scrub_bytes_verified, scrub_bytes_total; /* of this pass */
+        uint64_t scrub_copies_verified, scrub_copies_bad; /* ranks, of this pass */
+        uint64_t scrub_rate;                 /* configured bytes/s; 0: no limit */
+        uint64_t scrub_rate_measured;        /* verified per second of running, since start */
+        int64_t scrub_pass_started_at;       /* unix seconds; 0: none */
+        int64_t scrub_pass_finished_at;      /* of the last finished pass; 0: none */
+        int64_t scrub_next_pass_at;          /* 0: a pass is under way (or off) */
+        uint64_t scrub_findings;             /* bad copies found since the daemon started */
+        char scrub_last_findings[CKPT_ERRMSG_MAX + 1]; /* newest first, "; "-separated */
+};
+
+enum ckpt_scrub_state {
+        CKPT_SCRUB_OFF = 0,     /* [scrub] enabled = no */
+        CKPT_SCRUB_WAITING = 1, /* between passes */
+        CKPT_SCRUB_RUNNING = 2,
+        CKPT_SCRUB_PAUSED = 3,  /* in a pass, held while saves are open */
+        CKPT_SCRUB_MAX_,
 };
 
 struct ckpt_job_entry {

@@ -419,6 +419,9 @@ static int check_reply(const struct ckpt_reply *m) {
                 check_inval(&c, m->status.peers_up > m->status.peers_total);
                 /* node_count 0: not known (a daemon that predates clusters) */
                 check_inval(&c, m->status.node_count && m->status.node_index >= m->status.node_count);
+                check_cstr(&c, m->status.scrub_last_findings, CKPT_ERRMSG_MAX);
+                check_inval(&c, m->status.scrub_state >= CKPT_SCRUB_MAX_);
+                check_inval(&c, m->status.scrub_copies_bad > m->status.scrub_copies_verified);
                 break;
         case CKPT_MSG_FETCH:
                 check_step(&c, m->fetch.step);
@@ -553,6 +556,21 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                 w_u32(w, s->peers_total);
                 w_u32(w, s->repl_steps_pending);
                 w_cstr(w, s->peers, CKPT_ERRMSG_MAX);
+                if (msg_version(&m->hdr) < CKPT_PROTO_VERSION_SCRUB)
+                        break;
+                w_u8(w, s->scrub_state);
+                w_u64(w, s->scrub_pass);
+                w_u64(w, s->scrub_bytes_verified);
+                w_u64(w, s->scrub_bytes_total);
+                w_u64(w, s->scrub_copies_verified);
+                w_u64(w, s->scrub_copies_bad);
+                w_u64(w, s->scrub_rate);
+                w_u64(w, s->scrub_rate_measured);
+                w_u64(w, (uint64_t)s->scrub_pass_started_at);
+                w_u64(w, (uint64_t)s->scrub_pass_finished_at);
+                w_u64(w, (uint64_t)s->scrub_next_pass_at);
+                w_u64(w, s->scrub_findings);
+                w_cstr(w, s->scrub_last_findings, CKPT_ERRMSG_MAX);
                 break;
         }
         case CKPT_MSG_FETCH:
@@ -699,6 +717,21 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                 s->peers_total = r_u32(r);
                 s->repl_steps_pending = r_u32(r);
                 r_cstr(r, s->peers, CKPT_ERRMSG_MAX);
+                if (msg_version(&m->hdr) < CKPT_PROTO_VERSION_SCRUB)
+                        break;
+                s->scrub_state = r_u8(r);
+                s->scrub_pass = r_u64(r);
+                s->scrub_bytes_verified = r_u64(r);
+                s->scrub_bytes_total = r_u64(r);
+                s->scrub_copies_verified = r_u64(r);
+                s->scrub_copies_bad = r_u64(r);
+                s->scrub_rate = r_u64(r);
+                s->scrub_rate_measured = r_u64(r);
+                s->scrub_pass_started_at = (int64_t)r_u64(r);
+                s->scrub_pass_finished_at = (int64_t)r_u64(r);
+                s->scrub_next_pass_at = (int64_t)r_u64(r);
+                s->scrub_findings = r_u64(r);
+                r_cstr(r, s->scrub_last_findings, CKPT_ERRMSG_MAX);
                 break;
         }
         case CKPT_MSG_FETCH:

@@ -152,6 +152,27 @@ static const char *const migrations[] = {
          * still committed, its ranks that are here still served, not
          * counted among retention's newest. */
         "ALTER TABLE checkpoints ADD COLUMN ranks_committed INTEGER NOT NULL DEFAULT 0;",
+        /* 5 -> 6: where the background scrub is (scrub/scrub.h), so that a
+         * pass resumes after a restart instead of starting from zero.  One
+         * row; not an index of the disk (reconcile cannot rebuild it), and
+         * losing it costs only a pass started again. */
+        "CREATE TABLE scrub_progress ("
+        "  id INTEGER PRIMARY KEY CHECK (id = 1),"
+        "  pass INTEGER NOT NULL,"
+        "  pass_started_at INTEGER NOT NULL,"
+        "  pass_finished_at INTEGER NOT NULL,"
+        "  area INTEGER NOT NULL,"
+        "  job TEXT NOT NULL,"
+        "  step INTEGER NOT NULL,"
+        "  rank INTEGER NOT NULL,"
+        "  shard TEXT NOT NULL,"
+        "  shard_offset INTEGER NOT NULL,"
+        "  bytes_verified INTEGER NOT NULL,"
+        "  copies_verified INTEGER NOT NULL,"
+        "  copies_bad INTEGER NOT NULL,"
+        "  last_finding TEXT NOT NULL DEFAULT '',"
+        "  updated_at INTEGER NOT NULL"
+        ");",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == CATALOG_SCHEMA_VERSION,
@@ -212,6 +233,10 @@ enum stmt_id {
         STMT_COMMIT_ASK_ALL,
         STMT_CKPT_RANKS_COMMITTED_SET,
         STMT_CKPT_DAMAGED,
+        STMT_SCRUB_GET,
+        STMT_SCRUB_SET,
+        STMT_RANK_COMMITTED_NEXT,
+        STMT_COMMITTED_BYTES,
         STMT_INTEGRITY, /* last: catalog_free takes it as "open got this far" */
         STMT_MAX_,
 };
@@ -339,6 +364,23 @@ static const char *const stmt_sql[STMT_MAX_] = {
                                 " ON CONFLICT (job, step) DO NOTHING",
         [STMT_COMMIT_ASK_DEL] = "DELETE FROM commit_requests WHERE job = ?1 AND step = ?2",
         [STMT_COMMIT_ASK_ALL] = "SELECT job, step FROM commit_requests ORDER BY job, step",
+        [STMT_SCRUB_GET] = "SELECT pass, pass_started_at, pass_finished_at, area, job, step, rank,"
+                           " shard, shard_offset, bytes_verified, copies_verified, copies_bad,"
+                           " last_finding FROM scrub_progress WHERE id = 1",
+        [STMT_SCRUB_SET] = "INSERT OR REPLACE INTO scrub_progress (id, pass, pass_started_at,"
+                           " pass_finished_at, area, job, step, rank, shard, shard_offset,"
+                           " bytes_verified, copies_verified, copies_bad, last_finding,"
+                           " updated_at) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10,"
+                           " ?11, ?12, ?13, CAST(strftime('%s', 'now') AS INTEGER))",
+        /* row values: the next rank in (job, step, rank) order; the primary
+         * key of ranks is that order, so this is one index seek */
+        [STMT_RANK_COMMITTED_NEXT] = "SELECT r.job, r.step, r.rank FROM ranks r"
+                                     " JOIN checkpoints k ON k.job = r.job AND k.step = r.step"
+                                     " WHERE k.state = ?4 AND (r.job, r.step, r.rank) >= (?1, ?2, ?3)"
+                                     " ORDER BY r.job, r.step, r.rank LIMIT 1",
+        [STMT_COMMITTED_BYTES] = "SELECT COALESCE(SUM(r.bytes), 0) FROM ranks r"
+                                 " JOIN checkpoints k ON k.job = r.job AND k.step = r.step"
+                                 " WHERE k.state = ?1",
         [STMT_INTEGRITY] = "PRAGMA integrity_check",
 };
 
@@ -1715,4 +1757,89 @@ int catalog_commit_request_foreach(struct catalog *c, catalog_commit_request_cb 
                                    void *userdata) {
         return foreach_job_step(c, c->stmt[STMT_COMMIT_ASK_ALL], "iterate commit requests", cb,
                                 userdata);
+}
+
+/* ---- the background scrub (schema 6) ------------------------------------ */
+
+static void col_text_copy(sqlite3_stmt *s, int col, char *buf, size_t size) {
+        const unsigned char *t = sqlite3_column_text(s, col);
+        snprintf(buf, size, "%s", t ? (const char *)t : "");
+}
+
+int catalog_scrub_progress_get(struct catalog *c, struct catalog_scrub_progress *out) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_SCRUB_GET];
+        int rc = sqlite3_step(s);
+
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_error(c->db, "read the scrub's progress");
+        *out = (struct catalog_scrub_progress){
+                .pass = col_u64(s, 0),
+                .pass_started_at = sqlite3_column_int64(s, 1),
+                .pass_finished_at = sqlite3_column_int64(s, 2),
+                .area = (int32_t)sqlite3_column_int64(s, 3),
+                .step = col_u64(s, 5),
+                .rank = col_u32(s, 6),
+                .offset = col_u64(s, 8),
+                .bytes_verified = col_u64(s, 9),
+                .copies_verified = col_u64(s, 10),
+                .copies_bad = col_u64(s, 11),
+        };
+        col_text_copy(s, 4, out->job, sizeof(out->job));
+        col_text_copy(s, 7, out->shard, sizeof(out->shard));
+        col_text_copy(s, 12, out->last_finding, sizeof(out->last_finding));
+        return 0;
+}
+
+int catalog_scrub_progress_set(struct catalog *c, const struct catalog_scrub_progress *p) {
+        if (p->step > (uint64_t)CKPT_STEP_MAX || p->pass > (uint64_t)INT64_MAX)
+                return -EINVAL;
+        int r = tx_ensure(c);
+        if (r < 0)
+                return r;
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_SCRUB_SET];
+        if (bind_i64(s, 1, (int64_t)p->pass) || bind_i64(s, 2, p->pass_started_at) ||
+            bind_i64(s, 3, p->pass_finished_at) || bind_i64(s, 4, p->area) ||
+            bind_text(s, 5, p->job) || bind_i64(s, 6, (int64_t)p->step) ||
+            bind_i64(s, 7, p->rank) || bind_text(s, 8, p->shard) ||
+            bind_i64(s, 9, (int64_t)p->offset) || bind_i64(s, 10, (int64_t)p->bytes_verified) ||
+            bind_i64(s, 11, (int64_t)p->copies_verified) ||
+            bind_i64(s, 12, (int64_t)p->copies_bad) || bind_text(s, 13, p->last_finding) ||
+            sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "record the scrub's progress");
+        return 0;
+}
+
+int catalog_committed_rank_next(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                                char job_out[CKPT_NAME_MAX + 1], uint64_t *step_out,
+                                uint32_t *rank_out) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_RANK_COMMITTED_NEXT];
+
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return -ENOENT;
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) || bind_i64(s, 3, rank) ||
+            bind_i64(s, 4, CKPT_STATE_COMMITTED))
+                return sql_error(c->db, "find the committed rank after job %s step %" PRIu64
+                                 " rank %u", job, step, rank);
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_error(c->db, "find the committed rank after job %s step %" PRIu64
+                                 " rank %u", job, step, rank);
+        col_text_copy(s, 0, job_out, CKPT_NAME_MAX + 1);
+        *step_out = col_u64(s, 1);
+        *rank_out = col_u32(s, 2);
+        return 0;
+}
+
+int catalog_committed_bytes(struct catalog *c, uint64_t *out) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_COMMITTED_BYTES];
+
+        *out = 0;
+        if (bind_i64(s, 1, CKPT_STATE_COMMITTED) || sqlite3_step(s) != SQLITE_ROW)
+                return sql_error(c->db, "sum the committed bytes");
+        *out = col_u64(s, 0);
+        return 0;
 }

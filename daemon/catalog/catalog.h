@@ -27,7 +27,7 @@
 
 struct catalog;
 
-#define CATALOG_SCHEMA_VERSION 5
+#define CATALOG_SCHEMA_VERSION 6
 
 /* Open or create the database at path, run migrations.  -EIO on failure
  * (including a database whose user_version is newer than this build:
@@ -251,3 +251,34 @@ int catalog_commit_request_set(struct catalog *c, const char *job, uint64_t step
 typedef int (*catalog_commit_request_cb)(void *userdata, const char *job, uint64_t step);
 int catalog_commit_request_foreach(struct catalog *c, catalog_commit_request_cb cb,
                                    void *userdata);
+
+/* ---- the background scrub (schema 6) -------------------------------------
+ * Where the scrub (scrub/scrub.h) is in its pass, in the local tier's
+ * catalog (one row for all the tiers it walks), so that a pass resumes
+ * after a restart.  The position is the rank being verified and, within
+ * it, the shard and the offset of the first block not verified yet. */
+struct catalog_scrub_progress {
+        uint64_t pass;            /* 1, 2, ...; 0: none started */
+        int64_t pass_started_at;  /* unix seconds */
+        int64_t pass_finished_at; /* unix seconds; 0 while the pass is under way */
+        int32_t area;             /* -1: the local tier; else a replica area's source node */
+        char job[CKPT_NAME_MAX + 1];
+        uint64_t step;
+        uint32_t rank;
+        char shard[CKPT_NAME_MAX + 1]; /* "": the rank's MANIFEST is next */
+        uint64_t offset;               /* within shard, a block boundary */
+        uint64_t bytes_verified, copies_verified, copies_bad; /* in this pass */
+        char last_finding[CATALOG_ERROR_MAX + 1];
+};
+/* -ENOENT: no scrub has run on this catalog. */
+int catalog_scrub_progress_get(struct catalog *c, struct catalog_scrub_progress *out);
+/* Upsert (joins the batch).  -EINVAL: step or pass out of sqlite's range. */
+int catalog_scrub_progress_set(struct catalog *c, const struct catalog_scrub_progress *p);
+/* The first rank of a committed step at or after (job, step, rank) in
+ * (job, step, rank) order (job "" step 0 rank 0: the first of all).
+ * -ENOENT: none. */
+int catalog_committed_rank_next(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                                char job_out[CKPT_NAME_MAX + 1], uint64_t *step_out,
+                                uint32_t *rank_out);
+/* Bytes of the ranks of committed steps (their shards' sizes). */
+int catalog_committed_bytes(struct catalog *c, uint64_t *out);

@@ -139,6 +139,10 @@ void store_set_options(struct store *s, const struct store_options *opts) {
         s->opts = *opts;
 }
 
+const char *store_dir(const struct store *s) {
+        return s->state_dir;
+}
+
 uint64_t store_bytes_written(const struct store *s) {
         return s->bytes_written;
 }

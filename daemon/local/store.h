@@ -44,6 +44,11 @@ int store_open(struct store **out, const char *state_dir, struct loop *loop,
 struct store *store_free(struct store *s);
 void store_set_options(struct store *s, const struct store_options *opts);
 
+/* The state directory the store was opened on (borrowed; valid until
+ * store_free): <dir>/jobs/... is its layout, for a reader on another
+ * thread (the scrub's) that opens files by path. */
+const char *store_dir(const struct store *s);
+
 /* Bytes moved since start, for status. */
 uint64_t store_bytes_written(const struct store *s);
 uint64_t store_bytes_read(const struct store *s);

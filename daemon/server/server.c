@@ -25,6 +25,7 @@
 #include "server/conn.h"
 #include "server/restore.h"
 #include "server/save.h"
+#include "scrub/scrub.h"
 #include "server/server.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
@@ -409,6 +410,8 @@ static void handle_status(struct conn *c) {
                 peers_status(srv->peers, st->peers, sizeof(st->peers), &st->peers_up,
                              &st->peers_total, &st->repl_steps_pending);
         }
+        /* findings name jobs: a uid other than root sees its own jobs' */
+        scrub_status(srv->scrub, c->uid == 0 ? -1 : (int64_t)c->uid, st);
         status_restrict(c, st);
         conn_reply(c, &rep, -1);
 }

@@ -44,6 +44,8 @@
  * and the client would see only a broken connection. */
 #define SERVER_DRAIN_GRACE_MS 5000
 
+struct scrub;
+
 struct server_options {
         uint64_t pool_wait_ms;
         uint64_t window_lease_ms;          /* 0: windows are never revoked */
@@ -70,6 +72,7 @@ struct server {
         struct flusher *flusher;  /* NULL: no object store */
         struct fetcher *fetcher;
         struct peers *peers;      /* NULL: no replication */
+        struct scrub *scrub;      /* NULL: none (set by daemon.c; STATUS reports it) */
         /* The cluster-wide commit (node_count > 1, docs/commit.md), set by
          * daemon.c; NULL on a single node.  cluster_report sends a
          * STEP_REPORT to the coordinator (over the control link, or to

@@ -135,7 +135,7 @@ static void test_schema(void) {
         char mode[32];
 
         EXPECT(raw_int("PRAGMA user_version"), CATALOG_SCHEMA_VERSION);
-        EXPECT(raw_int("PRAGMA user_version"), 5);
+        EXPECT(raw_int("PRAGMA user_version"), 6);
         EXPECT(raw_int("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                        "('jobs', 'checkpoints', 'ranks', 'shards')"),
                4);
@@ -779,6 +779,18 @@ static void test_migrate_v1(void) {
         CHECK(err[0] == '\0');
         EXPECT(catalog_pinned(c, "old", 7), 0);
         EXPECT(catalog_remote_object_get(c, "old", 7, 3, "w", &o), -ENOENT);
+        /* schema 6: no scrub has run; the old rank is the first to scrub */
+        {
+                struct catalog_scrub_progress sp;
+                char job[CKPT_NAME_MAX + 1];
+                uint64_t step, bytes;
+                uint32_t rank;
+                EXPECT(catalog_scrub_progress_get(c, &sp), -ENOENT);
+                EXPECT(catalog_committed_rank_next(c, "", 0, 0, job, &step, &rank), 0);
+                CHECK(strcmp(job, "old") == 0 && step == 7 && rank == 3);
+                EXPECT(catalog_committed_bytes(c, &bytes), 0);
+                EXPECT(bytes, 99);
+        }
 
         /* And the old rows take the new ones. */
         EXPECT(catalog_remote_object_set(c, "old", 7, 3, "w", "p/jobs/old/w", 99,
@@ -804,14 +816,17 @@ static void test_refuse_newer(void) {
 
         side_path(path, sizeof(path), "newer.db");
         db = raw_open_at(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-        if (sqlite3_exec(db, "CREATE TABLE future (x); PRAGMA user_version = 4;", NULL, NULL,
-                         NULL) != SQLITE_OK)
-                FAIL("create v4 database: %s", sqlite3_errmsg(db));
+        char sql[96];
+        snprintf(sql, sizeof(sql), "CREATE TABLE future (x); PRAGMA user_version = %d;",
+                 CATALOG_SCHEMA_VERSION + 1);
+        if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+                FAIL("create a database of schema %d: %s", CATALOG_SCHEMA_VERSION + 1,
+                     sqlite3_errmsg(db));
         sqlite3_close(db);
 
         EXPECT(catalog_open(&c, path), -EIO);
         CHECK(c == NULL);
-        EXPECT(raw_int_at(path, "PRAGMA user_version"), 4);
+        EXPECT(raw_int_at(path, "PRAGMA user_version"), CATALOG_SCHEMA_VERSION + 1);
         EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'remote_objects'"),
                0);
         unlink_db(path);
@@ -1241,6 +1256,69 @@ static void test_commit_requests(void) {
         unlink_db(path);
 }
 
+/* Schema 6: the scrub's one row, and the walk over committed ranks in
+ * (job, step, rank) order that skips uncommitted steps. */
+static void test_scrub_progress(void) {
+        struct catalog *c = NULL;
+        struct catalog_scrub_progress p = { 0 }, q;
+        char path[128], job[CKPT_NAME_MAX + 1];
+        uint64_t step, bytes;
+        uint32_t rank;
+
+        side_path(path, sizeof(path), "scrub.db");
+        EXPECT(catalog_open(&c, path), 0);
+        EXPECT(catalog_committed_rank_next(c, "", 0, 0, job, &step, &rank), -ENOENT);
+        EXPECT(catalog_committed_bytes(c, &bytes), 0);
+        EXPECT(bytes, 0);
+        remote_rank(c, "b", 3, CKPT_STATE_COMMITTED);
+        remote_rank(c, "a", 2, CKPT_STATE_COMMITTED);
+        remote_rank(c, "a", 5, CKPT_STATE_LOCAL); /* not committed: not walked */
+        remote_rank(c, "a", 9, CKPT_STATE_COMMITTED);
+        EXPECT(catalog_committed_bytes(c, &bytes), 0);
+        EXPECT(bytes, 3 * 300);
+        EXPECT(catalog_committed_rank_next(c, "", 0, 0, job, &step, &rank), 0);
+        CHECK(strcmp(job, "a") == 0 && step == 2 && rank == 0);
+        EXPECT(catalog_committed_rank_next(c, "a", 2, 0, job, &step, &rank), 0); /* at: itself */
+        CHECK(strcmp(job, "a") == 0 && step == 2 && rank == 0);
+        EXPECT(catalog_committed_rank_next(c, "a", 2, 1, job, &step, &rank), 0);
+        CHECK(strcmp(job, "a") == 0 && step == 9 && rank == 0);
+        EXPECT(catalog_committed_rank_next(c, "a", 10, 0, job, &step, &rank), 0);
+        CHECK(strcmp(job, "b") == 0 && step == 3 && rank == 0);
+        EXPECT(catalog_committed_rank_next(c, "b", 3, 1, job, &step, &rank), -ENOENT);
+
+        EXPECT(catalog_scrub_progress_get(c, &q), -ENOENT);
+        p.pass = 4;
+        p.pass_started_at = 1700000000;
+        p.area = 2;
+        snprintf(p.job, sizeof(p.job), "a");
+        p.step = 9;
+        p.rank = 1;
+        snprintf(p.shard, sizeof(p.shard), "w");
+        p.offset = 3u << 20;
+        p.bytes_verified = 123456789;
+        p.copies_verified = 7;
+        p.copies_bad = 2;
+        snprintf(p.last_finding, sizeof(p.last_finding), "job a step 9 rank 1: shard w: ...");
+        EXPECT(catalog_scrub_progress_set(c, &p), 0);
+        p.copies_bad = 3; /* an upsert: still one row */
+        EXPECT(catalog_scrub_progress_set(c, &p), 0);
+        c = catalog_free(c);
+        EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM scrub_progress"), 1);
+        EXPECT(catalog_open(&c, path), 0);
+        memset(&q, 0xff, sizeof(q));
+        EXPECT(catalog_scrub_progress_get(c, &q), 0);
+        CHECK(q.pass == 4 && q.pass_started_at == 1700000000 && q.pass_finished_at == 0 &&
+              q.area == 2 && strcmp(q.job, "a") == 0 && q.step == 9 && q.rank == 1 &&
+              strcmp(q.shard, "w") == 0 && q.offset == 3u << 20 &&
+              q.bytes_verified == 123456789 && q.copies_verified == 7 && q.copies_bad == 3 &&
+              strcmp(q.last_finding, p.last_finding) == 0);
+        p.step = (uint64_t)CKPT_STEP_MAX + 1;
+        EXPECT(catalog_scrub_progress_set(c, &p), -EINVAL);
+        EXPECT(catalog_check(c), 0);
+        c = catalog_free(c);
+        unlink_db(path);
+}
+
 static void test_remote(void) {
         struct catalog *c = NULL;
         char path[128];
@@ -1309,6 +1387,7 @@ int main(void) {
         test_remote();
         test_replication();
         test_commit_requests();
+        test_scrub_progress();
 
         cleanup_dir();
         printf("test-catalog: ok\n");

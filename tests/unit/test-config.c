@@ -479,6 +479,10 @@ static void check_numeric_defaults(const struct config *c) {
         CHECK(c->remote_bandwidth == 0, "remote_bandwidth %llu",
               (unsigned long long)c->remote_bandwidth);
         CHECK(c->remote_keep == 3, "remote_keep %u", c->remote_keep);
+        CHECK(c->scrub_enabled && c->scrub_idle_priority && c->scrub_rate == 50 * MiB &&
+                      c->scrub_interval_ms == 24 * 3600 * 1000ull,
+              "[scrub] defaults: enabled %d rate %llu interval %llu", c->scrub_enabled,
+              (unsigned long long)c->scrub_rate, (unsigned long long)c->scrub_interval_ms);
         CHECK(c->remote_retry_attempts == 5, "remote_retry_attempts %u",
               c->remote_retry_attempts);
         CHECK(c->cluster_node_index == 0, "cluster_node_index %u", c->cluster_node_index);
@@ -750,7 +754,7 @@ static void check_file_error(const char *text, const char *want_fmt) {
 static void test_file_errors(void) {
         check_file_error("[daemon]\nworkers = 4\n[bogus]\nkey = 1\n[pool]\nsize = 2G\n",
                          "PATH:3: unknown section [bogus] (known: [daemon], [pool], [local], "
-                         "[remote], [cluster])\n");
+                         "[remote], [cluster], [scrub])\n");
         check_file_error("[pool]\nsize = 2G\n\n# c\ncolour = blue\n",
                          "PATH:5: unknown key 'colour' in section [pool]\n");
         /* A key of another section is unknown here. */
@@ -768,7 +772,7 @@ static void test_file_errors(void) {
         check_file_error("[pool]\n = 1G\n", "PATH:2: missing key name before '='\n");
         check_file_error("\nsize = 1G\n",
                          "PATH:2: key 'size' outside of a section (put it under [daemon], "
-                         "[pool], [local], [remote] or [cluster])\n");
+                         "[pool], [local], [remote], [cluster] or [scrub])\n");
         check_file_error("[pool]\nsize =\n",
                          "PATH:2: missing value for [pool] size (expected a whole number of "
                          "bytes with an optional K, M, G or T suffix)\n");
@@ -794,6 +798,17 @@ static void test_file_errors(void) {
                          "whole number with an optional ms, s, m or h suffix; bare is ms)\n");
         check_file_error("[pool]\nwindow_lease = 25h\n",
                          "PATH:2: [pool] window_lease = 25h is out of range (0ms..24h)\n");
+        /* [scrub]: a rate is unlimited (0) or at least 1M; an interval at least 1s */
+        check_file_error("[scrub]\nrate = 512K\n",
+                         "PATH:2: [scrub] rate = 512K is out of range (unlimited, or 1M..1T)\n");
+        check_file_error("[scrub]\nenabled = yes\nrate = fast\n",
+                         "PATH:3: invalid size 'fast' for [scrub] rate (expected a whole number "
+                         "of bytes with an optional K, M, G or T suffix, or unlimited)\n");
+        check_file_error("[scrub]\ninterval = 500ms\n",
+                         "PATH:2: [scrub] interval = 500ms is out of range (1s..8760h)\n");
+        check_file_error("[scrub]\nenabled = sometimes\n",
+                         "PATH:2: invalid boolean 'sometimes' for [scrub] enabled (expected "
+                         "yes/no, true/false, on/off or 1/0)\n");
         check_file_error("[pool]\nmax_slots_per_uid = 1025\n",
                          "PATH:2: [pool] max_slots_per_uid = 1025 is out of range (0..1024)\n");
         check_file_error("[pool]\nfair_share = half\n",
@@ -1266,7 +1281,12 @@ static void test_remote_file(void) {
                      "node_index = 65535\n"
                      "node_count = 65536\n"
                      "peers = %s\n"
-                     "psk_file = /etc/ckptd/peer.psk\n",
+                     "psk_file = /etc/ckptd/peer.psk\n"
+                     "[scrub]\n"
+                     "enabled = no\n"
+                     "rate = unlimited\n"
+                     "interval = 90m\n"
+                     "idle_priority = no\n",
                      peers) < 0)
                 exit(1);
         write_file_mode(path, all_keys, 0600);
@@ -1291,6 +1311,10 @@ static void test_remote_file(void) {
         CHECK(c.remote_bandwidth == 100 * MiB, "bandwidth");
         CHECK(c.remote_keep == 10, "keep");
         CHECK(c.remote_retry_attempts == 1, "retry_attempts");
+        CHECK(!c.scrub_enabled && c.scrub_rate == 0 && c.scrub_interval_ms == 90 * 60 * 1000 &&
+                      !c.scrub_idle_priority,
+              "[scrub] enabled %d rate %llu interval %llu", c.scrub_enabled,
+              (unsigned long long)c.scrub_rate, (unsigned long long)c.scrub_interval_ms);
         CHECK(c.cluster_node_index == 65535 && c.cluster_node_count == 65536, "cluster %u/%u",
               c.cluster_node_index, c.cluster_node_count);
         CHECK(c.cluster_npeers == 65536, "%u peers", c.cluster_npeers);

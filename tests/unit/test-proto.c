@@ -654,6 +654,51 @@ static void test_golden(void) {
               "raw CHUNK_GET reply fields");
 }
 
+/* ---- version 5: STATUS's scrub fields ------------------------------------ */
+
+/* Version 5 adds the scrub_* fields at the end of the STATUS reply: in
+ * version 4 they are not sent (and read back as zero), in 5 they round-trip,
+ * and a reply of 4's length in a version-5 header is malformed. */
+static void test_status_scrub(void) {
+        memset(&rep_a, 0, sizeof(rep_a));
+        rep_a.hdr.type = CKPT_MSG_STATUS | CKPT_MSG_REPLY;
+        rep_a.hdr.seq = 9;
+        rep_a.status.scrub_state = CKPT_SCRUB_PAUSED;
+        rep_a.status.scrub_pass = 3;
+        rep_a.status.scrub_bytes_verified = 1u << 30;
+        rep_a.status.scrub_bytes_total = 3u << 30;
+        rep_a.status.scrub_copies_verified = 5;
+        rep_a.status.scrub_copies_bad = 1;
+        rep_a.status.scrub_rate = 50u << 20;
+        rep_a.status.scrub_pass_started_at = 1700000000;
+        rep_a.status.scrub_findings = 2;
+        snprintf(rep_a.status.scrub_last_findings, sizeof(rep_a.status.scrub_last_findings),
+                 "job j step 1 rank 0: shard w: the file is missing");
+        int n5 = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
+        CHECK(n5 > CKPT_HDR_SIZE && buf[4] == 5, "STATUS v5: encode %d", n5);
+        CHECK_RC(ckpt_reply_decode(&rep_b, buf, (size_t)n5), 0, "STATUS v5: decode");
+        rep_a.hdr.length = (uint32_t)n5;
+        rep_a.hdr.version = 5;
+        CHECK(memcmp(&rep_a.status, &rep_b.status, sizeof(rep_a.status)) == 0,
+              "STATUS v5: scrub fields differ");
+        rep_a.hdr.version = 4;
+        int n4 = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
+        CHECK_RC(ckpt_reply_decode(&rep_b, buf, (size_t)n4), 0, "STATUS v4: decode");
+        CHECK(rep_b.status.scrub_state == CKPT_SCRUB_OFF && rep_b.status.scrub_pass == 0 &&
+                      rep_b.status.scrub_last_findings[0] == '\0',
+              "STATUS v4: scrub fields must read as zero");
+        buf[4] = 5;
+        CHECK_RC(ckpt_reply_decode(&rep_b, buf, (size_t)n4), -EBADMSG,
+                 "STATUS v5 header with v4's body");
+        rep_a.hdr.version = 5;
+        rep_a.status.scrub_state = CKPT_SCRUB_MAX_;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "STATUS scrub_state");
+        rep_a.status.scrub_state = CKPT_SCRUB_RUNNING;
+        rep_a.status.scrub_copies_bad = 6;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL,
+                 "STATUS more bad copies than verified");
+}
+
 /* ---- versions 2 and 3 -------------------------------------------------- */
 
 /* Version 3 differs from 2 only in the SAVE_BEGIN reply (`replaced`); every
@@ -719,10 +764,10 @@ static void test_versions(void) {
         rep_a.hdr.version = 3;
         check_bytes("SAVE_BEGIN reply v3", buf, ckpt_reply_encode(&rep_a, buf, sizeof(buf)), v3,
                     sizeof(v3));
-        rep_a.hdr.version = 0; /* the newest: 4, the same layout as 3 */
+        rep_a.hdr.version = 0; /* the newest: the same layout as 3 */
         uint8_t v4[sizeof(v3)];
         memcpy(v4, v3, sizeof(v3));
-        v4[4] = 4;
+        v4[4] = CKPT_PROTO_VERSION;
         check_bytes("SAVE_BEGIN reply, version 0", buf,
                     ckpt_reply_encode(&rep_a, buf, sizeof(buf)), v4, sizeof(v4));
         CHECK_RC(ckpt_reply_decode(&rep_b, v3, sizeof(v3)), 0, "SAVE_BEGIN reply v3 decode");
@@ -775,6 +820,7 @@ static void test_versions(void) {
                 struct ckpt_request m, out;
                 memset(&m, 0, sizeof(m));
                 m.hdr.type = CKPT_MSG_COMMIT_ASYNC;
+                m.hdr.version = 4;
                 m.hdr.seq = 5;
                 set_name(&m.job_step.job, "j");
                 m.job_step.step = 7;
@@ -1717,6 +1763,7 @@ int main(void) {
         test_roundtrips();
         test_golden();
         test_versions();
+        test_status_scrub();
         test_truncation();
         test_header();
         test_names();
