@@ -251,6 +251,8 @@ static int cmd_status(void) {
                        s->clients, s->bytes_written, s->bytes_read, s->errors);
                 json_str(s->last_error);
                 fprintf(out, ",\"node_index\":%u,\"node_count\":%u", s->node_index, s->node_count);
+                fprintf(out, ",\"copies\":{\"bad\":%u,\"repaired\":%u,\"unrepairable\":%u}",
+                        s->copies_bad, s->copies_repaired, s->copies_unrepairable);
                 if (s->replication_enabled) {
                         fprintf(out, ",\"replication\":{\"peers_up\":%u,\"peers_total\":%u,"
                                 "\"pending\":%u,\"degraded\":%s,\"peers\":", s->peers_up,
@@ -304,6 +306,11 @@ static int cmd_status(void) {
                         s->last_error);
                 if (s->node_count > 1)
                         fprintf(out, "node:      %u of %u\n", s->node_index, s->node_count);
+                if (s->copies_bad || s->copies_repaired || s->copies_unrepairable)
+                        fprintf(out, "copies:    %u corrupt copies repaired, %u being repaired, "
+                                "%u with no good copy left%s\n", s->copies_repaired,
+                                s->copies_bad, s->copies_unrepairable,
+                                s->copies_unrepairable ? " (CORRUPT)" : "");
                 if (s->replication_enabled) {
                         bool degraded = s->repl_steps_pending || s->peers_up < s->peers_total;
                         fprintf(out, "peers:     %u of %u replication targets up, %u step copies "

@@ -38,11 +38,14 @@
  * answers a request in its version, and HELLO settles the newest both sides
  * speak (docs/protocol.md, "Versioning").  Version 3 differs from 2 only in
  * the SAVE_BEGIN reply, which gained `replaced`; version 4 from 3 only in
- * the request COMMIT_ASYNC, which earlier versions do not have. */
-#define CKPT_PROTO_VERSION 4     /* the newest */
+ * the request COMMIT_ASYNC, which earlier versions do not have; version 5
+ * from 4 only in the STATUS reply, which gained the counts of corrupt
+ * copies (copies_bad, copies_repaired, copies_unrepairable). */
+#define CKPT_PROTO_VERSION 5     /* the newest */
 #define CKPT_PROTO_VERSION_MIN 2 /* the oldest */
 #define CKPT_PROTO_VERSION_REPLACED 3 /* the first with SAVE_BEGIN's `replaced` */
 #define CKPT_PROTO_VERSION_COMMIT_ASYNC 4 /* the first with COMMIT_ASYNC */
+#define CKPT_PROTO_VERSION_COPY_FAULTS 5 /* the first with STATUS's copy counts */
 #define CKPT_HDR_SIZE 16
 /* Fits the default net.core.wmem_max so no process needs SO_SNDBUFFORCE. */
 #define CKPT_MSG_MAX 65536
@@ -379,6 +382,10 @@ struct ckpt_rep_status {
         uint32_t peers_up, peers_total;   /* replication targets connected / configured */
         uint32_t repl_steps_pending;      /* (step, target) pairs not yet acknowledged */
         char peers[CKPT_ERRMSG_MAX + 1];  /* one line per target, "; "-separated */
+        /* copies of ranks on this node found corrupt (version 5 on; zero
+         * in earlier versions): still bad (a repair running), repaired
+         * from a good copy, and with no good copy found */
+        uint32_t copies_bad, copies_repaired, copies_unrepairable;
 };
 
 struct ckpt_job_entry {

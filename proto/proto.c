@@ -553,6 +553,11 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                 w_u32(w, s->peers_total);
                 w_u32(w, s->repl_steps_pending);
                 w_cstr(w, s->peers, CKPT_ERRMSG_MAX);
+                if (msg_version(&m->hdr) >= CKPT_PROTO_VERSION_COPY_FAULTS) {
+                        w_u32(w, s->copies_bad);
+                        w_u32(w, s->copies_repaired);
+                        w_u32(w, s->copies_unrepairable);
+                }
                 break;
         }
         case CKPT_MSG_FETCH:
@@ -699,6 +704,11 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                 s->peers_total = r_u32(r);
                 s->repl_steps_pending = r_u32(r);
                 r_cstr(r, s->peers, CKPT_ERRMSG_MAX);
+                if (msg_version(&m->hdr) >= CKPT_PROTO_VERSION_COPY_FAULTS) {
+                        s->copies_bad = r_u32(r);
+                        s->copies_repaired = r_u32(r);
+                        s->copies_unrepairable = r_u32(r);
+                }
                 break;
         }
         case CKPT_MSG_FETCH:

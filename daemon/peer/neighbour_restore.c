@@ -34,6 +34,8 @@ struct restore_job {
         uint32_t ranks_done;
         uint32_t present;                 /* listed ranks already here */
         bool single;                      /* one rank, asked of target after target */
+        bool replacing;                   /* a corrupt copy here (heal) */
+        struct replica_area *into;        /* where it lands; NULL: the local tier */
         int error;
         char msg[PEER_ERRMSG_MAX + 1];
         struct rkeys claimed;             /* already asked for somewhere */
@@ -145,7 +147,8 @@ bool neighbour_restore_pump(struct neighbour_restore *nr, size_t slot, struct pl
 }
 
 int neighbour_restore_fetch_rank(struct neighbour_restore *nr, const char *job, uint64_t step,
-                                 uint32_t rank, restore_done_fn *done, void *userdata) {
+                                 uint32_t rank, bool replacing, struct replica_area *into,
+                                 restore_done_fn *done, void *userdata) {
         struct restore_job *rj = calloc(1, sizeof(*rj));
         struct rget *g = calloc(1, sizeof(*g));
         if (!rj || !g) {
@@ -155,6 +158,8 @@ int neighbour_restore_fetch_rank(struct neighbour_restore *nr, const char *job, 
         }
         rj->nr = nr;
         rj->single = true;
+        rj->into = into;
+        rj->replacing = replacing;
         snprintf(rj->job, sizeof(rj->job), "%s", job);
         rj->step = step;
         rj->done = done;
@@ -401,6 +406,13 @@ bool neighbour_restore_asked(struct neighbour_restore *nr, struct plink *l, uint
         return target_get(target_of(nr, l), stream) != NULL;
 }
 
+struct replica_area *neighbour_restore_into(struct neighbour_restore *nr, struct plink *l,
+                                            uint32_t stream, bool *replacing) {
+        struct rget *g = target_get(target_of(nr, l), stream);
+        *replacing = g && g->rj->replacing;
+        return g ? g->rj->into : NULL;
+}
+
 void neighbour_restore_rank_end(struct neighbour_restore *nr, struct plink *l, struct rx *rx) {
         struct restore_target *t = target_of(nr, l);
         /* an asked-for rank is all here: from now on its rx reports to
@@ -439,7 +451,9 @@ bool neighbour_restore_error(struct neighbour_restore *nr, struct plink *l,
 }
 
 void neighbour_restore_landed(struct neighbour_restore *nr, const struct rx *rx) {
-        if (!rx->local)
+        /* a corrupt copy replaced (heal) changes nothing of the step's
+         * replication or object-store state */
+        if (!rx->local || rx->replacing)
                 return;
         /* the neighbour it came from holds it: nothing to
          * send back there */
@@ -544,6 +558,14 @@ void neighbour_restore_answer_get(struct neighbour_restore *nr, struct plink *l,
         if (!store) {
                 link_send_error(l, req->hdr.stream, -ENOENT, "node %u holds no rank %u of job %s "
                                 "step %" PRIu64, nr->self, g->rank, g->job.str, g->step);
+                return;
+        }
+        /* a copy found corrupt with no good one to repair it from is not
+         * offered (server/heal.c records it) */
+        if (catalog_copy_unrepairable(nr->catalog, g->job.str, g->step, g->rank) == 1) {
+                link_send_error(l, req->hdr.stream, -EIO, "node %u's copy of rank %u of job %s "
+                                "step %" PRIu64 " is corrupt and could not be repaired",
+                                nr->self, g->rank, g->job.str, g->step);
                 return;
         }
         int err = 0;

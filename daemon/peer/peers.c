@@ -147,8 +147,13 @@ static int place_hook(void *owner, struct plink *l, const struct peer_rank_begin
                 link_close(l, -EPROTO, "a restore transfer nobody asked for");
                 return -1;
         }
-        rx->store = ps->store;
-        rx->catalog = ps->catalog;
+        /* a rank asked for to replace a corrupt replica lands in its area */
+        bool replacing;
+        struct replica_area *into = neighbour_restore_into(&ps->restore, l, rx->in.stream,
+                                                           &replacing);
+        rx->replacing = replacing;
+        rx->store = into ? into->store : ps->store;
+        rx->catalog = into ? into->catalog : ps->catalog;
         rx->local = true;
         return 0;
 }
@@ -354,7 +359,17 @@ int peers_restore(struct peers *ps, const char *job, uint64_t step,
 int peers_fetch_rank(struct peers *ps, const char *job, uint64_t step, uint32_t rank,
                      void (*done)(void *userdata, int error, uint32_t ranks, const char *message),
                      void *userdata) {
-        return neighbour_restore_fetch_rank(&ps->restore, job, step, rank, done, userdata);
+        return neighbour_restore_fetch_rank(&ps->restore, job, step, rank, false, NULL, done,
+                                            userdata);
+}
+
+int peers_fetch_rank_into(struct peers *ps, struct replica_area *into, const char *job,
+                          uint64_t step, uint32_t rank,
+                          void (*done)(void *userdata, int error, uint32_t ranks,
+                                       const char *message),
+                          void *userdata) {
+        return neighbour_restore_fetch_rank(&ps->restore, job, step, rank, true, into, done,
+                                            userdata);
 }
 
 int peers_adopt(struct peers *ps, int fd, const char *host) {

@@ -131,6 +131,17 @@ int peers_fetch_rank(struct peers *ps, const char *job, uint64_t step, uint32_t 
                      void (*done)(void *userdata, int error, uint32_t ranks, const char *message),
                      void *userdata);
 
+/* The same to replace a corrupt copy (server/heal.c): into the replica
+ * area `into` (the rank is asked of the targets, which in a clique
+ * include the node that saved it), or NULL: the local tier.  The copy
+ * is swapped in atomically like any received rank, and the step's
+ * replication and object-store state are left alone. */
+int peers_fetch_rank_into(struct peers *ps, struct replica_area *into, const char *job,
+                          uint64_t step, uint32_t rank,
+                          void (*done)(void *userdata, int error, uint32_t ranks,
+                                       const char *message),
+                          void *userdata);
+
 /* Fill the peer fields of a status reply (text for ckptctl). */
 void peers_status(struct peers *ps, char *text, size_t size, uint32_t *connected,
                   uint32_t *total, uint32_t *pending_steps);

@@ -232,7 +232,7 @@ static void rx_finished(void *userdata, int error) {
                 snprintf(rx->msg, sizeof(rx->msg), "cannot finish the rank on disk: %s",
                          strerror(-error));
                 log_error("peers: job %s step %" PRIu64 " rank %u from node %u: %s", rx->m->job,
-                          rx->m->step, rx->m->rank, rx->src, rx->msg);
+                          rx->m->step, rx->m->rank, rx->from, rx->msg);
                 rx_ack(rx);
                 rx_free(rx);
                 return;
@@ -366,8 +366,19 @@ static void rchunk_done(struct ingest_chunk *ic, int error) {
                 rx->error = -EBADMSG;
                 snprintf(rx->msg, sizeof(rx->msg), "shard %s block %" PRId64 " failed its CRC32C",
                          rx->m->shards[ic->shard].name, ic->bad_block);
-                log_error("peers: job %s step %" PRIu64 " rank %u from node %u: %s", rx->m->job,
-                          rx->m->step, rx->m->rank, rx->src, rx->msg);
+                /* the copy that is bad is the sending node's (rx->from),
+                 * whoever saved the rank (rx->src) */
+                if (rx->src == rx->from)
+                        log_error("peers: job %s step %" PRIu64 " rank %u from node %u: node %u's "
+                                  "copy: %s", rx->m->job, rx->m->step, rx->m->rank, rx->from,
+                                  rx->from, rx->msg);
+                else
+                        log_error("peers: job %s step %" PRIu64 " rank %u (node %u's) from node "
+                                  "%u: node %u's copy: %s", rx->m->job, rx->m->step, rx->m->rank,
+                                  rx->src, rx->from, rx->from, rx->msg);
+                snprintf(rx->msg, sizeof(rx->msg), "node %u's copy: shard %s block %" PRId64
+                         " failed its CRC32C", rx->from, rx->m->shards[ic->shard].name,
+                         ic->bad_block);
         } else if (ic->end == INGEST_WRITE && error < 0 && !rx->error) {
                 rx->error = error;
                 snprintf(rx->msg, sizeof(rx->msg), "writing shard %s: %s",

@@ -121,7 +121,8 @@ struct rx {
         uint32_t from;             /* the node that sent it */
         struct store *store;
         struct catalog *catalog;
-        bool local;                /* into the local tier (restore) */
+        bool local;                /* asked for (restore), not pushed (replica) */
+        bool replacing;            /* replaces a corrupt copy (heal) */
         struct manifest *m;
         struct ingest ingest;      /* the rank landing in store (its writer and files) */
         uint32_t shard;            /* next expected */

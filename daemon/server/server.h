@@ -90,6 +90,7 @@ struct server {
         uint32_t nconns;
         uint32_t next_id;
         struct list steps;   /* struct step_state */
+        struct list heals;   /* struct heal: corrupt copies being replaced (heal.c) */
         struct list uid_errors; /* struct uid_errors: what STATUS tells a non-root uid */
         struct fd_budget files; /* descriptors held for each uid's saves and reads */
         uint32_t saves_active;

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A corrupt copy is found, never served, and healed from a good one
+(issue 12, reproductions 1 and 2; docs/replication.md, "Corrupt copies").
+
+Real daemons on the loopback: two nodes, one clique (replication factor
+2), no object store.  Corruption is injected by editing the files on disk
+the way a failing disk or a stray write would.
+
+  1. A corrupt copy in node 0's local tier — a flipped byte, a truncated
+     shard file, a deleted shard file, two blocks swapped, a MANIFEST made
+     wrong (one per step) — and one in node 1's replica area of node 0:
+     the reads through that node return the right bytes, the bad copy is
+     replaced by one whose files equal the original's, and `ckptctl
+     status` counts the repairs.  (Before: every read failed with -EIO.)
+  2. Every copy of a rank bad (node 0's local copy and node 1's replica):
+     the read fails with -EIO naming the shard, the block and the copies
+     tried, node 0's log blames node 1's copy (not node 0), status counts
+     the copy with no good one left, LATEST_RANK for that rank falls back
+     to the previous good step, and MAP is refused.  (Before: the log
+     blamed node 0 and LATEST_RANK kept naming the corrupt step.)
+
+Cases can be chosen with CKPT_HEAL_CASES=1,2 when run by hand.
+"""
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from harness import (CKPTD, CKPTCTL, TESTRANK, check, check_log_clean,  # noqa: E402
+                     ctl_json, log, log_lines, run_cases, save_node, shards_arg, step_path,
+                     wait_until)
+from cluster import (Cluster, layout, must_verify, replica_step_path,  # noqa: E402
+                     status_object, wait_replicated)
+
+MiB = 1024 * 1024
+JOB = "heal.job-1"
+
+
+# --------------------------------------------------------------------------
+# helpers
+
+
+def commit_both(cl, job, step, layouts, seed):
+    """Both nodes save their ranks of step, then one commit."""
+    for d in cl.nodes:
+        save_node(d, job, step, cl.ranks_of(d.node), cl.world, layouts, seed=seed, commit=False)
+    cl.nodes[0].rank("commit", "--job", job, "--step", step)
+
+
+def stop_clean(nodes):
+    for d in nodes:
+        check_log_clean(d)
+        rc = d.stop()
+        check(rc == 0, "node %d exited %s on SIGTERM:\n%s" % (d.node, rc, d.read_log()[-3000:]))
+        check_log_clean(d)
+
+
+def snapshot(rank_dir):
+    """{file name: bytes} of a rank directory."""
+    out = {}
+    for n in sorted(os.listdir(rank_dir)):
+        with open(os.path.join(rank_dir, n), "rb") as f:
+            out[n] = f.read()
+    return out
+
+
+def same_as(rank_dir, want, what):
+    got = snapshot(rank_dir)
+    check(set(got) == set(want), "%s: files %s after the repair, expected %s"
+          % (what, sorted(got), sorted(want)))
+    for n in want:
+        check(got[n] == want[n], "%s: %s differs from the original after the repair (%d bytes, "
+              "expected %d)" % (what, n, len(got[n]), len(want[n])))
+
+
+def flip_byte(path, offset):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0x5a]))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def truncate(path, size):
+    os.truncate(path, size)
+
+
+def swap_blocks(path, a, b):
+    with open(path, "r+b") as f:
+        f.seek(a * MiB)
+        x = f.read(MiB)
+        f.seek(b * MiB)
+        y = f.read(MiB)
+        check(x != y, "blocks %d and %d of %s are equal: swapping them changes nothing"
+              % (a, b, path))
+        f.seek(a * MiB)
+        f.write(y)
+        f.seek(b * MiB)
+        f.write(x)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def break_manifest(path):
+    """One block CRC of the first `blocks` line changed: the MANIFEST no
+    longer parses (its end CRC and the shard CRC disagree)."""
+    with open(path) as f:
+        text = f.read()
+    m = re.search(r"^blocks ([0-9a-f]{8})", text, re.M)
+    check(m, "no blocks line in %s" % path)
+    old = m.group(1)
+    new = "%08x" % (int(old, 16) ^ 1)
+    text = text[:m.start(1)] + new + text[m.end(1):]
+    with open(path, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def copies(d):
+    return status_object(d, "copies")
+
+
+def latest_rank(d, rank, job):
+    p = d.rank("latest", "--job", job, "--rank", rank)
+    kv = {}
+    for ln in p.stdout.splitlines():
+        if ln.startswith("fell back from step "):
+            continue
+        k, _, v = ln.partition(" ")
+        kv[k] = int(v)
+    return kv
+
+
+def two_nodes(ctx):
+    # every step of a case is kept (retention's default keeps 3)
+    cl = Cluster(ctx, 2, 2, 1, "clique", ranks_per_node=1, pool="64M", slot="4M",
+                 extra=["--local-keep", "10"])
+    cl.start()
+    wait_until(lambda: ctl_json(cl.nodes[0], "status").get("replication", {}).get("peers_up")
+               == 1, timeout=30, what="node 0 to be connected to node 1")
+    return cl
+
+
+# rank 0 has a shard of three whole blocks (for the swap) besides the usual
+LAYOUTS = {0: layout(0, big=3 * MiB), 1: layout(1)}
+
+
+# --------------------------------------------------------------------------
+# 1. a corrupt copy is repaired from a good one
+
+
+def case_repair(ctx):
+    cl = two_nodes(ctx)
+    n0, n1 = cl.nodes
+    steps = {
+        10: ("a flipped byte", lambda d: flip_byte(os.path.join(d, "big"), MiB + 12345)),
+        11: ("a truncated shard file", lambda d: truncate(os.path.join(d, "opt.state"), 100)),
+        12: ("a deleted shard file", lambda d: os.unlink(os.path.join(d, "model.weights"))),
+        13: ("two blocks swapped", lambda d: swap_blocks(os.path.join(d, "big"), 0, 2)),
+        14: ("a wrong MANIFEST", lambda d: break_manifest(os.path.join(d, "MANIFEST"))),
+        15: ("a flipped byte in node 1's replica",
+             lambda d: flip_byte(os.path.join(d, "big"), 2 * MiB + 7)),
+    }
+    for step in steps:
+        commit_both(cl, JOB, step, LAYOUTS, seed=step)
+        wait_replicated(n0, JOB, step)
+    for step, (what, damage) in sorted(steps.items()):
+        if step == 15:
+            node, rank_dir = n1, os.path.join(replica_step_path(n1.state_dir, 0, JOB, step),
+                                              "rank-0")
+        else:
+            node, rank_dir = n0, os.path.join(step_path(n0.state_dir, JOB, step), "rank-0")
+        original = snapshot(rank_dir)
+        damage(rank_dir)
+        must_verify(node, JOB, step, 0, LAYOUTS[0], seed=step, what=" (%s)" % what)
+        same_as(rank_dir, original, "node %d, step %d (%s)" % (node.node, step, what))
+        check(log_lines(node, r"node %d: job %s step %d rank 0: the copy in %s was corrupt "
+                        r".*; repaired from a neighbour" % (node.node, re.escape(JOB), step,
+                                                           "the replica area of node 0"
+                                                           if step == 15 else "the local tier")),
+              "node %d's log does not say it repaired step %d:\n%s"
+              % (node.node, step, "\n".join(log_lines(node, "corrupt|repair")[-10:])))
+        # served again: no repair the second time
+        must_verify(node, JOB, step, 0, LAYOUTS[0], seed=step, what=" (again, %s)" % what)
+        log("   %s: the read returned the right bytes, the copy was repaired" % what)
+    c0, c1 = copies(n0), copies(n1)
+    check(c0 == {"bad": 0, "repaired": 5, "unrepairable": 0},
+          "node 0's status counts copies %r, expected 5 repaired" % c0)
+    check(c1 == {"bad": 0, "repaired": 1, "unrepairable": 0},
+          "node 1's status counts copies %r, expected 1 repaired" % c1)
+    text = n0.ctl("status").stdout
+    check("5 corrupt copies repaired" in text, "ckptctl status does not show the repairs:\n%s"
+          % text)
+    # LATEST_RANK keeps the newest step: its copy is good again
+    kv = latest_rank(n0, 0, JOB)
+    check(kv.get("step") == 15 and kv.get("newest") == 15,
+          "latest --rank 0 after the repairs: %r, expected step 15" % kv)
+    stop_clean(cl.nodes)
+
+
+# --------------------------------------------------------------------------
+# 2. no good copy left
+
+
+def case_all_bad(ctx):
+    cl = two_nodes(ctx)
+    n0, n1 = cl.nodes
+    for step in (20, 21):
+        commit_both(cl, JOB, step, LAYOUTS, seed=step)
+        wait_replicated(n0, JOB, step)
+    local = os.path.join(step_path(n0.state_dir, JOB, 21), "rank-0")
+    replica = os.path.join(replica_step_path(n1.state_dir, 0, JOB, 21), "rank-0")
+    flip_byte(os.path.join(local, "big"), MiB + 1)
+    flip_byte(os.path.join(replica, "big"), 2 * MiB + 1)
+
+    p = n0.rank("verify", "--job", JOB, "--step", 21, "--rank", 0, "--shards",
+                shards_arg(LAYOUTS[0]), "--seed", 21, check_rc=False)
+    err = p.stderr
+    check(p.returncode == 1 and "EIO" in err,
+          "a read with every copy bad should fail with EIO, got exit %d: %s%s"
+          % (p.returncode, p.stdout, err))
+    for want in ("shard big block 1 failed its CRC32C", "node 0's copy in the local tier",
+                 "node 1's copy: shard big block 2 failed its CRC32C"):
+        check(want in err, "the read's error does not say %r: %s" % (want, err))
+    log("   the read failed: %s" % err.strip().splitlines()[0])
+    # reproduction 2: the receiver blames the node whose copy was bad
+    blamed = log_lines(n0, r"rank 0 \(node 0's\) from node 1: node 1's copy: shard big block 2 "
+                       r"failed its CRC32C")
+    check(blamed, "node 0's log does not blame node 1's copy:\n%s"
+          % "\n".join(log_lines(n0, "CRC32C")[-10:]))
+    check(not log_lines(n0, r"from node 0: shard big"),
+          "node 0's log blames node 0 for node 1's bad copy")
+    c0 = copies(n0)
+    check(c0 == {"bad": 0, "repaired": 0, "unrepairable": 1},
+          "node 0's status counts copies %r, expected 1 with no good copy" % c0)
+    text = n0.ctl("status").stdout
+    check("1 with no good copy left (CORRUPT)" in text,
+          "ckptctl status does not show the corrupt copy:\n%s" % text)
+    # LATEST_RANK no longer offers step 21 for rank 0; rank 1 keeps it
+    kv = latest_rank(n0, 0, JOB)
+    check(kv.get("step") == 20 and kv.get("newest") == 21,
+          "latest --rank 0 with step 21's copies bad: %r, expected step 20 (newest 21)" % kv)
+    check(log_lines(n0, r"step 21 is not restorable \(its copy on node 0 is corrupt"),
+          "node 0's log does not say why step 21 was passed over")
+    kv = latest_rank(n0, 1, JOB)
+    check(kv.get("step") == 21, "latest --rank 1: %r, expected step 21 (its copies are good)"
+          % kv)
+    # MAP refuses the rank; the older step reads fine
+    # (the first shard is empty: nothing is READ before its MAP)
+    p = n0.rank("verify", "--job", JOB, "--step", 21, "--rank", 0, "--shards",
+                shards_arg(LAYOUTS[0]), "--seed", 21, "--map", check_rc=False)
+    check(p.returncode != 0 and "EIO" in p.stderr and "no good copy" in p.stderr,
+          "MAP of the unrepairable rank: exit %d: %s" % (p.returncode, p.stderr))
+    must_verify(n0, JOB, 20, 0, LAYOUTS[0], seed=20, what=" (the previous good step)")
+    stop_clean(cl.nodes)
+
+
+CASES = [
+    (1, "a corrupt copy (local tier, replica area) is repaired from a good one", case_repair),
+    (2, "no good copy: -EIO naming the copies, LATEST_RANK falls back", case_all_bad),
+]
+
+
+def main():
+    return run_cases(CASES, "CKPT_HEAL_CASES", "ckptd-heal-", (CKPTD, CKPTCTL, TESTRANK))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
