@@ -729,7 +729,7 @@ int store_rank_manifest(struct store *s, const char *job, uint64_t step, uint32_
 }
 
 int store_rank_verify(const struct store *s, const char *job, uint64_t step, uint32_t rank,
-                      char *detail, size_t detail_size) {
+                      char *detail, size_t detail_size, uint32_t *shards, uint64_t *bytes) {
         char path[CKPT_NAME_MAX + 64], step_name[32];
         _cleanup_free_ char *text = NULL;
         _cleanup_free_ uint8_t *buf = NULL;
@@ -738,6 +738,10 @@ int store_rank_verify(const struct store *s, const char *job, uint64_t step, uin
         int r;
 
         detail[0] = '\0';
+        if (shards)
+                *shards = 0;
+        if (bytes)
+                *bytes = 0;
         step_dir_name(step_name, step);
         snprintf(path, sizeof(path), "%s/%s/rank-%u", job, step_name, rank);
         _cleanup_close_ int rank_fd = openat(s->jobs_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -762,6 +766,10 @@ int store_rank_verify(const struct store *s, const char *job, uint64_t step, uin
                 manifest_free(m);
                 return -EIO;
         }
+        if (shards)
+                *shards = m->nshards;
+        if (bytes)
+                *bytes = manifest_bytes(m);
         r = 0;
         buf = malloc(m->block_size);
         if (!buf) {

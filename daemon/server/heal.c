@@ -167,7 +167,8 @@ static void heal_unrepaired(struct heal *h) {
 static void heal_verify_run(struct work *w) {
         struct heal *h = container_of(w, struct heal, work);
         h->verify_error = store_rank_verify(h->verify_store, h->job, h->step, h->rank,
-                                            h->verify_detail, sizeof(h->verify_detail));
+                                            h->verify_detail, sizeof(h->verify_detail), NULL,
+                                            NULL);
 }
 
 static void heal_verify_done(struct work *w) {
@@ -294,14 +295,37 @@ static void heal_next(struct heal *h) {
 
 int heal_rank(struct server *srv, const char *job, uint64_t step, uint32_t rank, const char *why,
               heal_done_fn *done, void *userdata) {
-        struct replica_area *ra = NULL;
         uint32_t area = CATALOG_COPY_LOCAL;
 
         if (catalog_rank_exists(srv->catalog, job, step, rank) != 1) {
-                ra = srv->peers ? peers_area_of(srv->peers, job, step, rank) : NULL;
+                struct replica_area *ra =
+                        srv->peers ? peers_area_of(srv->peers, job, step, rank) : NULL;
                 if (!ra)
                         return -ENOENT;
                 area = ra->src;
+        }
+        return heal_copy(srv, job, step, rank, area, why, done, userdata);
+}
+
+int heal_copy(struct server *srv, const char *job, uint64_t step, uint32_t rank, uint32_t area,
+              const char *why, heal_done_fn *done, void *userdata) {
+        struct replica_area *ra = NULL;
+
+        if (area == CATALOG_COPY_LOCAL) {
+                if (catalog_rank_exists(srv->catalog, job, step, rank) != 1)
+                        return -ENOENT;
+        } else {
+                size_t n;
+                const struct replica_area *areas = peers_areas(srv->peers, &n);
+                for (size_t i = 0; i < n && !ra; i++)
+                        if (areas[i].src == area &&
+                            catalog_rank_exists(areas[i].catalog, job, step, rank) == 1)
+                                /* peers_areas() hands them out read-only for
+                                 * lookups; the heal writes through the
+                                 * area's own store, as replication does */
+                                ra = (struct replica_area *)&areas[i];
+                if (!ra)
+                        return -ENOENT;
         }
         struct heal_waiter *w = calloc(1, sizeof(*w));
         if (!w)

@@ -54,6 +54,13 @@ typedef void heal_done_fn(void *userdata, int error, const char *msg);
 int heal_rank(struct server *srv, const char *job, uint64_t step, uint32_t rank, const char *why,
               heal_done_fn *done, void *userdata);
 
+/* The same for one named copy: area CATALOG_COPY_LOCAL (the local tier)
+ * or the source node of the replica area that holds it (a node may hold
+ * a rank in both: ckptctl verify and the scrub name the copy they found
+ * bad).  -ENOENT: no such copy here. */
+int heal_copy(struct server *srv, const char *job, uint64_t step, uint32_t rank, uint32_t area,
+              const char *why, heal_done_fn *done, void *userdata);
+
 /* Whether a heal of a copy of (job, step, rank) is under way. */
 bool heal_running(const struct server *srv, const char *job, uint64_t step, uint32_t rank);
 

@@ -27,6 +27,7 @@
 #include "server/restore.h"
 #include "server/save.h"
 #include "server/server.h"
+#include "server/verify.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -555,6 +556,9 @@ static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
         case CKPT_MSG_PIN:
                 handle_pin(c, &req->pin);
                 break;
+        case CKPT_MSG_VERIFY:
+                verify_handle(c, &req->verify);
+                break;
         default:
                 conn_error(c, -EBADMSG, "unknown request type %u", t);
                 break;
@@ -695,6 +699,7 @@ static void conn_close(struct conn *c) {
         loop_timer_cancel(&c->timer);
         save_conn_closed(c);
         restore_conn_closed(c);
+        verify_conn_closed(c);
 
         struct list *pos, *tmp;
         list_for_each_safe(pos, tmp, &c->outq) {

@@ -20,15 +20,22 @@ the way a failing disk or a stray write would.
      to the previous good step, and MAP is refused.  (Before: the log
      blamed node 0 and LATEST_RANK kept naming the corrupt step.)
 
+  3. `ckptctl verify` (text and --json) finds swapped blocks in the local
+     tier and a truncated file in a replica area, exits 1, and with
+     --repair replaces both (exit 0, files equal the originals); unknown
+     job or step and bad arguments are clear errors.  (Before: no such
+     command.)
+
 Cases can be chosen with CKPT_HEAL_CASES=1,2 when run by hand.
 """
+import json
 import os
 import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import (CKPTD, CKPTCTL, TESTRANK, check, check_log_clean,  # noqa: E402
+from harness import (CKPTD, CKPTCTL, TESTRANK, TestFailure, check, check_log_clean,  # noqa: E402
                      ctl_json, log, log_lines, run_cases, save_node, shards_arg, step_path,
                      wait_until)
 from cluster import (Cluster, layout, must_verify, replica_step_path,  # noqa: E402
@@ -257,12 +264,90 @@ def case_all_bad(ctx):
     check(p.returncode != 0 and "EIO" in p.stderr and "no good copy" in p.stderr,
           "MAP of the unrepairable rank: exit %d: %s" % (p.returncode, p.stderr))
     must_verify(n0, JOB, 20, 0, LAYOUTS[0], seed=20, what=" (the previous good step)")
+    # ckptctl verify: the copy stays bad, --repair cannot help, exit 1 both times
+    for args in ((), ("--repair",)):
+        p = n0.ctl("verify", JOB, 21, "--rank", 0, *args, check_rc=False)
+        check(p.returncode == 1 and re.search(r"^21 +0 +local .*BAD: shard big block 1 failed "
+                                              r"its CRC32C", p.stdout, re.M),
+              "verify %s of the unrepairable copy: exit %d:\n%s%s"
+              % (" ".join(args), p.returncode, p.stdout, p.stderr))
+    check("not repaired: no good copy" in p.stdout, "verify --repair does not say why it "
+          "could not repair:\n%s" % p.stdout)
+    stop_clean(cl.nodes)
+
+
+# --------------------------------------------------------------------------
+# 3. ckptctl verify
+
+
+def verify_json(d, *args):
+    p = d.ctl("--json", "verify", *args, check_rc=False)
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError:
+        raise TestFailure("verify --json %s printed %r (exit %d, %s)"
+                          % (args, p.stdout, p.returncode, p.stderr))
+    return p.returncode, doc
+
+
+def case_verify(ctx):
+    cl = two_nodes(ctx)
+    n0, n1 = cl.nodes
+    for step in (30, 31):
+        commit_both(cl, JOB, step, LAYOUTS, seed=step)
+        wait_replicated(n0, JOB, step)
+    local = os.path.join(step_path(n0.state_dir, JOB, 30), "rank-0")
+    replica = os.path.join(replica_step_path(n0.state_dir, 1, JOB, 31), "rank-1")
+    originals = {local: snapshot(local), replica: snapshot(replica)}
+    swap_blocks(os.path.join(local, "big"), 0, 1)
+    truncate(os.path.join(replica, "opt.state"), 1000)
+
+    # everything node 0 holds: its own rank 0 and node 1's rank 1, two steps
+    rc, doc = verify_json(n0, JOB)
+    check(rc == 1 and doc["copies_checked"] == 4 and doc["bad"] == 2 and doc["repaired"] == 0,
+          "verify --json %s on node 0: exit %d, %r" % (JOB, rc, doc))
+    bad = {(c["step"], c["rank"], c["replica_of"]): c for c in doc["copies"]
+           if c["state"] == "bad"}
+    check(set(bad) == {(30, 0, None), (31, 1, 1)}, "verify found bad copies %s" % sorted(bad))
+    check(bad[(30, 0, None)]["detail"] == "shard big block 0 failed its CRC32C",
+          "verify's detail for the swapped blocks: %r" % bad[(30, 0, None)]["detail"])
+    check(bad[(31, 1, 1)]["detail"] == "shard opt.state: the file has 1000 bytes, the MANIFEST "
+          "says %d" % dict(LAYOUTS[1])["opt.state"],
+          "verify's detail for the truncated file: %r" % bad[(31, 1, 1)]["detail"])
+    check(copies(n0)["bad"] == 2, "status after verify: %r, expected 2 bad" % copies(n0))
+    # narrowed to one copy, in text
+    p = n0.ctl("verify", JOB, 31, "--rank", 1, check_rc=False)
+    check(p.returncode == 1 and re.search(r"^31 +1 +replica of node 1 +2 .* BAD: shard opt.state",
+                                          p.stdout, re.M),
+          "verify %s 31 --rank 1: exit %d:\n%s%s" % (JOB, p.returncode, p.stdout, p.stderr))
+    # repaired, from node 1 (the replica's origin) and node 1's replica of rank 0
+    rc, doc = verify_json(n0, JOB, "--repair")
+    check(rc == 0 and doc["bad"] == 0 and doc["repaired"] == 2,
+          "verify --repair on node 0: exit %d, %r" % (rc, doc))
+    for path, want in originals.items():
+        same_as(path, want, path)
+    rc, doc = verify_json(n0, JOB)
+    check(rc == 0 and doc["bad"] == 0 and doc["repaired"] == 0 and doc["copies_checked"] == 4,
+          "verify after the repair: exit %d, %r" % (rc, doc))
+    check(copies(n0) == {"bad": 0, "repaired": 2, "unrepairable": 0},
+          "status after verify --repair: %r" % copies(n0))
+    log("   verify found the swapped blocks and the truncated replica; --repair fixed both")
+    # bad input: a clear error, nothing changes
+    p = n0.ctl("verify", "no.such-job", check_rc=False)
+    check(p.returncode == 1 and "no job named 'no.such-job'" in p.stderr and not p.stdout,
+          "verify of an unknown job: exit %d: %s%s" % (p.returncode, p.stdout, p.stderr))
+    p = n0.ctl("verify", JOB, 99, check_rc=False)
+    check(p.returncode == 1 and "holds no copy of job '%s' step 99" % JOB in p.stderr,
+          "verify of an unknown step: exit %d: %s%s" % (p.returncode, p.stdout, p.stderr))
+    p = n0.ctl("verify", JOB, "--rank", "x", check_rc=False)
+    check(p.returncode == 2, "verify --rank x: exit %d, expected 2 (usage)" % p.returncode)
     stop_clean(cl.nodes)
 
 
 CASES = [
     (1, "a corrupt copy (local tier, replica area) is repaired from a good one", case_repair),
     (2, "no good copy: -EIO naming the copies, LATEST_RANK falls back", case_all_bad),
+    (3, "ckptctl verify finds bad copies and --repair replaces them", case_verify),
 ]
 
 
