@@ -150,6 +150,8 @@ static void heal_unrepaired(struct heal *h) {
         struct server *srv = h->srv;
         char msg[CKPT_ERRMSG_MAX];
 
+        /* (void): a row lost to a catalog error is logged there; the log
+         * line below and the client's error say it all the same */
         (void)catalog_copy_fault_set(srv->catalog, h->job, h->step, h->rank, h->area,
                                      CATALOG_FAULT_UNREPAIRABLE, h->why, h->tried);
         server_job_error(srv, h->job, "node %u: job %s step %" PRIu64 " rank %u: the copy in %s "
@@ -353,6 +355,8 @@ int heal_copy(struct server *srv, const char *job, uint64_t step, uint32_t rank,
         list_add_tail(&h->waiters, &w->link);
         list_init(&h->link);
         list_add_tail(&srv->heals, &h->link);
+        /* (void): a row lost to a catalog error is logged there; the
+         * repair goes on and records its outcome */
         (void)catalog_copy_fault_set(srv->catalog, job, step, rank, area, CATALOG_FAULT_BAD,
                                      h->why, NULL);
         log_error("node %u: job %s step %" PRIu64 " rank %u: the copy in %s is corrupt (%s); "

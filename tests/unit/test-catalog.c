@@ -135,7 +135,7 @@ static void test_schema(void) {
         char mode[32];
 
         EXPECT(raw_int("PRAGMA user_version"), CATALOG_SCHEMA_VERSION);
-        EXPECT(raw_int("PRAGMA user_version"), 4);
+        EXPECT(raw_int("PRAGMA user_version"), 5);
         EXPECT(raw_int("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                        "('jobs', 'checkpoints', 'ranks', 'shards')"),
                4);
@@ -804,14 +804,14 @@ static void test_refuse_newer(void) {
 
         side_path(path, sizeof(path), "newer.db");
         db = raw_open_at(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-        if (sqlite3_exec(db, "CREATE TABLE future (x); PRAGMA user_version = 4;", NULL, NULL,
+        if (sqlite3_exec(db, "CREATE TABLE future (x); PRAGMA user_version = 6;", NULL, NULL,
                          NULL) != SQLITE_OK)
-                FAIL("create v4 database: %s", sqlite3_errmsg(db));
+                FAIL("create v6 database: %s", sqlite3_errmsg(db));
         sqlite3_close(db);
 
         EXPECT(catalog_open(&c, path), -EIO);
         CHECK(c == NULL);
-        EXPECT(raw_int_at(path, "PRAGMA user_version"), 4);
+        EXPECT(raw_int_at(path, "PRAGMA user_version"), 6);
         EXPECT(raw_int_at(path, "SELECT COUNT(*) FROM sqlite_master WHERE name = 'remote_objects'"),
                0);
         unlink_db(path);
@@ -1241,6 +1241,52 @@ static void test_commit_requests(void) {
         unlink_db(path);
 }
 
+/* Schema 5: a copy's fault row moves bad -> unrepairable -> repaired, and
+ * neither needs (nor goes with) a checkpoint row. */
+static void test_copy_faults(void) {
+        struct catalog *c = NULL;
+        struct catalog_copy_fault f;
+        uint32_t bad, repaired, unrepairable;
+        char path[128];
+
+        side_path(path, sizeof(path), "faults.db");
+        EXPECT(catalog_open(&c, path), 0);
+        EXPECT(catalog_copy_fault_get(c, "j", 3, 1, CATALOG_COPY_LOCAL, &f), -ENOENT);
+        EXPECT(catalog_copy_unrepairable(c, "j", 3, 1), 0);
+        EXPECT(catalog_copy_fault_set(c, "j", 3, 1, CATALOG_COPY_LOCAL, CATALOG_FAULT_BAD,
+                                      "shard w block 2 failed its CRC32C", NULL), 0);
+        EXPECT(catalog_copy_fault_set(c, "j", 3, 1, 7, CATALOG_FAULT_BAD, "MANIFEST does not parse",
+                                      NULL), 0);
+        EXPECT(catalog_copy_fault_get(c, "j", 3, 1, CATALOG_COPY_LOCAL, &f), 0);
+        CHECK(f.state == CATALOG_FAULT_BAD && f.detected_at > 0 && f.repaired_at == 0 &&
+              strcmp(f.detail, "shard w block 2 failed its CRC32C") == 0 && f.source[0] == 0);
+        EXPECT(catalog_copy_fault_set(c, "j", 3, 1, CATALOG_COPY_LOCAL,
+                                      CATALOG_FAULT_UNREPAIRABLE, "shard w block 2 failed its "
+                                      "CRC32C", "the neighbours: none up"), 0);
+        EXPECT(catalog_copy_unrepairable(c, "j", 3, 1), 1);
+        EXPECT(catalog_copy_unrepairable(c, "j", 3, 0), 0);
+        EXPECT(catalog_copy_fault_counts(c, &bad, &repaired, &unrepairable), 0);
+        CHECK(bad == 1 && repaired == 0 && unrepairable == 1);
+        EXPECT(catalog_copy_fault_set(c, "j", 3, 1, CATALOG_COPY_LOCAL, CATALOG_FAULT_REPAIRED,
+                                      "", "a neighbour"), 0);
+        EXPECT(catalog_copy_fault_get(c, "j", 3, 1, CATALOG_COPY_LOCAL, &f), 0);
+        /* the repair keeps what was wrong and says where the good copy came from */
+        CHECK(f.state == CATALOG_FAULT_REPAIRED && f.repaired_at > 0 &&
+              strcmp(f.detail, "shard w block 2 failed its CRC32C") == 0 &&
+              strcmp(f.source, "a neighbour") == 0);
+        EXPECT(catalog_copy_unrepairable(c, "j", 3, 1), 0);
+        EXPECT(catalog_copy_fault_set(c, "j", (uint64_t)CKPT_STEP_MAX + 1, 1, 0,
+                                      CATALOG_FAULT_BAD, "", NULL), -EINVAL);
+        EXPECT(catalog_copy_fault_set(c, "j", 3, 1, 0, 3, "", NULL), -EINVAL);
+        c = catalog_free(c);
+        EXPECT(catalog_open(&c, path), 0);
+        EXPECT(catalog_copy_fault_counts(c, &bad, &repaired, &unrepairable), 0);
+        CHECK(bad == 1 && repaired == 1 && unrepairable == 0);
+        EXPECT(catalog_check(c), 0);
+        c = catalog_free(c);
+        unlink_db(path);
+}
+
 static void test_remote(void) {
         struct catalog *c = NULL;
         char path[128];
@@ -1309,6 +1355,7 @@ int main(void) {
         test_remote();
         test_replication();
         test_commit_requests();
+        test_copy_faults();
 
         cleanup_dir();
         printf("test-catalog: ok\n");

@@ -194,6 +194,12 @@ static void make_request(struct ckpt_request *m, uint16_t type) {
                 m->latest_rank.rank = CKPT_WORLD_MAX - 1;
                 m->latest_rank.below = 0x7fffffffffffff00ull;
                 break;
+        case CKPT_MSG_VERIFY:
+                set_name(&m->verify.job, "verify-job");
+                m->verify.step = 0x7fffffffffffff01ull;
+                m->verify.rank = CKPT_WORLD_MAX - 2;
+                m->verify.repair = 1;
+                break;
         case CKPT_MSG_COMMIT_ASYNC:
                 set_name(&m->job_step.job, "async-job");
                 m->job_step.step = 0x0807060504030201ull;
@@ -684,8 +690,8 @@ static void test_versions(void) {
         }
         for (uint16_t t = CKPT_MSG_HELLO; t < CKPT_MSG_REQUEST_MAX_; t++) {
                 struct ckpt_request m, out;
-                if (t == CKPT_MSG_COMMIT_ASYNC)
-                        continue; /* version 4 on: below */
+                if (t == CKPT_MSG_COMMIT_ASYNC || t == CKPT_MSG_VERIFY)
+                        continue; /* version 4 and 5 on: below */
                 make_request(&m, t);
                 m.hdr.version = 2;
                 int n = ckpt_request_encode(&m, buf, sizeof(buf));
@@ -719,10 +725,10 @@ static void test_versions(void) {
         rep_a.hdr.version = 3;
         check_bytes("SAVE_BEGIN reply v3", buf, ckpt_reply_encode(&rep_a, buf, sizeof(buf)), v3,
                     sizeof(v3));
-        rep_a.hdr.version = 0; /* the newest: 4, the same layout as 3 */
+        rep_a.hdr.version = 0; /* the newest: 5, the same layout as 3 */
         uint8_t v4[sizeof(v3)];
         memcpy(v4, v3, sizeof(v3));
-        v4[4] = 4;
+        v4[4] = CKPT_PROTO_VERSION;
         check_bytes("SAVE_BEGIN reply, version 0", buf,
                     ckpt_reply_encode(&rep_a, buf, sizeof(buf)), v4, sizeof(v4));
         CHECK_RC(ckpt_reply_decode(&rep_b, v3, sizeof(v3)), 0, "SAVE_BEGIN reply v3 decode");
@@ -775,6 +781,7 @@ static void test_versions(void) {
                 struct ckpt_request m, out;
                 memset(&m, 0, sizeof(m));
                 m.hdr.type = CKPT_MSG_COMMIT_ASYNC;
+                m.hdr.version = 4;
                 m.hdr.seq = 5;
                 set_name(&m.job_step.job, "j");
                 m.job_step.step = 7;
