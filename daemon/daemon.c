@@ -33,6 +33,7 @@
 #include "remote/fetch.h"
 #include "remote/flush.h"
 #include "remote/s3.h"
+#include "server/heal.h"
 #include "server/save.h"
 #include "server/server.h"
 #include "util/cleanup.h"
@@ -352,6 +353,27 @@ static void daemon_peers_restored(void *userdata, const char *job, uint64_t step
         flush_step_in_store(d->flusher, job, step);
 }
 
+static void daemon_copy_healed(void *userdata, int error, const char *msg) {
+        (void)userdata;
+        (void)error;
+        (void)msg; /* heal.c logged and recorded the outcome */
+}
+
+/* A neighbour found the copy of a rank this node sent it corrupt: heal it
+ * (or record it unrepairable, so it is not offered again). */
+static void daemon_copy_bad(void *userdata, uint32_t node, const char *job, uint64_t step,
+                            uint32_t rank, const char *detail) {
+        struct daemon *d = userdata;
+        char why[CKPT_ERRMSG_MAX];
+
+        snprintf(why, sizeof(why), "node %u found: %s", node, detail);
+        int r = heal_rank(d->server, job, step, rank, why, daemon_copy_healed, NULL);
+        if (r < 0)
+                log_warn("peers: node %u reports a corrupt copy of job %s step %" PRIu64
+                         " rank %u, which this node does not hold (%s)", node, job, step, rank,
+                         strerror(-r));
+}
+
 /* ---- the cluster-wide commit (docs/commit.md) ------------------------------------------- */
 
 struct local_msg {
@@ -527,6 +549,7 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
                 .keep = cfg->keep,
                 .restore_on_start = true,
                 .restored = d->flusher ? daemon_peers_restored : NULL,
+                .copy_bad = daemon_copy_bad,
                 .pool_wait_ms = cfg->pool_wait_ms,
         };
         if (!cfg->cluster_peer_frame_mac)

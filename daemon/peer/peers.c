@@ -199,6 +199,26 @@ static void on_control(struct peers *ps, struct plink *l, const struct peer_msg 
                 ps->control.message(ps->control.userdata, l->node, m);
 }
 
+/* A neighbour restoring a rank from this node found this node's copy bad
+ * (transfer.h, TRANSFER_COPY_BAD_FMT): the layer above heals it.  true:
+ * it was such a report. */
+static bool peers_copy_reported(struct peers *ps, struct plink *l, const struct peer_msg *m) {
+        char job[CKPT_NAME_MAX + 1];
+        const char *detail;
+        uint64_t step;
+        uint32_t rank;
+
+        if (m->error.error != -EBADMSG ||
+            transfer_copy_bad_parse(m->error.message, job, &step, &rank, &detail) < 0)
+                return false;
+        log_error("peers: node %u (%s) reports this node's copy of job %s step %" PRIu64
+                  " rank %u corrupt: %s", l->node, l->addr, job, step, rank, detail);
+        if (ps->opts.copy_bad)
+                ps->opts.copy_bad(ps->restore.restored_userdata, l->node, job, step, rank,
+                                  detail);
+        return true;
+}
+
 static void on_message(struct plink *l, const struct peer_msg *m) {
         struct peers *ps = peers_of_env(l->env);
 
@@ -259,6 +279,8 @@ static void on_message(struct plink *l, const struct peer_msg *m) {
                 break;
         case PEER_MSG_ERROR:
                 if (neighbour_restore_error(&ps->restore, l, m))
+                        break;
+                if (m->hdr.stream && !l->client && peers_copy_reported(ps, l, m))
                         break;
                 log_error("peers: node %u (%s) reports: %s", l->node, l->addr, m->error.message);
                 /* an ERROR about the connection ends it (the other side

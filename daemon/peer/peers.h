@@ -64,6 +64,11 @@ struct peers_options {
         /* a step of this node landed here from a neighbour (NULL: no
          * one to tell); called with peers_new()'s userdata */
         void (*restored)(void *userdata, const char *job, uint64_t step);
+        /* node, restoring (job, step, rank) from this node, found this
+         * node's copy bad (detail: shard, block): heal it (NULL: nobody
+         * to tell); called with peers_new()'s userdata */
+        void (*copy_bad)(void *userdata, uint32_t node, const char *job, uint64_t step,
+                         uint32_t rank, const char *detail);
         uint64_t pool_wait_ms;
 };
 

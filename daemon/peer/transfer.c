@@ -196,6 +196,11 @@ static void rx_ack(struct rx *rx) {
                 snprintf(m.rank_ack.message, sizeof(m.rank_ack.message), "%s",
                          rx->error ? rx->msg : "");
                 link_send(l, &m);
+        } else if (rx->copy_bad) {
+                /* a restore has no acknowledgement: tell the holder its
+                 * copy is bad, so it heals it or stops offering it */
+                link_send_error(l, rx->in.stream, -EBADMSG, TRANSFER_COPY_BAD_FMT, rx->m->job,
+                                rx->m->step, rx->m->rank, rx->msg);
         }
         link_in_remove(l, &rx->in);
         rx->l = NULL;
@@ -218,6 +223,17 @@ static void rx_link_closed(struct link_in *in, struct plink *l) {
                 snprintf(rx->msg, sizeof(rx->msg), "the link broke mid-transfer");
         }
         rx_free(rx); /* frees now or when its chunks finish */
+}
+
+int transfer_copy_bad_parse(const char *text, char *job, uint64_t *step, uint32_t *rank,
+                            const char **detail) {
+        int used = -1;
+
+        if (sscanf(text, "copy of job %255s step %" SCNu64 " rank %u is corrupt: %n", job, step,
+                   rank, &used) != 3 || used < 0 || ckpt_name_validate(job, strlen(job)) < 0)
+                return -EINVAL;
+        *detail = text + used;
+        return 0;
 }
 
 static void rx_committed(void *userdata, int error);
@@ -364,6 +380,7 @@ static void rchunk_done(struct ingest_chunk *ic, int error) {
 
         if (ic->end == INGEST_REJECTED && !rx->error) {
                 rx->error = -EBADMSG;
+                rx->copy_bad = true;
                 snprintf(rx->msg, sizeof(rx->msg), "shard %s block %" PRId64 " failed its CRC32C",
                          rx->m->shards[ic->shard].name, ic->bad_block);
                 /* the copy that is bad is the sending node's (rx->from),

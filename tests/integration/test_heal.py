@@ -15,7 +15,8 @@ the way a failing disk or a stray write would.
      status` counts the repairs.  (Before: every read failed with -EIO.)
   2. Every copy of a rank bad (node 0's local copy and node 1's replica):
      the read fails with -EIO naming the shard, the block and the copies
-     tried, node 0's log blames node 1's copy (not node 0), status counts
+     tried, node 0's log blames node 1's copy (not node 0) and node 0
+     tells node 1, which records its replica unrepairable; status counts
      the copy with no good one left, LATEST_RANK for that rank falls back
      to the previous good step, and MAP is refused.  (Before: the log
      blamed node 0 and LATEST_RANK kept naming the corrupt step.)
@@ -242,6 +243,19 @@ def case_all_bad(ctx):
           % "\n".join(log_lines(n0, "CRC32C")[-10:]))
     check(not log_lines(n0, r"from node 0: shard big"),
           "node 0's log blames node 0 for node 1's bad copy")
+    # ... and tells node 1, which tries to heal its replica (from node 0,
+    # whose copy is bad too), records it, and stops offering it
+    wait_until(lambda: status_object(n1, "copies").get("unrepairable") == 1, timeout=30,
+               what=lambda: "node 1 to record its replica unrepairable: %r\n%s"
+               % (status_object(n1, "copies"), "\n".join(log_lines(n1, "corrupt")[-10:])))
+    check(log_lines(n1, r"node 0 \(.*\) reports this node's copy of job %s step 21 rank 0 "
+                    r"corrupt: node 1's copy: shard big block 2" % re.escape(JOB)),
+          "node 1's log does not say node 0 reported its copy:\n%s"
+          % "\n".join(log_lines(n1, "corrupt")[-10:]))
+    check(log_lines(n1, r"node 1: job %s step 21 rank 0: the copy in the replica area of node 0 "
+                    r"is corrupt \(node 0 found: .*\) and no good copy was found" % re.escape(JOB)),
+          "node 1's log does not record its replica unrepairable:\n%s"
+          % "\n".join(log_lines(n1, "corrupt")[-10:]))
     c0 = copies(n0)
     check(c0 == {"bad": 0, "repaired": 0, "unrepairable": 1},
           "node 0's status counts copies %r, expected 1 with no good copy" % c0)
