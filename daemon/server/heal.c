@@ -115,18 +115,23 @@ static void heal_free(struct heal *h) {
         free(h);
 }
 
-/* Answer every waiter and free h. */
-static void heal_answer(struct heal *h, int error, const char *msg) {
-        list_unlink(&h->link);
-        /* (void): catalog_flush() logs a failed commit; the event is in
-         * the log either way */
-        (void)catalog_flush(h->srv->catalog);
+/* Answer every waiter (h off server.heals already). */
+static void heal_tell(struct heal *h, int error, const char *msg) {
         while (!list_empty(&h->waiters)) {
                 struct heal_waiter *w = list_first_entry(&h->waiters, struct heal_waiter, link);
                 list_unlink(&w->link);
                 w->done(w->userdata, error, msg);
                 free(w);
         }
+}
+
+/* Answer every waiter and free h. */
+static void heal_answer(struct heal *h, int error, const char *msg) {
+        list_unlink(&h->link);
+        /* (void): catalog_flush() logs a failed commit; the event is in
+         * the log either way */
+        (void)catalog_flush(h->srv->catalog);
+        heal_tell(h, error, msg);
         heal_free(h);
 }
 
@@ -217,6 +222,12 @@ static void heal_peers_done(void *userdata, int error, uint32_t ranks, const cha
 static void heal_store_done(struct fetch_request *fr, int error, const char *message) {
         struct heal *h = container_of(fr, struct heal, fr);
 
+        if (error == -ECANCELED) {
+                /* the daemon is stopping (fetch_free): the copy stays
+                 * recorded bad, not unrepairable */
+                heal_answer(h, error, "ckptd is shutting down");
+                return;
+        }
         if (error == 0) {
                 heal_verify(h, "the object store");
                 return;
@@ -397,17 +408,18 @@ bool heal_unrepairable(struct server *srv, const char *job, uint64_t step, uint3
 }
 
 void heal_free_all(struct server *srv) {
+        /* By now (daemon_free) the worker pool has run every done() and
+         * the fetcher has cancelled its fetches (heal_store_done), and
+         * the peers dropped their asks without a call: what is left
+         * waits for nothing that will come. */
         while (!list_empty(&srv->heals)) {
                 struct heal *h = list_first_entry(&srv->heals, struct heal, link);
                 list_unlink(&h->link);
-                if (h->stage == HEAL_STORE && !h->verifying && srv->fetcher)
-                        fetch_cancel(srv->fetcher, &h->fr);
+                heal_tell(h, -ECANCELED, "ckptd is shutting down");
                 if (h->verifying) {
                         h->orphan = true; /* heal_verify_done frees it */
                         continue;
                 }
-                /* a neighbour's answer still pending is dropped with the
-                 * peers (neighbour_restore_drop_jobs, without a call) */
                 heal_free(h);
         }
 }

@@ -72,5 +72,6 @@ void heal_forget(struct server *srv, heal_done_fn *done, void *userdata);
  * corrupt copy and no good one found): LATEST_RANK and MAP consult it. */
 bool heal_unrepairable(struct server *srv, const char *job, uint64_t step, uint32_t rank);
 
-/* Drop every heal without answering (the server is being freed). */
+/* End every heal, answering -ECANCELED (the server is being freed; its
+ * connections are closed already). */
 void heal_free_all(struct server *srv);
