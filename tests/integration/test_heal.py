@@ -26,6 +26,9 @@ the way a failing disk or a stray write would.
      --repair replaces both (exit 0, files equal the originals); unknown
      job or step and bad arguments are clear errors.  (Before: no such
      command.)
+  4. With an object store (a real radosgw, tests/s3/radosgw.sh; skipped
+     without Ceph) and no neighbour: a flipped byte in the local copy is
+     repaired from the store.  (Before: the read failed with -EIO.)
 
 Cases can be chosen with CKPT_HEAL_CASES=1,2 when run by hand.
 """
@@ -39,6 +42,7 @@ sys.path.insert(0, HERE)
 from harness import (CKPTD, CKPTCTL, TESTRANK, TestFailure, check, check_log_clean,  # noqa: E402
                      ctl_json, log, log_lines, run_cases, save_node, shards_arg, step_path,
                      wait_until)
+from objstore import start_store, wait_remote  # noqa: E402
 from cluster import (Cluster, layout, must_verify, replica_step_path,  # noqa: E402
                      status_object, wait_replicated)
 
@@ -358,10 +362,41 @@ def case_verify(ctx):
     stop_clean(cl.nodes)
 
 
+# --------------------------------------------------------------------------
+# 4. the object store as the source
+
+
+def case_store(ctx):
+    rctx = start_store(ctx)
+    ctx.cleanups.append(rctx.cleanup)  # runs first: the daemon before the gateway
+    bucket, job = "heal", "heal.job-4"
+    rctx.store.s3.create_bucket(bucket)
+    d = rctx.daemon("n0", bucket, node=(0, 1), pool="64M", slot="4M").start()
+    d.node = 0
+    spec = layout(0, big=3 * MiB)
+    save_node(d, job, 40, [0], 1, {0: spec}, seed=40)
+    wait_remote(d, job, 40)
+    rank_dir = os.path.join(step_path(d.state_dir, job, 40), "rank-0")
+    original = snapshot(rank_dir)
+    flip_byte(os.path.join(rank_dir, "big"), 2 * MiB + 99)
+    must_verify(d, job, 40, 0, spec, seed=40, what=" (healed from the object store)")
+    same_as(rank_dir, original, "the local copy repaired from the object store")
+    check(log_lines(d, r"node 0: job %s step 40 rank 0: the copy in the local tier was corrupt "
+                    r"\(shard big block 2 failed its CRC32C\); repaired from the object store"
+                    % re.escape(job)),
+          "the log does not say the copy was repaired from the object store:\n%s"
+          % "\n".join(log_lines(d, "corrupt|repair")[-10:]))
+    check(copies(d) == {"bad": 0, "repaired": 1, "unrepairable": 0},
+          "status after the repair: %r" % copies(d))
+    log("   a flipped byte in the local copy: read right, repaired from the object store")
+    stop_clean([d])
+
+
 CASES = [
     (1, "a corrupt copy (local tier, replica area) is repaired from a good one", case_repair),
     (2, "no good copy: -EIO naming the copies, LATEST_RANK falls back", case_all_bad),
     (3, "ckptctl verify finds bad copies and --repair replaces them", case_verify),
+    (4, "the object store as the good copy (one node, no neighbour)", case_store),
 ]
 
 
