@@ -22,6 +22,9 @@ struct rget {
         char job[CKPT_NAME_MAX + 1];
         uint64_t step;
         uint32_t rank, world_size;
+        /* a copy sent before failed its CRC32C (what the restore reports
+         * if no other target has a good one); "" none */
+        char bad_copy[PEER_ERRMSG_MAX + 1];
 };
 
 struct restore_job {
@@ -206,9 +209,23 @@ static void restore_job_check(struct restore_job *rj) {
         free(rj);
 }
 
-/* An asked-for rank ended (rx.report): landed (error 0) or not. */
+/* An asked-for rank ended (rx.report): landed (error 0) or not.  A copy
+ * whose block failed its CRC32C (-EBADMSG) is asked of the next target:
+ * another copy may be good (the holder of the bad one has been told). */
 static void rank_reported(void *ctx, int error, const char *msg) {
-        struct restore_job *rj = ctx;
+        struct rget *g = ctx;
+        struct restore_job *rj = g->rj;
+
+        if (error == -EBADMSG) {
+                snprintf(g->bad_copy, sizeof(g->bad_copy), "%s", msg);
+                if (rget_next_target(g)) {
+                        log_info("peers: job %s step %" PRIu64 " rank %u: asking node %u for "
+                                 "another copy (%s)", g->job, g->step, g->rank,
+                                 rj->nr->targets[g->tidx].d->node, msg);
+                        return;
+                }
+        }
+        free(g);
 
         if (error && !rj->error) {
                 rj->error = error;
@@ -419,11 +436,12 @@ void neighbour_restore_rank_end(struct neighbour_restore *nr, struct plink *l, s
          * the restore, and the ask is answered */
         struct rget *g = rx && rx->local ? target_get(t, rx->in.stream) : NULL;
         if (g) {
+                /* g stays with the rx until it reports (rank_reported) */
                 rx->report = rank_reported;
-                rx->report_ctx = g->rj;
+                rx->report_ctx = g;
                 list_unlink(&g->link);
+                list_init(&g->link);
                 t->ngets_active--;
-                free(g);
         }
 }
 
@@ -439,9 +457,14 @@ bool neighbour_restore_error(struct neighbour_restore *nr, struct plink *l,
         t->ngets_active--;
         log_debug("peers: node %u cannot send job %s step %" PRIu64 " rank %u: %s",
                   l->node, g->job, g->step, g->rank, m->error.message);
-        if (g->rj->single && rget_next_target(g)) {
+        if ((g->rj->single || g->bad_copy[0]) && rget_next_target(g)) {
                 nr->pump(nr->owner, slot);
                 return true;
+        }
+        if (g->bad_copy[0] && !g->rj->error) {
+                /* no other good copy: the one that was bad is the news */
+                g->rj->error = -EIO;
+                snprintf(g->rj->msg, sizeof(g->rj->msg), "%s", g->bad_copy);
         }
         g->rj->gets_pending--;
         restore_job_check(g->rj);

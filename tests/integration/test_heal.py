@@ -29,6 +29,10 @@ the way a failing disk or a stray write would.
   4. With an object store (a real radosgw, tests/s3/radosgw.sh; skipped
      without Ceph) and no neighbour: a flipped byte in the local copy is
      repaired from the store.  (Before: the read failed with -EIO.)
+  5. Three nodes (replication factor 3): node 0's copy and node 1's
+     replica bad, node 2's good: node 0's read passes over node 1's copy
+     for node 2's, and node 1, told, repairs its replica.  (Before: the
+     read failed with -EIO.)
 
 Cases can be chosen with CKPT_HEAL_CASES=1,2 when run by hand.
 """
@@ -363,6 +367,40 @@ def case_verify(ctx):
 
 
 # --------------------------------------------------------------------------
+# 5. three nodes: a bad copy on the first neighbour, a good one on the next
+
+
+def case_next_neighbour(ctx):
+    cl = Cluster(ctx, 3, 3, 1, "clique", ranks_per_node=1, pool="64M", slot="4M")
+    cl.start()
+    n0, n1, n2 = cl.nodes
+    wait_until(lambda: status_object(n0, "replication").get("peers_up") == 2, timeout=30,
+               what="node 0 to be connected to nodes 1 and 2")
+    layouts = {0: layout(0, big=3 * MiB), 1: layout(1), 2: layout(2)}
+    commit_both(cl, JOB, 50, layouts, seed=50)
+    wait_replicated(n0, JOB, 50)
+    local = os.path.join(step_path(n0.state_dir, JOB, 50), "rank-0")
+    replica = os.path.join(replica_step_path(n1.state_dir, 0, JOB, 50), "rank-0")
+    originals = {local: snapshot(local), replica: snapshot(replica)}
+    flip_byte(os.path.join(local, "big"), 5)
+    flip_byte(os.path.join(replica, "big"), MiB + 5)
+    # node 0 asks its targets in order: node 1 sends a bad copy, node 2 a good one
+    must_verify(n0, JOB, 50, 0, layouts[0], seed=50, what=" (node 1's copy bad, node 2's good)")
+    same_as(local, originals[local], "node 0's copy")
+    check(log_lines(n0, r"job %s step 50 rank 0: asking node 2 for another copy \(node 1's copy: "
+                    r"shard big block 1 failed its CRC32C\)" % re.escape(JOB)),
+          "node 0's log does not say it asked node 2 after node 1's bad copy:\n%s"
+          % "\n".join(log_lines(n0, "copy")[-10:]))
+    # node 1 was told, and repaired its replica from a good copy
+    wait_until(lambda: status_object(n1, "copies").get("repaired") == 1, timeout=60,
+               what=lambda: "node 1 to repair its replica: %r\n%s"
+               % (status_object(n1, "copies"), "\n".join(log_lines(n1, "corrupt|copy")[-10:])))
+    same_as(replica, originals[replica], "node 1's replica")
+    log("   node 1's bad copy passed over for node 2's; both bad copies repaired")
+    stop_clean(cl.nodes)
+
+
+# --------------------------------------------------------------------------
 # 4. the object store as the source
 
 
@@ -397,6 +435,7 @@ CASES = [
     (2, "no good copy: -EIO naming the copies, LATEST_RANK falls back", case_all_bad),
     (3, "ckptctl verify finds bad copies and --repair replaces them", case_verify),
     (4, "the object store as the good copy (one node, no neighbour)", case_store),
+    (5, "three nodes: a bad copy on one neighbour, the good one from the next", case_next_neighbour),
 ]
 
 
