@@ -225,6 +225,7 @@ enum stmt_id {
         STMT_FAULT_GET,
         STMT_FAULT_UNREPAIRABLE,
         STMT_FAULT_COUNTS,
+        STMT_FAULT_OPEN,
         STMT_INTEGRITY, /* last: catalog_free takes it as "open got this far" */
         STMT_MAX_,
 };
@@ -363,6 +364,9 @@ static const char *const stmt_sql[STMT_MAX_] = {
                            " AND area = ?4",
         [STMT_FAULT_UNREPAIRABLE] = "SELECT 1 FROM copy_faults WHERE job = ?1 AND step = ?2"
                                     " AND rank = ?3 AND state = 2 LIMIT 1",
+        [STMT_FAULT_OPEN] = "SELECT step, rank FROM copy_faults WHERE job = ?1"
+                            " AND (?2 < 0 OR step = ?2) AND area = ?3 AND state != 1"
+                            " ORDER BY step, rank",
         [STMT_FAULT_COUNTS] = "SELECT COALESCE(SUM(state = 0), 0), COALESCE(SUM(state = 1), 0),"
                               " COALESCE(SUM(state = 2), 0) FROM copy_faults",
         [STMT_INTEGRITY] = "PRAGMA integrity_check",
@@ -1783,4 +1787,26 @@ int catalog_copy_fault_counts(struct catalog *c, uint32_t *bad, uint32_t *repair
         *repaired = col_u32(s, 1);
         *unrepairable = col_u32(s, 2);
         return 0;
+}
+
+int catalog_copy_faults_open(struct catalog *c, const char *job, uint64_t step, uint32_t area,
+                             uint64_t *steps, uint32_t *ranks, size_t cap, size_t *count) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_FAULT_OPEN];
+        int rc;
+
+        *count = 0;
+        if (bind_text(s, 1, job) ||
+            bind_i64(s, 2, step > (uint64_t)CKPT_STEP_MAX ? -1 : (int64_t)step) ||
+            bind_i64(s, 3, area))
+                return sql_error(c->db, "open copy faults of job %s", job);
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+                if (*count < cap) {
+                        steps[*count] = col_u64(s, 0);
+                        ranks[*count] = col_u32(s, 1);
+                }
+                (*count)++;
+        }
+        if (rc != SQLITE_DONE)
+                return sql_error(c->db, "open copy faults of job %s", job);
+        return *count > cap ? -ENOBUFS : 0;
 }

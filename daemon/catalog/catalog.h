@@ -281,6 +281,12 @@ int catalog_copy_fault_get(struct catalog *c, const char *job, uint64_t step, ui
  * unrepairable (LATEST_RANK stops offering the step for that rank, MAP
  * refuses it), else 0. */
 int catalog_copy_unrepairable(struct catalog *c, const char *job, uint64_t step, uint32_t rank);
+/* The copies in `area` of job's ranks (of step; CKPT_STEP_LATEST: every
+ * step) recorded bad or unrepairable, by step then rank, into
+ * steps/ranks[0..cap); *count is how many there are (-ENOBUFS if more
+ * than cap). */
+int catalog_copy_faults_open(struct catalog *c, const char *job, uint64_t step, uint32_t area,
+                             uint64_t *steps, uint32_t *ranks, size_t cap, size_t *count);
 /* Copies recorded in each state, for STATUS. */
 int catalog_copy_fault_counts(struct catalog *c, uint32_t *bad, uint32_t *repaired,
                               uint32_t *unrepairable);

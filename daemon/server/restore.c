@@ -344,13 +344,24 @@ static bool restore_from_store(struct conn *c, uint16_t type, const void *req, s
 /* ckptctl restore --from-peers: the reply waits for the neighbours. */
 struct peer_fetch {
         struct conn *c; /* NULL once the connection went away */
+        struct server *srv;
+        char job[CKPT_NAME_MAX + 1];
         uint64_t step;
+        uint32_t heals;           /* local copies recorded corrupt being healed first */
+        uint32_t healed;          /* of them repaired */
+        int heal_error;
+        char heal_msg[CKPT_ERRMSG_MAX];
 };
 
 static void peer_fetch_done(void *userdata, int error, uint32_t ranks, const char *message) {
         struct peer_fetch *pf = userdata;
         struct conn *c = pf->c;
 
+        ranks += pf->healed;
+        if (!error && !ranks && pf->heal_error) {
+                error = pf->heal_error;
+                message = pf->heal_msg;
+        }
         if (c) {
                 c->peer_fetch = NULL;
                 if (error < 0) {
@@ -364,6 +375,57 @@ static void peer_fetch_done(void *userdata, int error, uint32_t ranks, const cha
                 }
         }
         free(pf);
+}
+
+static void peer_fetch_start(struct peer_fetch *pf) {
+        struct conn *c = pf->c;
+        int r = peers_restore(pf->srv->peers, pf->job, pf->step, peer_fetch_done, pf);
+        if (r < 0) {
+                if (c) {
+                        c->peer_fetch = NULL;
+                        conn_error(c, r, "cannot start the restore: %s", strerror(-r));
+                }
+                free(pf);
+        }
+}
+
+static void peer_fetch_healed(void *userdata, int error, const char *msg) {
+        struct peer_fetch *pf = userdata;
+
+        if (error == 0) {
+                pf->healed++;
+        } else if (!pf->heal_error) {
+                pf->heal_error = error;
+                snprintf(pf->heal_msg, sizeof(pf->heal_msg), "%s", msg);
+        }
+        if (--pf->heals == 0)
+                peer_fetch_start(pf);
+}
+
+/* A local copy recorded corrupt counts as present to the neighbours'
+ * listing: heal those first (heal.c asks the neighbours and the store),
+ * then restore what is missing.  The number of heals started. */
+static uint32_t peer_fetch_heal_first(struct peer_fetch *pf) {
+        uint64_t steps[64];
+        uint32_t ranks[64];
+        size_t n = 0;
+
+        /* -ENOBUFS: the first 64 now, the rest at the next restore */
+        int r = catalog_copy_faults_open(pf->srv->catalog, pf->job, pf->step, CATALOG_COPY_LOCAL,
+                                         steps, ranks, 64, &n);
+        if (r < 0 && r != -ENOBUFS)
+                return 0;
+        pf->heals = 1; /* held while starting: none answers before the loop ends */
+        for (size_t i = 0; i < MIN(n, (size_t)64); i++) {
+                struct catalog_copy_fault f;
+                if (catalog_copy_fault_get(pf->srv->catalog, pf->job, steps[i], ranks[i],
+                                           CATALOG_COPY_LOCAL, &f) < 0)
+                        continue;
+                if (heal_rank(pf->srv, pf->job, steps[i], ranks[i], f.detail, peer_fetch_healed,
+                              pf) == 0)
+                        pf->heals++;
+        }
+        return --pf->heals;
 }
 
 void restore_handle_fetch(struct conn *c, const struct ckpt_req_fetch *req) {
@@ -386,14 +448,12 @@ void restore_handle_fetch(struct conn *c, const struct ckpt_req_fetch *req) {
                         return;
                 }
                 pf->c = c;
+                pf->srv = srv;
+                snprintf(pf->job, sizeof(pf->job), "%s", req->job.str);
                 pf->step = req->step;
                 c->peer_fetch = pf;
-                int r = peers_restore(srv->peers, req->job.str, req->step, peer_fetch_done, pf);
-                if (r < 0) {
-                        c->peer_fetch = NULL;
-                        free(pf);
-                        conn_error(c, r, "cannot start the restore: %s", strerror(-r));
-                }
+                if (peer_fetch_heal_first(pf) == 0)
+                        peer_fetch_start(pf);
                 return;
         }
 

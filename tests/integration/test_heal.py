@@ -12,7 +12,9 @@ the way a failing disk or a stray write would.
      wrong (one per step) — and one in node 1's replica area of node 0:
      the reads through that node return the right bytes, the bad copy is
      replaced by one whose files equal the original's, and `ckptctl
-     status` counts the repairs.  (Before: every read failed with -EIO.)
+     status` counts the repairs; a copy `ckptctl verify` found corrupt is
+     restored by `ckptctl restore JOB STEP --from-peers` (1 rank).
+     (Before: every read failed with -EIO; the restore said 0 ranks.)
   2. Every copy of a rank bad (node 0's local copy and node 1's replica):
      the read fails with -EIO naming the shard, the block and the copies
      tried, node 0's log blames node 1's copy (not node 0) and node 0
@@ -182,7 +184,7 @@ def case_repair(ctx):
         15: ("a flipped byte in node 1's replica",
              lambda d: flip_byte(os.path.join(d, "big"), 2 * MiB + 7)),
     }
-    for step in steps:
+    for step in list(steps) + [16]:
         commit_both(cl, JOB, step, LAYOUTS, seed=step)
         wait_replicated(n0, JOB, step)
     for step, (what, damage) in sorted(steps.items()):
@@ -204,18 +206,33 @@ def case_repair(ctx):
         # served again: no repair the second time
         must_verify(node, JOB, step, 0, LAYOUTS[0], seed=step, what=" (again, %s)" % what)
         log("   %s: the read returned the right bytes, the copy was repaired" % what)
+    # reproduction 1 by hand: a copy found corrupt (by verify, without
+    # --repair) is restored by `ckptctl restore --from-peers`, not skipped
+    # as present ("0 ranks restored")
+    rank_dir = os.path.join(step_path(n0.state_dir, JOB, 16), "rank-0")
+    original = snapshot(rank_dir)
+    flip_byte(os.path.join(rank_dir, "opt.state"), 7)
+    p = n0.ctl("verify", JOB, 16, check_rc=False)
+    check(p.returncode == 1, "verify of the corrupt step 16: exit %d\n%s" % (p.returncode,
+                                                                            p.stdout))
+    p = n0.ctl("restore", JOB, 16, "--from-peers")
+    check("1 ranks restored from the neighbours" in p.stdout,
+          "restore --from-peers of the corrupt copy: %r" % p.stdout)
+    same_as(rank_dir, original, "node 0, step 16 (restore --from-peers)")
+    must_verify(n0, JOB, 16, 0, LAYOUTS[0], seed=16, what=" (after restore --from-peers)")
+    log("   a copy verify found corrupt: restore --from-peers restored it (1 rank)")
     c0, c1 = copies(n0), copies(n1)
-    check(c0 == {"bad": 0, "repaired": 5, "unrepairable": 0},
-          "node 0's status counts copies %r, expected 5 repaired" % c0)
+    check(c0 == {"bad": 0, "repaired": 6, "unrepairable": 0},
+          "node 0's status counts copies %r, expected 6 repaired" % c0)
     check(c1 == {"bad": 0, "repaired": 1, "unrepairable": 0},
           "node 1's status counts copies %r, expected 1 repaired" % c1)
     text = n0.ctl("status").stdout
-    check("5 corrupt copies repaired" in text, "ckptctl status does not show the repairs:\n%s"
+    check("6 corrupt copies repaired" in text, "ckptctl status does not show the repairs:\n%s"
           % text)
     # LATEST_RANK keeps the newest step: its copy is good again
     kv = latest_rank(n0, 0, JOB)
-    check(kv.get("step") == 15 and kv.get("newest") == 15,
-          "latest --rank 0 after the repairs: %r, expected step 15" % kv)
+    check(kv.get("step") == 16 and kv.get("newest") == 16,
+          "latest --rank 0 after the repairs: %r, expected step 16" % kv)
     stop_clean(cl.nodes)
 
 
