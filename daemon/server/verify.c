@@ -22,15 +22,12 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 
+/* A copy and what its check found: the reply's entry as it will be sent
+ * (e.area: CKPT_COPY_LOCAL or the replica area's source) and the store
+ * that holds it. */
 struct verify_copy {
-        uint64_t step;
-        uint32_t rank;
-        uint32_t area;          /* CKPT_COPY_LOCAL or the replica area's source */
+        struct ckpt_verify_entry e;
         struct store *store;
-        uint8_t state;          /* enum ckpt_copy_state */
-        uint32_t shards;
-        uint64_t bytes;
-        char detail[CKPT_VERIFY_DETAIL_MAX + 1];
 };
 
 struct verify_op {
@@ -107,7 +104,8 @@ static int collect_step(void *userdata, const char *job, uint64_t step, uint8_t 
                         op->cap = cap;
                 }
                 op->copies[op->n++] = (struct verify_copy){
-                        .step = step, .rank = list[i], .area = co->area, .store = co->store,
+                        .e = { .step = step, .rank = list[i], .area = co->area },
+                        .store = co->store,
                 };
         }
         return 0;
@@ -115,7 +113,8 @@ static int collect_step(void *userdata, const char *job, uint64_t step, uint8_t 
 
 /* By step, rank, then the local tier (UINT32_MAX, wrapping to 0) first. */
 static int copy_cmp(const void *a, const void *b) {
-        const struct verify_copy *x = a, *y = b;
+        const struct ckpt_verify_entry *x = &((const struct verify_copy *)a)->e;
+        const struct ckpt_verify_entry *y = &((const struct verify_copy *)b)->e;
         if (x->step != y->step)
                 return x->step < y->step ? -1 : 1;
         if (x->rank != y->rank)
@@ -157,17 +156,9 @@ static void verify_reply(struct verify_op *op) {
         v->total = (uint32_t)op->n;
         for (int pass = 0; pass < 2; pass++)
                 for (size_t i = 0; i < op->n && v->count < CKPT_VERIFY_PAGE; i++) {
-                        const struct verify_copy *vc = &op->copies[i];
-                        if ((vc->state == CKPT_COPY_GOOD) != (pass == 1))
-                                continue;
-                        struct ckpt_verify_entry *e = &v->entries[v->count++];
-                        e->step = vc->step;
-                        e->rank = vc->rank;
-                        e->area = vc->area;
-                        e->state = vc->state;
-                        e->shards = vc->shards;
-                        e->bytes = vc->bytes;
-                        snprintf(e->detail, sizeof(e->detail), "%s", vc->detail);
+                        const struct ckpt_verify_entry *e = &op->copies[i].e;
+                        if ((e->state == CKPT_COPY_GOOD) == (pass == 1))
+                                v->entries[v->count++] = *e;
                 }
         conn_reply(c, rep, -1);
         free(rep);
@@ -182,10 +173,10 @@ static void verify_healed(void *userdata, int error, const char *msg) {
 
         free(vh);
         if (error == 0) {
-                vc->state = CKPT_COPY_REPAIRED;
+                vc->e.state = CKPT_COPY_REPAIRED;
         } else {
-                size_t used = strlen(vc->detail);
-                snprintf(vc->detail + used, sizeof(vc->detail) - used, "; not repaired: %s", msg);
+                size_t used = strlen(vc->e.detail);
+                snprintf(vc->e.detail + used, sizeof(vc->e.detail) - used, "; not repaired: %s", msg);
         }
         if (--op->heals)
                 return;
@@ -201,25 +192,25 @@ static void verify_finish(struct verify_op *op) {
         if (op->repair) {
                 for (size_t i = 0; i < op->n; i++) {
                         struct verify_copy *vc = &op->copies[i];
-                        if (vc->state != CKPT_COPY_BAD)
+                        if (vc->e.state != CKPT_COPY_BAD)
                                 continue;
                         struct verify_heal *vh = calloc(1, sizeof(*vh));
                         if (!vh) {
-                                size_t used = strlen(vc->detail);
-                                snprintf(vc->detail + used, sizeof(vc->detail) - used,
+                                size_t used = strlen(vc->e.detail);
+                                snprintf(vc->e.detail + used, sizeof(vc->e.detail) - used,
                                          "; not repaired: out of memory");
                                 continue;
                         }
                         vh->op = op;
                         vh->index = i;
                         op->heals++;
-                        int r = heal_copy(op->srv, op->job, vc->step, vc->rank, vc->area,
-                                          vc->detail, verify_healed, vh);
+                        int r = heal_copy(op->srv, op->job, vc->e.step, vc->e.rank, vc->e.area,
+                                          vc->e.detail, verify_healed, vh);
                         if (r < 0) {
                                 op->heals--;
                                 free(vh);
-                                size_t used = strlen(vc->detail);
-                                snprintf(vc->detail + used, sizeof(vc->detail) - used,
+                                size_t used = strlen(vc->e.detail);
+                                snprintf(vc->e.detail + used, sizeof(vc->e.detail) - used,
                                          "; not repaired: %s", strerror(-r));
                         }
                 }
@@ -236,11 +227,11 @@ static void verify_next(struct verify_op *op);
 static void verify_copy_run(struct work *w) {
         struct verify_op *op = container_of(w, struct verify_op, work);
         struct verify_copy *vc = &op->copies[op->next];
-        int r = store_rank_verify(vc->store, op->job, vc->step, vc->rank, vc->detail,
-                                  sizeof(vc->detail), &vc->shards, &vc->bytes);
-        vc->state = r == 0 ? CKPT_COPY_GOOD : CKPT_COPY_BAD;
-        if (r < 0 && r != -EIO && !vc->detail[0])
-                snprintf(vc->detail, sizeof(vc->detail), "cannot be checked: %s", strerror(-r));
+        int r = store_rank_verify(vc->store, op->job, vc->e.step, vc->e.rank, vc->e.detail,
+                                  sizeof(vc->e.detail), &vc->e.shards, &vc->e.bytes);
+        vc->e.state = r == 0 ? CKPT_COPY_GOOD : CKPT_COPY_BAD;
+        if (r < 0 && r != -EIO && !vc->e.detail[0])
+                snprintf(vc->e.detail, sizeof(vc->e.detail), "cannot be checked: %s", strerror(-r));
 }
 
 static void verify_copy_done(struct work *w) {
@@ -252,21 +243,21 @@ static void verify_copy_done(struct work *w) {
                 verify_op_free(op);
                 return;
         }
-        if (vc->state == CKPT_COPY_BAD) {
+        if (vc->e.state == CKPT_COPY_BAD) {
                 char where[48];
-                if (vc->area == CKPT_COPY_LOCAL)
+                if (vc->e.area == CKPT_COPY_LOCAL)
                         snprintf(where, sizeof(where), "the local tier");
                 else
-                        snprintf(where, sizeof(where), "the replica area of node %u", vc->area);
+                        snprintf(where, sizeof(where), "the replica area of node %u", vc->e.area);
                 server_job_error(op->srv, op->job, "node %u: job %s step %" PRIu64 " rank %u: "
                                  "the copy in %s is corrupt: %s (found by ckptctl verify)",
-                                 op->srv->opts.node_index, op->job, vc->step, vc->rank, where,
-                                 vc->detail);
+                                 op->srv->opts.node_index, op->job, vc->e.step, vc->e.rank, where,
+                                 vc->e.detail);
                 if (!op->repair)
                         /* (void): a row lost to a catalog error is logged there */
-                        (void)catalog_copy_fault_set(op->srv->catalog, op->job, vc->step,
-                                                     vc->rank, vc->area, CATALOG_FAULT_BAD,
-                                                     vc->detail, NULL);
+                        (void)catalog_copy_fault_set(op->srv->catalog, op->job, vc->e.step,
+                                                     vc->e.rank, vc->e.area, CATALOG_FAULT_BAD,
+                                                     vc->e.detail, NULL);
         }
         op->next++;
         verify_next(op);

@@ -154,13 +154,18 @@ def latest_rank(d, rank, job):
     return kv
 
 
-def two_nodes(ctx):
+def two_nodes(ctx, steps):
+    """Two nodes, one clique; the steps saved by both, committed and
+    replicated."""
     # every step of a case is kept (retention's default keeps 3)
     cl = Cluster(ctx, 2, 2, 1, "clique", ranks_per_node=1, pool="64M", slot="4M",
                  extra=["--local-keep", "10"])
     cl.start()
     wait_until(lambda: ctl_json(cl.nodes[0], "status").get("replication", {}).get("peers_up")
                == 1, timeout=30, what="node 0 to be connected to node 1")
+    for step in steps:
+        commit_both(cl, JOB, step, LAYOUTS, seed=step)
+        wait_replicated(cl.nodes[0], JOB, step)
     return cl
 
 
@@ -173,8 +178,6 @@ LAYOUTS = {0: layout(0, big=3 * MiB), 1: layout(1)}
 
 
 def case_repair(ctx):
-    cl = two_nodes(ctx)
-    n0, n1 = cl.nodes
     steps = {
         10: ("a flipped byte", lambda d: flip_byte(os.path.join(d, "big"), MiB + 12345)),
         11: ("a truncated shard file", lambda d: truncate(os.path.join(d, "opt.state"), 100)),
@@ -184,9 +187,8 @@ def case_repair(ctx):
         15: ("a flipped byte in node 1's replica",
              lambda d: flip_byte(os.path.join(d, "big"), 2 * MiB + 7)),
     }
-    for step in list(steps) + [16]:
-        commit_both(cl, JOB, step, LAYOUTS, seed=step)
-        wait_replicated(n0, JOB, step)
+    cl = two_nodes(ctx, list(steps) + [16])
+    n0, n1 = cl.nodes
     for step, (what, damage) in sorted(steps.items()):
         if step == 15:
             node, rank_dir = n1, os.path.join(replica_step_path(n1.state_dir, 0, JOB, step),
@@ -241,11 +243,8 @@ def case_repair(ctx):
 
 
 def case_all_bad(ctx):
-    cl = two_nodes(ctx)
+    cl = two_nodes(ctx, (20, 21))
     n0, n1 = cl.nodes
-    for step in (20, 21):
-        commit_both(cl, JOB, step, LAYOUTS, seed=step)
-        wait_replicated(n0, JOB, step)
     local = os.path.join(step_path(n0.state_dir, JOB, 21), "rank-0")
     replica = os.path.join(replica_step_path(n1.state_dir, 0, JOB, 21), "rank-0")
     flip_byte(os.path.join(local, "big"), MiB + 1)
@@ -330,11 +329,8 @@ def verify_json(d, *args):
 
 
 def case_verify(ctx):
-    cl = two_nodes(ctx)
+    cl = two_nodes(ctx, (30, 31))
     n0, n1 = cl.nodes
-    for step in (30, 31):
-        commit_both(cl, JOB, step, LAYOUTS, seed=step)
-        wait_replicated(n0, JOB, step)
     local = os.path.join(step_path(n0.state_dir, JOB, 30), "rank-0")
     replica = os.path.join(replica_step_path(n0.state_dir, 1, JOB, 31), "rank-1")
     originals = {local: snapshot(local), replica: snapshot(replica)}
