@@ -473,7 +473,34 @@ bool neighbour_restore_error(struct neighbour_restore *nr, struct plink *l,
         return true;
 }
 
+/* A copy recorded corrupt that a transfer replaced — replication sent the
+ * rank again (the target's listing left the unrepairable copy out), or a
+ * restore pulled it — is good again: every block was checked against the
+ * sender's MANIFEST.  (A heal's own landing is recorded by heal.c after
+ * its full check.) */
+static void landed_over_fault(struct neighbour_restore *nr, const struct rx *rx) {
+        struct catalog_copy_fault f;
+        uint32_t area = rx->store == nr->store ? CATALOG_COPY_LOCAL : rx->src;
+
+        if (rx->replacing ||
+            catalog_copy_fault_get(nr->catalog, rx->m->job, rx->m->step, rx->m->rank, area,
+                                   &f) < 0 ||
+            f.state == CATALOG_FAULT_REPAIRED)
+                return;
+        char source[64];
+        snprintf(source, sizeof(source), "node %u (%s)", rx->from,
+                 rx->local ? "restored" : "replicated again");
+        /* (void): a row lost to a catalog error is logged there; the copy
+         * on disk is good either way */
+        (void)catalog_copy_fault_set(nr->catalog, rx->m->job, rx->m->step, rx->m->rank, area,
+                                     CATALOG_FAULT_REPAIRED, f.detail, source);
+        log_notice("peers: job %s step %" PRIu64 " rank %u: the copy recorded corrupt (%s) was "
+                   "replaced by one from %s", rx->m->job, rx->m->step, rx->m->rank, f.detail,
+                   source);
+}
+
 void neighbour_restore_landed(struct neighbour_restore *nr, const struct rx *rx) {
+        landed_over_fault(nr, rx);
         /* a corrupt copy replaced (heal) changes nothing of the step's
          * replication or object-store state */
         if (!rx->local || rx->replacing)
@@ -497,6 +524,7 @@ struct list_fill {
         struct peer_msg *m;
         struct plink *l;
         struct catalog *catalog;
+        struct catalog *faults;   /* the node's own: copies recorded unrepairable */
         int error;
 };
 
@@ -511,6 +539,9 @@ static int list_fill_cb(void *userdata, const char *job, uint64_t step, uint8_t 
                 return 0;
         for (size_t i = 0; i < MIN(n, (size_t)256); i++) {
                 struct peer_list_rep *r = &lf->m->list_rep;
+                /* a copy with no good one left is not offered (heal.c) */
+                if (catalog_copy_unrepairable(lf->faults, job, step, ranks[i]) == 1)
+                        continue;
                 /* a page is full at PEER_LIST_PAGE entries or when one more
                  * long name would not fit the message bound */
                 if (r->count == PEER_LIST_PAGE ||
@@ -541,7 +572,8 @@ void neighbour_restore_answer_list(struct neighbour_restore *nr, struct plink *l
         m->hdr.type = PEER_MSG_LIST_REP;
         m->hdr.stream = req->hdr.stream;
         if (a) {
-                struct list_fill lf = { .m = m, .l = l, .catalog = a->catalog };
+                struct list_fill lf = { .m = m, .l = l, .catalog = a->catalog,
+                                        .faults = nr->catalog };
                 /* list_fill_cb never stops the walk: a non-zero result is
                  * the catalog's, and the neighbour gets a short list */
                 int r = catalog_ckpt_foreach(a->catalog,

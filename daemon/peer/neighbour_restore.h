@@ -123,6 +123,7 @@ void neighbour_restore_answer_list(struct neighbour_restore *nr, struct plink *l
                                    const struct peer_msg *req);
 void neighbour_restore_answer_get(struct neighbour_restore *nr, struct plink *l,
                                   const struct peer_msg *req);
-/* A restored rank's step is committed here: the neighbour it came from
- * (and the object store) hold it already. */
+/* A received rank's step is committed here (a replica or a restore): a
+ * copy of it recorded corrupt is good again; and for a restore, the
+ * neighbour it came from (and the object store) hold it already. */
 void neighbour_restore_landed(struct neighbour_restore *nr, const struct rx *rx);
