@@ -312,6 +312,8 @@ static int cmd_status(void) {
                        s->clients, s->bytes_written, s->bytes_read, s->errors);
                 json_str(s->last_error);
                 fprintf(out, ",\"node_index\":%u,\"node_count\":%u", s->node_index, s->node_count);
+                fprintf(out, ",\"copies\":{\"bad\":%u,\"repaired\":%u,\"unrepairable\":%u}",
+                        s->copies_bad, s->copies_repaired, s->copies_unrepairable);
                 if (s->replication_enabled) {
                         fprintf(out, ",\"replication\":{\"peers_up\":%u,\"peers_total\":%u,"
                                 "\"pending\":%u,\"degraded\":%s,\"peers\":", s->peers_up,
@@ -335,7 +337,10 @@ static int cmd_status(void) {
                                 s->remote_bytes_uploaded, s->remote_bytes_downloaded,
                                 s->remote_requests, s->remote_retries, s->remote_failures);
                         json_str(s->remote_error);
-                        fprintf(out, "}");
+                        fprintf(out, ",\"audit\":{\"passes\":%" PRIu64 ",\"checked\":%" PRIu64
+                                ",\"bad\":%" PRIu64 ",\"repaired\":%" PRIu64 "}}",
+                                s->audit_passes, s->audit_objects_checked, s->audit_objects_bad,
+                                s->audit_objects_repaired);
                 } else {
                         fprintf(out, ",\"remote\":null");
                 }
@@ -366,6 +371,11 @@ static int cmd_status(void) {
                         s->last_error);
                 if (s->node_count > 1)
                         fprintf(out, "node:      %u of %u\n", s->node_index, s->node_count);
+                if (s->copies_bad || s->copies_repaired || s->copies_unrepairable)
+                        fprintf(out, "copies:    %u corrupt copies repaired, %u being repaired, "
+                                "%u with no good copy left%s\n", s->copies_repaired,
+                                s->copies_bad, s->copies_unrepairable,
+                                s->copies_unrepairable ? " (CORRUPT)" : "");
                 if (s->replication_enabled) {
                         bool degraded = s->repl_steps_pending || s->peers_up < s->peers_total;
                         fprintf(out, "peers:     %u of %u replication targets up, %u step copies "
@@ -383,6 +393,10 @@ static int cmd_status(void) {
                                 s->remote_retries, s->remote_failures);
                         if (s->remote_error[0])
                                 fprintf(out, "           error: %s\n", s->remote_error);
+                        fprintf(out, "           audit: %" PRIu64 " passes, %" PRIu64 " objects "
+                                "checked, %" PRIu64 " bad, %" PRIu64 " uploaded again\n",
+                                s->audit_passes, s->audit_objects_checked, s->audit_objects_bad,
+                                s->audit_objects_repaired);
                 } else {
                         fprintf(out, "remote:    none configured\n");
                 }
@@ -758,6 +772,115 @@ static int cmd_pin(const char *job, const char *step_str, bool pinned) {
         return 0;
 }
 
+/* The whole output of a command that reports a finding by its exit
+ * status (verify: 1 when a bad copy remains) reaches stdout anyway. */
+static bool keep_output;
+
+static const char *const copy_states[CKPT_COPY_STATE_MAX_] = {
+        [CKPT_COPY_GOOD] = "good",
+        [CKPT_COPY_BAD] = "bad",
+        [CKPT_COPY_REPAIRED] = "repaired",
+};
+
+/* verify JOB [STEP] [--rank R] [--repair]: every copy this node holds,
+ * checked in full; exit 1 when a bad one remains. */
+static int cmd_verify(int nargs, char **args) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_VERIFY };
+        const char *job = NULL;
+        uint64_t v;
+
+        req.verify.step = CKPT_STEP_LATEST;
+        req.verify.rank = CKPT_VERIFY_ALL_RANKS;
+        for (int i = 0; i < nargs; i++) {
+                if (!strcmp(args[i], "--repair")) {
+                        req.verify.repair = 1;
+                } else if (!strcmp(args[i], "--rank")) {
+                        if (i + 1 >= nargs || req.verify.rank != CKPT_VERIFY_ALL_RANKS)
+                                goto usage;
+                        if (parse_u64("rank", args[++i], CKPT_WORLD_MAX - 1, &v) < 0)
+                                return EXIT_USAGE;
+                        req.verify.rank = (uint32_t)v;
+                } else if (!job) {
+                        job = args[i];
+                } else if (req.verify.step == CKPT_STEP_LATEST) {
+                        if (parse_u64("STEP", args[i], CKPT_STEP_MAX, &req.verify.step) < 0)
+                                return EXIT_USAGE;
+                } else {
+                        goto usage;
+                }
+        }
+        if (!job)
+                goto usage;
+        if (ckpt_name_set(&req.verify.job, job) < 0) {
+                fprintf(stderr, "ckptctl: '%s' is not a valid job name\n", job);
+                return EXIT_USAGE;
+        }
+        struct ckpt_reply *rep = malloc(sizeof(*rep));
+        if (!rep)
+                return report(-ENOMEM, "verify");
+        /* reading every copy in full can rightly take long: only an
+         * explicit --timeout bounds it */
+        int r = wire_call_within(&wire, NULL, timeout_given ? WIRE_TIMEOUT_CONN : 0, &req, rep,
+                                 NULL);
+        if (r < 0) {
+                free(rep);
+                return report(r, "verify");
+        }
+        const struct ckpt_rep_verify *vr = &rep->verify;
+        uint32_t bad = 0, repaired = 0;
+        for (uint32_t i = 0; i < vr->count; i++) {
+                bad += vr->entries[i].state == CKPT_COPY_BAD;
+                repaired += vr->entries[i].state == CKPT_COPY_REPAIRED;
+        }
+        if (json) {
+                fprintf(out, "{\"job\":");
+                json_str(job);
+                fprintf(out, ",\"copies_checked\":%u,\"bad\":%u,\"repaired\":%u,\"copies\":[",
+                        vr->total, bad, repaired);
+        } else {
+                fprintf(out, "job %s: %u cop%s checked, %u bad, %u repaired%s\n", job, vr->total,
+                        vr->total == 1 ? "y" : "ies", bad, repaired,
+                        vr->total > vr->count ? " (the good ones not all listed: name a step "
+                                                "or a rank)" : "");
+                fprintf(out, "%-20s %-6s %-18s %6s %10s  %s\n", "STEP", "RANK", "COPY", "SHARDS",
+                        "BYTES", "STATE");
+        }
+        for (uint32_t i = 0; i < vr->count; i++) {
+                const struct ckpt_verify_entry *e = &vr->entries[i];
+                char where[32], b[32];
+                if (e->area == CKPT_COPY_LOCAL)
+                        snprintf(where, sizeof(where), "local");
+                else
+                        snprintf(where, sizeof(where), "replica of node %u", e->area);
+                if (json) {
+                        fprintf(out, "%s{\"step\":%" PRIu64 ",\"rank\":%u,\"copy\":", i ? "," : "",
+                                e->step, e->rank);
+                        json_str(where);
+                        if (e->area == CKPT_COPY_LOCAL)
+                                fprintf(out, ",\"replica_of\":null");
+                        else
+                                fprintf(out, ",\"replica_of\":%u", e->area);
+                        fprintf(out, ",\"state\":\"%s\",\"shards\":%u,\"bytes\":%" PRIu64
+                                ",\"detail\":", copy_states[e->state], e->shards, e->bytes);
+                        json_str(e->detail);
+                        fprintf(out, "}");
+                } else {
+                        fprintf(out, "%-20" PRIu64 " %-6u %-18s %6u %10s  %s%s%s\n", e->step,
+                                e->rank, where, e->shards, human_bytes(e->bytes, b),
+                                e->state == CKPT_COPY_BAD ? "BAD" : copy_states[e->state],
+                                e->detail[0] ? ": " : "", e->detail);
+                }
+        }
+        if (json)
+                fprintf(out, "]}\n");
+        free(rep);
+        keep_output = true;
+        return bad ? EXIT_DAEMON_ERROR : 0;
+usage:
+        fprintf(stderr, "ckptctl: usage: verify JOB [STEP] [--rank R] [--repair]\n");
+        return EXIT_USAGE;
+}
+
 static void usage(FILE *f) {
         fprintf(f, "Usage: ckptctl [--socket PATH] [--json] COMMAND\n\n"
                    "Commands:\n"
@@ -773,6 +896,10 @@ static void usage(FILE *f) {
                    "                   copy a committed step (default: the newest) from the\n"
                    "                   object store to local disk: the ranks node N held\n"
                    "                   (default: this node's index), one rank, or all\n"
+                   "  verify JOB [STEP] [--rank R] [--repair]\n"
+                   "                   read and check every copy this node holds (local tier,\n"
+                   "                   replica areas) in full; --repair replaces bad ones\n"
+                   "                   with a good copy; exit 1 while a bad copy remains\n"
                    "  pin JOB STEP     keep a step whatever retention says (local and store)\n"
                    "  unpin JOB STEP   let retention decide again\n\n"
                    "Options:\n"
@@ -832,7 +959,7 @@ int main(int argc, char **argv) {
         char **args = argv + optind + 1;
         if (!((!strcmp(cmd, "status") && nargs == 0) || (!strcmp(cmd, "list") && nargs <= 1) ||
               (!strcmp(cmd, "show") && nargs == 2) || (!strcmp(cmd, "restore") && nargs >= 1) ||
-              (!strcmp(cmd, "latest") && nargs >= 1) ||
+              (!strcmp(cmd, "latest") && nargs >= 1) || (!strcmp(cmd, "verify") && nargs >= 1) ||
               ((!strcmp(cmd, "pin") || !strcmp(cmd, "unpin")) && nargs == 2))) {
                 fprintf(stderr, "ckptctl: unknown command or wrong arguments: %s\n", cmd);
                 usage(stderr);
@@ -873,13 +1000,15 @@ int main(int argc, char **argv) {
                 r = cmd_restore(nargs, args);
         else if (!strcmp(cmd, "latest"))
                 r = cmd_latest(nargs, args);
+        else if (!strcmp(cmd, "verify"))
+                r = cmd_verify(nargs, args);
         else if (!strcmp(cmd, "pin") || !strcmp(cmd, "unpin"))
                 r = cmd_pin(args[0], args[1], !strcmp(cmd, "pin"));
         else
                 r = cmd_show(args[0], args[1]);
         wire_close(&wire);
         fclose(out);
-        if (r == 0)
+        if (r == 0 || keep_output)
                 fwrite(text, 1, len, stdout);
         free(text);
         return r;

@@ -35,6 +35,7 @@
 #include "remote/flush.h"
 #include "remote/s3.h"
 #include "scrub/scrub.h"
+#include "server/heal.h"
 #include "server/save.h"
 #include "server/server.h"
 #include "server/suspect.h"
@@ -390,6 +391,27 @@ static void daemon_peers_restored(void *userdata, const char *job, uint64_t step
         flush_step_in_store(d->flusher, job, step);
 }
 
+static void daemon_copy_healed(void *userdata, int error, const char *msg) {
+        (void)userdata;
+        (void)error;
+        (void)msg; /* heal.c logged and recorded the outcome */
+}
+
+/* A neighbour found the copy of a rank this node sent it corrupt: heal it
+ * (or record it unrepairable, so it is not offered again). */
+static void daemon_copy_bad(void *userdata, uint32_t node, const char *job, uint64_t step,
+                            uint32_t rank, const char *detail) {
+        struct daemon *d = userdata;
+        char why[CKPT_ERRMSG_MAX];
+
+        snprintf(why, sizeof(why), "node %u found: %s", node, detail);
+        int r = heal_rank(d->server, job, step, rank, why, daemon_copy_healed, NULL);
+        if (r < 0)
+                log_warn("peers: node %u reports a corrupt copy of job %s step %" PRIu64
+                         " rank %u, which this node does not hold (%s)", node, job, step, rank,
+                         strerror(-r));
+}
+
 /* ---- the cluster-wide commit (docs/commit.md) ------------------------------------------- */
 
 struct local_msg {
@@ -565,6 +587,7 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
                 .keep = cfg->keep,
                 .restore_on_start = true,
                 .restored = d->flusher ? daemon_peers_restored : NULL,
+                .copy_bad = daemon_copy_bad,
                 .pool_wait_ms = cfg->pool_wait_ms,
         };
         if (!cfg->cluster_peer_frame_mac)
@@ -592,6 +615,14 @@ static void daemon_scrub_options(const struct config *cfg, struct scrub_options 
 
 /* What the scrub found.  For now it is logged and counted as the job's
  * error (server_job_error); the repair (heal_rank) hooks in here. */
+/* heal_copy's answer to a scrub finding: heal logged the outcome (the
+ * source, or every copy tried); the next pass checks the copy again. */
+static void daemon_scrub_healed(void *userdata, int error, const char *msg) {
+        (void)userdata;
+        (void)error;
+        (void)msg;
+}
+
 static void daemon_scrub_bad_copy(void *userdata, const char *job, uint64_t step, uint32_t rank,
                                   int32_t area, const char *shard, int64_t block,
                                   const char *detail) {
@@ -604,6 +635,17 @@ static void daemon_scrub_bad_copy(void *userdata, const char *job, uint64_t step
         server_job_error(d->server, job, "scrub: job %s step %" PRIu64 " rank %u%s%s%s: %s",
                          job, step, rank, where, shard ? ": shard " : "", shard ? shard : "",
                          detail);
+        /* the scrub goes on; heal records the fault, repairs the copy from
+         * a good one (or records it unrepairable) and logs which */
+        char why[CKPT_NAME_MAX + 160];
+        snprintf(why, sizeof(why), "scrub: %s%s%.120s", shard ? shard : "", shard ? ": " : "",
+                 detail);
+        int r = heal_copy(d->server, job, step, rank,
+                          area < 0 ? CATALOG_COPY_LOCAL : (uint32_t)area, why,
+                          daemon_scrub_healed, NULL);
+        if (r < 0)
+                log_warn("scrub: job %s step %" PRIu64 " rank %u%s: cannot start its repair: %s",
+                         job, step, rank, where, strerror(-r));
 }
 
 /* The local tier and every replica area, in that order. */
@@ -884,6 +926,7 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
         d->server->on_drained = daemon_drained;
         daemon_apply_pool_limits(d);
         d->server->flusher = d->flusher;
+        d->server->audit = d->audit;
         d->server->userdata = d;
         d->server->on_saving = daemon_on_saving;
         d->server->fetcher = d->fetcher;
@@ -1014,6 +1057,8 @@ struct daemon *daemon_free(struct daemon *d) {
                 d->areas[i].store = store_free(d->areas[i].store);
         }
         free(d->areas);
+        if (d->server)
+                d->server->audit = NULL;
         d->audit = audit_free(d->audit);
         d->fetcher = fetch_free(d->fetcher);
         d->flusher = flush_free(d->flusher);

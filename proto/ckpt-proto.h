@@ -39,12 +39,15 @@
  * speak (docs/protocol.md, "Versioning").  Version 3 differs from 2 only in
  * the SAVE_BEGIN reply, which gained `replaced`; version 4 from 3 only in
  * the request COMMIT_ASYNC, which earlier versions do not have; version 5
- * from 4 only in the STATUS reply, which gained the scrub_* fields. */
+ * from 4 in the request VERIFY and in the STATUS reply, which gained the
+ * counts of corrupt copies (copies_bad, copies_repaired,
+ * copies_unrepairable), the scrub_* fields and the audit_* fields. */
 #define CKPT_PROTO_VERSION 5     /* the newest */
 #define CKPT_PROTO_VERSION_MIN 2 /* the oldest */
 #define CKPT_PROTO_VERSION_REPLACED 3 /* the first with SAVE_BEGIN's `replaced` */
 #define CKPT_PROTO_VERSION_COMMIT_ASYNC 4 /* the first with COMMIT_ASYNC */
-#define CKPT_PROTO_VERSION_SCRUB 5 /* the first with STATUS's scrub_* fields */
+#define CKPT_PROTO_VERSION_SCRUB 5 /* the first with STATUS's scrub_* and audit_* fields */
+#define CKPT_PROTO_VERSION_COPY_FAULTS 5 /* the first with VERIFY and STATUS's copy counts */
 #define CKPT_HDR_SIZE 16
 /* Fits the default net.core.wmem_max so no process needs SO_SNDBUFFORCE. */
 #define CKPT_MSG_MAX 65536
@@ -83,6 +86,7 @@ enum ckpt_msg_type {
         CKPT_MSG_PIN = 19,
         CKPT_MSG_LATEST_RANK = 20,
         CKPT_MSG_COMMIT_ASYNC = 21, /* from version 4 on */
+        CKPT_MSG_VERIFY = 22,       /* from version 5 on */
         CKPT_MSG_REQUEST_MAX_,
 
         /* A reply has the request's type with this bit set ... */
@@ -256,6 +260,18 @@ struct ckpt_req_latest_rank {
         uint64_t below; /* <= CKPT_STEP_MAX, or CKPT_STEP_LATEST */
 };
 
+/* VERIFY: read and check in full every copy this node holds (local tier,
+ * replica areas) of job's ranks — of one step (else CKPT_STEP_LATEST:
+ * every step) and one rank (else CKPT_VERIFY_ALL_RANKS) — and, with
+ * repair 1, replace each bad copy with a good one (docs/protocol.md). */
+#define CKPT_VERIFY_ALL_RANKS UINT32_MAX
+struct ckpt_req_verify {
+        struct ckpt_name job;
+        uint64_t step;  /* <= CKPT_STEP_MAX, or CKPT_STEP_LATEST */
+        uint32_t rank;  /* < CKPT_WORLD_MAX, or CKPT_VERIFY_ALL_RANKS */
+        uint8_t repair;
+};
+
 struct ckpt_request {
         struct ckpt_hdr hdr;
         union {
@@ -274,6 +290,7 @@ struct ckpt_request {
                 struct ckpt_req_fetch fetch;
                 struct ckpt_req_pin pin;
                 struct ckpt_req_latest_rank latest_rank;
+                struct ckpt_req_verify verify;
                 /* STATUS has an empty body. */
         };
 };
@@ -394,6 +411,15 @@ struct ckpt_rep_status {
         int64_t scrub_next_pass_at;          /* 0: a pass is under way (or off) */
         uint64_t scrub_findings;             /* bad copies found since the daemon started */
         char scrub_last_findings[CKPT_ERRMSG_MAX + 1]; /* newest first, "; "-separated */
+        /* copies of ranks on this node found corrupt (version 5 on; zero
+         * in earlier versions): still bad (a repair running), repaired
+         * from a good copy, and with no good copy found */
+        uint32_t copies_bad, copies_repaired, copies_unrepairable;
+        /* the audit of this node's objects in the store (version 5 on; zero
+         * without a store and in earlier versions), since the daemon
+         * started: passes finished, objects that passed every check,
+         * objects found bad, and of those the ones queued for a new upload */
+        uint64_t audit_passes, audit_objects_checked, audit_objects_bad, audit_objects_repaired;
 };
 
 enum ckpt_scrub_state {
@@ -445,6 +471,33 @@ struct ckpt_rep_fetch {
         uint64_t bytes;
 };
 
+/* VERIFY reply: one entry per copy, by step (ascending), rank, then the
+ * local tier before replica areas.  total > count: more copies than one
+ * reply holds were verified (and repaired if asked); name a step or a
+ * rank to see them. */
+#define CKPT_VERIFY_PAGE 64
+#define CKPT_VERIFY_DETAIL_MAX 255
+#define CKPT_COPY_LOCAL UINT32_MAX /* area: the local tier */
+enum ckpt_copy_state {
+        CKPT_COPY_GOOD = 0,     /* every check passed */
+        CKPT_COPY_BAD = 1,      /* detail says what is wrong; still bad */
+        CKPT_COPY_REPAIRED = 2, /* was bad (detail), replaced by a verified good copy */
+        CKPT_COPY_STATE_MAX_,
+};
+struct ckpt_verify_entry {
+        uint64_t step;
+        uint32_t rank;
+        uint32_t area;    /* CKPT_COPY_LOCAL, or the node whose replica area holds it */
+        uint8_t state;    /* enum ckpt_copy_state */
+        uint32_t shards;  /* in its MANIFEST (0 if that does not parse) */
+        uint64_t bytes;   /* sum of their sizes */
+        char detail[CKPT_VERIFY_DETAIL_MAX + 1]; /* "" when good */
+};
+struct ckpt_rep_verify {
+        uint32_t total, count;
+        struct ckpt_verify_entry entries[CKPT_VERIFY_PAGE];
+};
+
 struct ckpt_reply {
         struct ckpt_hdr hdr;
         union {
@@ -461,6 +514,7 @@ struct ckpt_reply {
                 struct ckpt_rep_job_list job_list;
                 struct ckpt_rep_ckpt_list ckpt_list;
                 struct ckpt_rep_fetch fetch;
+                struct ckpt_rep_verify verify;
                 /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE,
                  * PIN, COMMIT_ASYNC: empty body */
         };

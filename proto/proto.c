@@ -149,6 +149,16 @@ static int check_request(const struct ckpt_request *m) {
                 if (m->latest_rank.below != CKPT_STEP_LATEST)
                         check_step(&c, m->latest_rank.below);
                 break;
+        case CKPT_MSG_VERIFY:
+                /* a type versions 2 to 4 do not have: malformed there */
+                check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_COPY_FAULTS);
+                check_name(&c, &m->verify.job);
+                if (m->verify.step != CKPT_STEP_LATEST)
+                        check_step(&c, m->verify.step);
+                if (m->verify.rank != CKPT_VERIFY_ALL_RANKS)
+                        check_rank(&c, m->verify.rank);
+                check_bool(&c, m->verify.repair);
+                break;
         default:
                 check_bad(&c, true);
         }
@@ -240,6 +250,12 @@ static void put_request_body(struct wbuf *w, const struct ckpt_request *m) {
                 w_u32(w, m->latest_rank.rank);
                 w_u64(w, m->latest_rank.below);
                 break;
+        case CKPT_MSG_VERIFY:
+                w_name(w, &m->verify.job);
+                w_u64(w, m->verify.step);
+                w_u32(w, m->verify.rank);
+                w_u8(w, m->verify.repair);
+                break;
         default: /* STATUS: empty */
                 break;
         }
@@ -329,6 +345,12 @@ static void get_request_body(struct rbuf *r, struct ckpt_request *m) {
                 r_name(r, &m->latest_rank.job);
                 m->latest_rank.rank = r_u32(r);
                 m->latest_rank.below = r_u64(r);
+                break;
+        case CKPT_MSG_VERIFY:
+                r_name(r, &m->verify.job);
+                m->verify.step = r_u64(r);
+                m->verify.rank = r_u32(r);
+                m->verify.repair = r_u8(r);
                 break;
         default: /* STATUS: empty */
                 break;
@@ -422,6 +444,7 @@ static int check_reply(const struct ckpt_reply *m) {
                 check_cstr(&c, m->status.scrub_last_findings, CKPT_ERRMSG_MAX);
                 check_inval(&c, m->status.scrub_state >= CKPT_SCRUB_MAX_);
                 check_inval(&c, m->status.scrub_copies_bad > m->status.scrub_copies_verified);
+                check_inval(&c, m->status.audit_objects_repaired > m->status.audit_objects_bad);
                 break;
         case CKPT_MSG_FETCH:
                 check_step(&c, m->fetch.step);
@@ -434,6 +457,19 @@ static int check_reply(const struct ckpt_reply *m) {
                 for (uint32_t i = 0; i < l->count && i < CKPT_JOB_PAGE; i++) {
                         check_name(&c, &l->entries[i].name);
                         check_inval(&c, l->entries[i].latest_committed < -1);
+                }
+                break;
+        }
+        case CKPT_MSG_VERIFY: {
+                const struct ckpt_rep_verify *l = &m->verify;
+                check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_COPY_FAULTS);
+                check_count(&c, l->total, l->count, CKPT_VERIFY_PAGE);
+                for (uint32_t i = 0; i < l->count && i < CKPT_VERIFY_PAGE; i++) {
+                        const struct ckpt_verify_entry *e = &l->entries[i];
+                        check_step(&c, e->step);
+                        check_rank(&c, e->rank);
+                        check_bad(&c, e->state >= CKPT_COPY_STATE_MAX_);
+                        check_cstr(&c, e->detail, CKPT_VERIFY_DETAIL_MAX);
                 }
                 break;
         }
@@ -571,6 +607,13 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                 w_u64(w, (uint64_t)s->scrub_next_pass_at);
                 w_u64(w, s->scrub_findings);
                 w_cstr(w, s->scrub_last_findings, CKPT_ERRMSG_MAX);
+                w_u32(w, s->copies_bad);
+                w_u32(w, s->copies_repaired);
+                w_u32(w, s->copies_unrepairable);
+                w_u64(w, s->audit_passes);
+                w_u64(w, s->audit_objects_checked);
+                w_u64(w, s->audit_objects_bad);
+                w_u64(w, s->audit_objects_repaired);
                 break;
         }
         case CKPT_MSG_FETCH:
@@ -609,6 +652,20 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                         w_u8(w, e->remote_state);
                         w_u8(w, e->pinned);
                         w_u8(w, e->replicas);
+                }
+                break;
+        case CKPT_MSG_VERIFY:
+                w_u32(w, m->verify.total);
+                w_u32(w, m->verify.count);
+                for (uint32_t i = 0; i < m->verify.count; i++) {
+                        const struct ckpt_verify_entry *e = &m->verify.entries[i];
+                        w_u64(w, e->step);
+                        w_u32(w, e->rank);
+                        w_u32(w, e->area);
+                        w_u8(w, e->state);
+                        w_u32(w, e->shards);
+                        w_u64(w, e->bytes);
+                        w_cstr(w, e->detail, CKPT_VERIFY_DETAIL_MAX);
                 }
                 break;
         default: /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE */
@@ -732,6 +789,13 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                 s->scrub_next_pass_at = (int64_t)r_u64(r);
                 s->scrub_findings = r_u64(r);
                 r_cstr(r, s->scrub_last_findings, CKPT_ERRMSG_MAX);
+                s->copies_bad = r_u32(r);
+                s->copies_repaired = r_u32(r);
+                s->copies_unrepairable = r_u32(r);
+                s->audit_passes = r_u64(r);
+                s->audit_objects_checked = r_u64(r);
+                s->audit_objects_bad = r_u64(r);
+                s->audit_objects_repaired = r_u64(r);
                 break;
         }
         case CKPT_MSG_FETCH:
@@ -777,6 +841,24 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                         e->remote_state = r_u8(r);
                         e->pinned = r_u8(r);
                         e->replicas = r_u8(r);
+                }
+                break;
+        }
+        case CKPT_MSG_VERIFY: {
+                struct ckpt_rep_verify *l = &m->verify;
+                l->total = r_u32(r);
+                l->count = r_u32(r);
+                if (!r_count(r, l->total, l->count, CKPT_VERIFY_PAGE))
+                        break;
+                for (uint32_t i = 0; i < l->count; i++) {
+                        struct ckpt_verify_entry *e = &l->entries[i];
+                        e->step = r_u64(r);
+                        e->rank = r_u32(r);
+                        e->area = r_u32(r);
+                        e->state = r_u8(r);
+                        e->shards = r_u32(r);
+                        e->bytes = r_u64(r);
+                        r_cstr(r, e->detail, CKPT_VERIFY_DETAIL_MAX);
                 }
                 break;
         }
@@ -941,6 +1023,7 @@ static const char *const request_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_PIN] = "PIN",
         [CKPT_MSG_LATEST_RANK] = "LATEST_RANK",
         [CKPT_MSG_COMMIT_ASYNC] = "COMMIT_ASYNC",
+        [CKPT_MSG_VERIFY] = "VERIFY",
 };
 
 static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
@@ -965,6 +1048,7 @@ static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_PIN] = "PIN_REPLY",
         [CKPT_MSG_LATEST_RANK] = "LATEST_RANK_REPLY",
         [CKPT_MSG_COMMIT_ASYNC] = "COMMIT_ASYNC_REPLY",
+        [CKPT_MSG_VERIFY] = "VERIFY_REPLY",
 };
 
 /* Never NULL, so it can go straight into a log format. */

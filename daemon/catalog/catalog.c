@@ -173,6 +173,23 @@ static const char *const migrations[] = {
         "  last_finding TEXT NOT NULL DEFAULT '',"
         "  updated_at INTEGER NOT NULL"
         ");",
+        /* 6 -> 7: copies of a rank found corrupt on this node, and what
+         * became of them (docs/catalog.md).  No foreign key: a copy in a
+         * replica area has no checkpoint row in this catalog, and the
+         * record of an unrepairable copy must outlive the files it
+         * describes (LATEST_RANK consults it). */
+        "CREATE TABLE copy_faults ("
+        "  job TEXT NOT NULL,"
+        "  step INTEGER NOT NULL,"
+        "  rank INTEGER NOT NULL,"
+        "  area INTEGER NOT NULL,"
+        "  state INTEGER NOT NULL,"
+        "  detected_at INTEGER NOT NULL,"
+        "  detail TEXT NOT NULL,"
+        "  repaired_at INTEGER,"
+        "  source TEXT,"
+        "  PRIMARY KEY (job, step, rank, area)"
+        ");",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == CATALOG_SCHEMA_VERSION,
@@ -237,6 +254,11 @@ enum stmt_id {
         STMT_SCRUB_SET,
         STMT_RANK_COMMITTED_NEXT,
         STMT_COMMITTED_BYTES,
+        STMT_FAULT_SET,
+        STMT_FAULT_GET,
+        STMT_FAULT_UNREPAIRABLE,
+        STMT_FAULT_COUNTS,
+        STMT_FAULT_OPEN,
         STMT_INTEGRITY, /* last: catalog_free takes it as "open got this far" */
         STMT_MAX_,
 };
@@ -381,6 +403,28 @@ static const char *const stmt_sql[STMT_MAX_] = {
         [STMT_COMMITTED_BYTES] = "SELECT COALESCE(SUM(r.bytes), 0) FROM ranks r"
                                  " JOIN checkpoints k ON k.job = r.job AND k.step = r.step"
                                  " WHERE k.state = ?1",
+        /* detected_at is the first detection of the fault being recorded:
+         * kept while the copy stays bad or unrepairable, renewed when a
+         * repaired copy goes bad again */
+        [STMT_FAULT_SET] = "INSERT INTO copy_faults (job, step, rank, area, state, detected_at,"
+                           " detail, repaired_at, source) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
+                           " CASE WHEN ?5 = 1 THEN ?6 END, ?8)"
+                           " ON CONFLICT (job, step, rank, area) DO UPDATE SET"
+                           " detected_at = CASE WHEN state = 1 AND ?5 != 1 THEN ?6"
+                           " ELSE detected_at END,"
+                           " state = ?5, detail = CASE WHEN ?5 = 1 THEN detail ELSE ?7 END,"
+                           " repaired_at = CASE WHEN ?5 = 1 THEN ?6 ELSE NULL END,"
+                           " source = ?8",
+        [STMT_FAULT_GET] = "SELECT state, detected_at, detail, repaired_at, source"
+                           " FROM copy_faults WHERE job = ?1 AND step = ?2 AND rank = ?3"
+                           " AND area = ?4",
+        [STMT_FAULT_UNREPAIRABLE] = "SELECT 1 FROM copy_faults WHERE job = ?1 AND step = ?2"
+                                    " AND rank = ?3 AND state = 2 LIMIT 1",
+        [STMT_FAULT_OPEN] = "SELECT step, rank FROM copy_faults WHERE job = ?1"
+                            " AND (?2 < 0 OR step = ?2) AND area = ?3 AND state != 1"
+                            " ORDER BY step, rank",
+        [STMT_FAULT_COUNTS] = "SELECT COALESCE(SUM(state = 0), 0), COALESCE(SUM(state = 1), 0),"
+                              " COALESCE(SUM(state = 2), 0) FROM copy_faults",
         [STMT_INTEGRITY] = "PRAGMA integrity_check",
 };
 
@@ -1842,4 +1886,99 @@ int catalog_committed_bytes(struct catalog *c, uint64_t *out) {
                 return sql_error(c->db, "sum the committed bytes");
         *out = col_u64(s, 0);
         return 0;
+}
+
+/* ---- copy faults (schema 7) -------------------------------------------- */
+
+int catalog_copy_fault_set(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                           uint32_t area, uint8_t state, const char *detail, const char *source) {
+        int r;
+
+        if (state > CATALOG_FAULT_UNREPAIRABLE || step > (uint64_t)CKPT_STEP_MAX)
+                return -EINVAL;
+        r = tx_ensure(c);
+        if (r < 0)
+                return r;
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_FAULT_SET];
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) || bind_i64(s, 3, rank) ||
+            bind_i64(s, 4, area) || bind_i64(s, 5, state) || bind_i64(s, 6, time(NULL)) ||
+            bind_text(s, 7, detail ? detail : "") || bind_text_or_null(s, 8, source) ||
+            sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "copy fault of job %s step %" PRIu64 " rank %u", job,
+                                 step, rank);
+        return 0;
+}
+
+int catalog_copy_fault_get(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                           uint32_t area, struct catalog_copy_fault *out) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_FAULT_GET];
+
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return -ENOENT;
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) || bind_i64(s, 3, rank) ||
+            bind_i64(s, 4, area))
+                return sql_error(c->db, "copy fault of job %s step %" PRIu64, job, step);
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE)
+                return -ENOENT;
+        if (rc != SQLITE_ROW)
+                return sql_error(c->db, "copy fault of job %s step %" PRIu64, job, step);
+        const char *detail = (const char *)sqlite3_column_text(s, 2);
+        const char *source = (const char *)sqlite3_column_text(s, 4);
+        out->state = (uint8_t)col_u32(s, 0);
+        out->detected_at = (int64_t)col_u64(s, 1);
+        out->repaired_at = (int64_t)col_u64(s, 3);
+        snprintf(out->detail, sizeof(out->detail), "%s", detail ? detail : "");
+        snprintf(out->source, sizeof(out->source), "%s", source ? source : "");
+        return 0;
+}
+
+int catalog_copy_unrepairable(struct catalog *c, const char *job, uint64_t step, uint32_t rank) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_FAULT_UNREPAIRABLE];
+
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return 0;
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) || bind_i64(s, 3, rank))
+                return sql_error(c->db, "copy faults of job %s step %" PRIu64, job, step);
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW)
+                return 1;
+        if (rc == SQLITE_DONE)
+                return 0;
+        return sql_error(c->db, "copy faults of job %s step %" PRIu64, job, step);
+}
+
+int catalog_copy_fault_counts(struct catalog *c, uint32_t *bad, uint32_t *repaired,
+                              uint32_t *unrepairable) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_FAULT_COUNTS];
+
+        *bad = *repaired = *unrepairable = 0;
+        if (sqlite3_step(s) != SQLITE_ROW)
+                return sql_error(c->db, "count copy faults");
+        *bad = col_u32(s, 0);
+        *repaired = col_u32(s, 1);
+        *unrepairable = col_u32(s, 2);
+        return 0;
+}
+
+int catalog_copy_faults_open(struct catalog *c, const char *job, uint64_t step, uint32_t area,
+                             uint64_t *steps, uint32_t *ranks, size_t cap, size_t *count) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_FAULT_OPEN];
+        int rc;
+
+        *count = 0;
+        if (bind_text(s, 1, job) ||
+            bind_i64(s, 2, step > (uint64_t)CKPT_STEP_MAX ? -1 : (int64_t)step) ||
+            bind_i64(s, 3, area))
+                return sql_error(c->db, "open copy faults of job %s", job);
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+                if (*count < cap) {
+                        steps[*count] = col_u64(s, 0);
+                        ranks[*count] = col_u32(s, 1);
+                }
+                (*count)++;
+        }
+        if (rc != SQLITE_DONE)
+                return sql_error(c->db, "open copy faults of job %s", job);
+        return *count > cap ? -ENOBUFS : 0;
 }

@@ -27,7 +27,7 @@
 
 struct catalog;
 
-#define CATALOG_SCHEMA_VERSION 6
+#define CATALOG_SCHEMA_VERSION 7
 
 /* Open or create the database at path, run migrations.  -EIO on failure
  * (including a database whose user_version is newer than this build:
@@ -282,3 +282,53 @@ int catalog_committed_rank_next(struct catalog *c, const char *job, uint64_t ste
                                 uint32_t *rank_out);
 /* Bytes of the ranks of committed steps (their shards' sizes). */
 int catalog_committed_bytes(struct catalog *c, uint64_t *out);
+
+/* ---- copy faults (schema 7) ---------------------------------------------
+ * A copy of a rank on this node found corrupt (a block failing its CRC32C,
+ * a shard file missing or of the wrong size, a MANIFEST that does not
+ * parse or match) and what became of it: one row per copy, the latest
+ * event.  `area` names the copy: CATALOG_COPY_LOCAL for the local tier,
+ * else the source node whose replica area holds it.  These rows live in
+ * the node's own catalog whichever copy they describe (server/heal.c and
+ * the scrub write them; LATEST_RANK, MAP and STATUS read them).  Writes
+ * join the batch like every other. */
+#define CATALOG_COPY_LOCAL UINT32_MAX
+
+enum catalog_fault_state {
+        CATALOG_FAULT_BAD = 0,          /* found corrupt, repair not finished */
+        CATALOG_FAULT_REPAIRED = 1,     /* replaced by a verified good copy */
+        CATALOG_FAULT_UNREPAIRABLE = 2, /* no good copy was found anywhere */
+};
+
+#define CATALOG_FAULT_TEXT_MAX 511
+
+struct catalog_copy_fault {
+        uint8_t state;                  /* enum catalog_fault_state */
+        int64_t detected_at;            /* unix seconds */
+        int64_t repaired_at;            /* unix seconds; 0 unless repaired */
+        char detail[CATALOG_FAULT_TEXT_MAX + 1];  /* shard, block, what was wrong */
+        char source[CATALOG_FAULT_TEXT_MAX + 1];  /* repaired from / copies tried */
+};
+
+/* Upsert the copy's row.  detail: what is wrong ("" keeps nothing; a
+ * REPAIRED event keeps the detail of the fault it repairs); source: the
+ * copy it was repaired from, or the copies tried (may be NULL).
+ * -EINVAL: state or step out of range. */
+int catalog_copy_fault_set(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                           uint32_t area, uint8_t state, const char *detail, const char *source);
+/* The copy's row, or -ENOENT (never found corrupt). */
+int catalog_copy_fault_get(struct catalog *c, const char *job, uint64_t step, uint32_t rank,
+                           uint32_t area, struct catalog_copy_fault *out);
+/* 1 when a copy of (job, step, rank) on this node is recorded
+ * unrepairable (LATEST_RANK stops offering the step for that rank, MAP
+ * refuses it), else 0. */
+int catalog_copy_unrepairable(struct catalog *c, const char *job, uint64_t step, uint32_t rank);
+/* The copies in `area` of job's ranks (of step; CKPT_STEP_LATEST: every
+ * step) recorded bad or unrepairable, by step then rank, into
+ * steps/ranks[0..cap); *count is how many there are (-ENOBUFS if more
+ * than cap). */
+int catalog_copy_faults_open(struct catalog *c, const char *job, uint64_t step, uint32_t area,
+                             uint64_t *steps, uint32_t *ranks, size_t cap, size_t *count);
+/* Copies recorded in each state, for STATUS. */
+int catalog_copy_fault_counts(struct catalog *c, uint32_t *bad, uint32_t *repaired,
+                              uint32_t *unrepairable);

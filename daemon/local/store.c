@@ -732,6 +732,95 @@ int store_rank_manifest(struct store *s, const char *job, uint64_t step, uint32_
         return store_manifest_load(rank_fd, job, step, rank, out);
 }
 
+int store_rank_verify(const struct store *s, const char *job, uint64_t step, uint32_t rank,
+                      char *detail, size_t detail_size, uint32_t *shards, uint64_t *bytes) {
+        char path[CKPT_NAME_MAX + 64], step_name[32];
+        _cleanup_free_ char *text = NULL;
+        _cleanup_free_ uint8_t *buf = NULL;
+        struct manifest *m = NULL;
+        size_t len;
+        int r;
+
+        detail[0] = '\0';
+        if (shards)
+                *shards = 0;
+        if (bytes)
+                *bytes = 0;
+        step_dir_name(step_name, step);
+        snprintf(path, sizeof(path), "%s/%s/rank-%u", job, step_name, rank);
+        _cleanup_close_ int rank_fd = openat(s->jobs_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (rank_fd < 0) {
+                r = -errno;
+                snprintf(detail, detail_size, "the rank directory cannot be opened: %s",
+                         strerror(-r));
+                return r == -ENOENT ? -ENOENT : -EIO;
+        }
+        r = fs_read_at(rank_fd, MANIFEST_FILE, MANIFEST_READ_MAX, &text, &len);
+        if (r < 0) {
+                snprintf(detail, detail_size, "MANIFEST cannot be read: %s", strerror(-r));
+                return -EIO;
+        }
+        if (manifest_parse(&m, text, len) < 0) {
+                snprintf(detail, detail_size, "MANIFEST does not parse");
+                return -EIO;
+        }
+        if (strcmp(m->job, job) || m->step != step || m->rank != rank) {
+                snprintf(detail, detail_size, "MANIFEST names job %s step %" PRIu64 " rank %u",
+                         m->job, m->step, m->rank);
+                manifest_free(m);
+                return -EIO;
+        }
+        if (shards)
+                *shards = m->nshards;
+        if (bytes)
+                *bytes = manifest_bytes(m);
+        r = 0;
+        buf = malloc(m->block_size);
+        if (!buf) {
+                manifest_free(m);
+                return -ENOMEM;
+        }
+        for (uint32_t i = 0; i < m->nshards && r == 0; i++) {
+                const struct manifest_shard *sh = &m->shards[i];
+                struct stat st;
+                _cleanup_close_ int fd = openat(rank_fd, sh->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (fd < 0 || fstat(fd, &st) < 0) {
+                        snprintf(detail, detail_size, "shard %s: %s", sh->name,
+                                 errno == ENOENT ? "the file is missing" : strerror(errno));
+                        r = -EIO;
+                        break;
+                }
+                if ((uint64_t)st.st_size != sh->size) {
+                        snprintf(detail, detail_size, "shard %s: the file has %" PRIu64
+                                 " bytes, the MANIFEST says %" PRIu64, sh->name,
+                                 (uint64_t)st.st_size, sh->size);
+                        r = -EIO;
+                        break;
+                }
+                for (uint64_t off = 0; off < sh->size; off += m->block_size) {
+                        size_t want = (size_t)MIN((uint64_t)m->block_size, sh->size - off);
+                        ssize_t got = pread(fd, buf, want, (off_t)off);
+                        if (got != (ssize_t)want) {
+                                snprintf(detail, detail_size, "shard %s block %" PRIu64 ": %s",
+                                         sh->name, off / m->block_size,
+                                         got < 0 ? strerror(errno) : "short read");
+                                r = -EIO;
+                                break;
+                        }
+                        if (manifest_shard_check(sh, off, buf, want) >= 0) {
+                                snprintf(detail, detail_size, "shard %s block %" PRIu64
+                                         " failed its CRC32C", sh->name, off / m->block_size);
+                                r = -EIO;
+                                break;
+                        }
+                }
+                /* a verify reads everything once: keep it out of the cache */
+                (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        }
+        manifest_free(m);
+        return r;
+}
+
 int store_shard_open_buffered(struct store *s, const char *job, uint64_t step, uint32_t rank,
                               const char *shard, int *fd_out) {
         if (ckpt_name_validate(shard, strlen(shard)) < 0)

@@ -130,6 +130,16 @@ int store_shard_open(struct store *s, const char *job, uint64_t step, uint32_t r
  * the read cache is left alone).  -ENOENT, -EBADMSG. */
 int store_rank_manifest(struct store *s, const char *job, uint64_t step, uint32_t rank,
                         struct manifest **out);
+/* Verify the copy of (job, step, rank) on disk in full: the MANIFEST
+ * parses and names this rank, every shard file exists with the size the
+ * manifest gives, every block matches its CRC32C.  Blocking (reads the
+ * whole rank): call it on a worker; it touches no state of s but its
+ * directory fd, so it is safe there.  0: good; -EIO: bad, detail says
+ * what (shard, block, what was wrong); -ENOENT: no such rank directory;
+ * -ENOMEM.  *shards and *bytes (either may be NULL): what the MANIFEST
+ * lists, 0 when it does not parse. */
+int store_rank_verify(const struct store *s, const char *job, uint64_t step, uint32_t rank,
+                      char *detail, size_t detail_size, uint32_t *shards, uint64_t *bytes);
 /* Open a shard file for buffered reads (the flush streams it to the object
  * store; the page cache's read-ahead suits that better than O_DIRECT). */
 int store_shard_open_buffered(struct store *s, const char *job, uint64_t step, uint32_t rank,

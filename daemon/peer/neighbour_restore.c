@@ -22,6 +22,9 @@ struct rget {
         char job[CKPT_NAME_MAX + 1];
         uint64_t step;
         uint32_t rank, world_size;
+        /* a copy sent before failed its CRC32C (what the restore reports
+         * if no other target has a good one); "" none */
+        char bad_copy[PEER_ERRMSG_MAX + 1];
 };
 
 struct restore_job {
@@ -34,6 +37,8 @@ struct restore_job {
         uint32_t ranks_done;
         uint32_t present;                 /* listed ranks already here */
         bool single;                      /* one rank, asked of target after target */
+        bool replacing;                   /* a corrupt copy here (heal) */
+        struct replica_area *into;        /* where it lands; NULL: the local tier */
         int error;
         char msg[PEER_ERRMSG_MAX + 1];
         struct rkeys claimed;             /* already asked for somewhere */
@@ -145,7 +150,8 @@ bool neighbour_restore_pump(struct neighbour_restore *nr, size_t slot, struct pl
 }
 
 int neighbour_restore_fetch_rank(struct neighbour_restore *nr, const char *job, uint64_t step,
-                                 uint32_t rank, restore_done_fn *done, void *userdata) {
+                                 uint32_t rank, bool replacing, struct replica_area *into,
+                                 restore_done_fn *done, void *userdata) {
         struct restore_job *rj = calloc(1, sizeof(*rj));
         struct rget *g = calloc(1, sizeof(*g));
         if (!rj || !g) {
@@ -155,6 +161,8 @@ int neighbour_restore_fetch_rank(struct neighbour_restore *nr, const char *job, 
         }
         rj->nr = nr;
         rj->single = true;
+        rj->into = into;
+        rj->replacing = replacing;
         snprintf(rj->job, sizeof(rj->job), "%s", job);
         rj->step = step;
         rj->done = done;
@@ -201,9 +209,23 @@ static void restore_job_check(struct restore_job *rj) {
         free(rj);
 }
 
-/* An asked-for rank ended (rx.report): landed (error 0) or not. */
+/* An asked-for rank ended (rx.report): landed (error 0) or not.  A copy
+ * whose block failed its CRC32C (-EBADMSG) is asked of the next target:
+ * another copy may be good (the holder of the bad one has been told). */
 static void rank_reported(void *ctx, int error, const char *msg) {
-        struct restore_job *rj = ctx;
+        struct rget *g = ctx;
+        struct restore_job *rj = g->rj;
+
+        if (error == -EBADMSG) {
+                snprintf(g->bad_copy, sizeof(g->bad_copy), "%s", msg);
+                if (rget_next_target(g)) {
+                        log_info("peers: job %s step %" PRIu64 " rank %u: asking node %u for "
+                                 "another copy (%s)", g->job, g->step, g->rank,
+                                 rj->nr->targets[g->tidx].d->node, msg);
+                        return;
+                }
+        }
+        free(g);
 
         if (error && !rj->error) {
                 rj->error = error;
@@ -401,17 +423,25 @@ bool neighbour_restore_asked(struct neighbour_restore *nr, struct plink *l, uint
         return target_get(target_of(nr, l), stream) != NULL;
 }
 
+struct replica_area *neighbour_restore_into(struct neighbour_restore *nr, struct plink *l,
+                                            uint32_t stream, bool *replacing) {
+        struct rget *g = target_get(target_of(nr, l), stream);
+        *replacing = g && g->rj->replacing;
+        return g ? g->rj->into : NULL;
+}
+
 void neighbour_restore_rank_end(struct neighbour_restore *nr, struct plink *l, struct rx *rx) {
         struct restore_target *t = target_of(nr, l);
         /* an asked-for rank is all here: from now on its rx reports to
          * the restore, and the ask is answered */
         struct rget *g = rx && rx->local ? target_get(t, rx->in.stream) : NULL;
         if (g) {
+                /* g stays with the rx until it reports (rank_reported) */
                 rx->report = rank_reported;
-                rx->report_ctx = g->rj;
+                rx->report_ctx = g;
                 list_unlink(&g->link);
+                list_init(&g->link);
                 t->ngets_active--;
-                free(g);
         }
 }
 
@@ -427,9 +457,14 @@ bool neighbour_restore_error(struct neighbour_restore *nr, struct plink *l,
         t->ngets_active--;
         log_debug("peers: node %u cannot send job %s step %" PRIu64 " rank %u: %s",
                   l->node, g->job, g->step, g->rank, m->error.message);
-        if (g->rj->single && rget_next_target(g)) {
+        if ((g->rj->single || g->bad_copy[0]) && rget_next_target(g)) {
                 nr->pump(nr->owner, slot);
                 return true;
+        }
+        if (g->bad_copy[0] && !g->rj->error) {
+                /* no other good copy: the one that was bad is the news */
+                g->rj->error = -EIO;
+                snprintf(g->rj->msg, sizeof(g->rj->msg), "%s", g->bad_copy);
         }
         g->rj->gets_pending--;
         restore_job_check(g->rj);
@@ -438,8 +473,37 @@ bool neighbour_restore_error(struct neighbour_restore *nr, struct plink *l,
         return true;
 }
 
+/* A copy recorded corrupt that a transfer replaced — replication sent the
+ * rank again (the target's listing left the unrepairable copy out), or a
+ * restore pulled it — is good again: every block was checked against the
+ * sender's MANIFEST.  (A heal's own landing is recorded by heal.c after
+ * its full check.) */
+static void landed_over_fault(struct neighbour_restore *nr, const struct rx *rx) {
+        struct catalog_copy_fault f;
+        uint32_t area = rx->store == nr->store ? CATALOG_COPY_LOCAL : rx->src;
+
+        if (rx->replacing ||
+            catalog_copy_fault_get(nr->catalog, rx->m->job, rx->m->step, rx->m->rank, area,
+                                   &f) < 0 ||
+            f.state == CATALOG_FAULT_REPAIRED)
+                return;
+        char source[64];
+        snprintf(source, sizeof(source), "node %u (%s)", rx->from,
+                 rx->local ? "restored" : "replicated again");
+        /* (void): a row lost to a catalog error is logged there; the copy
+         * on disk is good either way */
+        (void)catalog_copy_fault_set(nr->catalog, rx->m->job, rx->m->step, rx->m->rank, area,
+                                     CATALOG_FAULT_REPAIRED, f.detail, source);
+        log_notice("peers: job %s step %" PRIu64 " rank %u: the copy recorded corrupt (%s) was "
+                   "replaced by one from %s", rx->m->job, rx->m->step, rx->m->rank, f.detail,
+                   source);
+}
+
 void neighbour_restore_landed(struct neighbour_restore *nr, const struct rx *rx) {
-        if (!rx->local)
+        landed_over_fault(nr, rx);
+        /* a corrupt copy replaced (heal) changes nothing of the step's
+         * replication or object-store state */
+        if (!rx->local || rx->replacing)
                 return;
         /* the neighbour it came from holds it: nothing to
          * send back there */
@@ -460,6 +524,7 @@ struct list_fill {
         struct peer_msg *m;
         struct plink *l;
         struct catalog *catalog;
+        struct catalog *faults;   /* the node's own: copies recorded unrepairable */
         int error;
 };
 
@@ -474,6 +539,9 @@ static int list_fill_cb(void *userdata, const char *job, uint64_t step, uint8_t 
                 return 0;
         for (size_t i = 0; i < MIN(n, (size_t)256); i++) {
                 struct peer_list_rep *r = &lf->m->list_rep;
+                /* a copy with no good one left is not offered (heal.c) */
+                if (catalog_copy_unrepairable(lf->faults, job, step, ranks[i]) == 1)
+                        continue;
                 /* a page is full at PEER_LIST_PAGE entries or when one more
                  * long name would not fit the message bound */
                 if (r->count == PEER_LIST_PAGE ||
@@ -504,7 +572,8 @@ void neighbour_restore_answer_list(struct neighbour_restore *nr, struct plink *l
         m->hdr.type = PEER_MSG_LIST_REP;
         m->hdr.stream = req->hdr.stream;
         if (a) {
-                struct list_fill lf = { .m = m, .l = l, .catalog = a->catalog };
+                struct list_fill lf = { .m = m, .l = l, .catalog = a->catalog,
+                                        .faults = nr->catalog };
                 /* list_fill_cb never stops the walk: a non-zero result is
                  * the catalog's, and the neighbour gets a short list */
                 int r = catalog_ckpt_foreach(a->catalog,
@@ -544,6 +613,14 @@ void neighbour_restore_answer_get(struct neighbour_restore *nr, struct plink *l,
         if (!store) {
                 link_send_error(l, req->hdr.stream, -ENOENT, "node %u holds no rank %u of job %s "
                                 "step %" PRIu64, nr->self, g->rank, g->job.str, g->step);
+                return;
+        }
+        /* a copy found corrupt with no good one to repair it from is not
+         * offered (server/heal.c records it) */
+        if (catalog_copy_unrepairable(nr->catalog, g->job.str, g->step, g->rank) == 1) {
+                link_send_error(l, req->hdr.stream, -EIO, "node %u's copy of rank %u of job %s "
+                                "step %" PRIu64 " is corrupt and could not be repaired",
+                                nr->self, g->rank, g->job.str, g->step);
                 return;
         }
         int err = 0;

@@ -92,8 +92,12 @@ void neighbour_restore_drop_jobs(struct neighbour_restore *nr);
 /* peers_restore() and peers_fetch_rank() (see peers.h). */
 int neighbour_restore_start(struct neighbour_restore *nr, const char *job, uint64_t step,
                             restore_done_fn *done, void *userdata);
+/* replacing: a corrupt copy is being replaced (server/heal.c), in the
+ * replica area `into` or (NULL) the local tier; the rank is then no news
+ * to the replication or object-store state of its step. */
 int neighbour_restore_fetch_rank(struct neighbour_restore *nr, const char *job, uint64_t step,
-                                 uint32_t rank, restore_done_fn *done, void *userdata);
+                                 uint32_t rank, bool replacing, struct replica_area *into,
+                                 restore_done_fn *done, void *userdata);
 
 /* Target slot's link came up / went down. */
 void neighbour_restore_connected(struct neighbour_restore *nr, size_t slot);
@@ -104,6 +108,10 @@ bool neighbour_restore_pump(struct neighbour_restore *nr, size_t slot, struct pl
 
 /* The messages of a restore on l. */
 bool neighbour_restore_asked(struct neighbour_restore *nr, struct plink *l, uint32_t stream);
+/* The replica area the rank asked for on l's stream is to land in, or
+ * NULL (the local tier). */
+struct replica_area *neighbour_restore_into(struct neighbour_restore *nr, struct plink *l,
+                                            uint32_t stream, bool *replacing);
 /* RANK_END of rx: an asked-for rank is all here, rx reports to its restore. */
 void neighbour_restore_rank_end(struct neighbour_restore *nr, struct plink *l, struct rx *rx);
 /* ERROR about a rank asked for: true if it was one (handled). */
@@ -115,6 +123,7 @@ void neighbour_restore_answer_list(struct neighbour_restore *nr, struct plink *l
                                    const struct peer_msg *req);
 void neighbour_restore_answer_get(struct neighbour_restore *nr, struct plink *l,
                                   const struct peer_msg *req);
-/* A restored rank's step is committed here: the neighbour it came from
- * (and the object store) hold it already. */
+/* A received rank's step is committed here (a replica or a restore): a
+ * copy of it recorded corrupt is good again; and for a restore, the
+ * neighbour it came from (and the object store) hold it already. */
 void neighbour_restore_landed(struct neighbour_restore *nr, const struct rx *rx);

@@ -147,8 +147,13 @@ static int place_hook(void *owner, struct plink *l, const struct peer_rank_begin
                 link_close(l, -EPROTO, "a restore transfer nobody asked for");
                 return -1;
         }
-        rx->store = ps->store;
-        rx->catalog = ps->catalog;
+        /* a rank asked for to replace a corrupt replica lands in its area */
+        bool replacing;
+        struct replica_area *into = neighbour_restore_into(&ps->restore, l, rx->in.stream,
+                                                           &replacing);
+        rx->replacing = replacing;
+        rx->store = into ? into->store : ps->store;
+        rx->catalog = into ? into->catalog : ps->catalog;
         rx->local = true;
         return 0;
 }
@@ -192,6 +197,26 @@ static void on_control(struct peers *ps, struct plink *l, const struct peer_msg 
         }
         if (ps->control.message)
                 ps->control.message(ps->control.userdata, l->node, m);
+}
+
+/* A neighbour restoring a rank from this node found this node's copy bad
+ * (transfer.h, TRANSFER_COPY_BAD_FMT): the layer above heals it.  true:
+ * it was such a report. */
+static bool peers_copy_reported(struct peers *ps, struct plink *l, const struct peer_msg *m) {
+        char job[CKPT_NAME_MAX + 1];
+        const char *detail;
+        uint64_t step;
+        uint32_t rank;
+
+        if (m->error.error != -EBADMSG ||
+            transfer_copy_bad_parse(m->error.message, job, &step, &rank, &detail) < 0)
+                return false;
+        log_error("peers: node %u (%s) reports this node's copy of job %s step %" PRIu64
+                  " rank %u corrupt: %s", l->node, l->addr, job, step, rank, detail);
+        if (ps->opts.copy_bad)
+                ps->opts.copy_bad(ps->restore.restored_userdata, l->node, job, step, rank,
+                                  detail);
+        return true;
 }
 
 static void on_message(struct plink *l, const struct peer_msg *m) {
@@ -254,6 +279,8 @@ static void on_message(struct plink *l, const struct peer_msg *m) {
                 break;
         case PEER_MSG_ERROR:
                 if (neighbour_restore_error(&ps->restore, l, m))
+                        break;
+                if (m->hdr.stream && !l->client && peers_copy_reported(ps, l, m))
                         break;
                 log_error("peers: node %u (%s) reports: %s", l->node, l->addr, m->error.message);
                 /* an ERROR about the connection ends it (the other side
@@ -363,7 +390,17 @@ int peers_restore(struct peers *ps, const char *job, uint64_t step,
 int peers_fetch_rank(struct peers *ps, const char *job, uint64_t step, uint32_t rank,
                      void (*done)(void *userdata, int error, uint32_t ranks, const char *message),
                      void *userdata) {
-        return neighbour_restore_fetch_rank(&ps->restore, job, step, rank, done, userdata);
+        return neighbour_restore_fetch_rank(&ps->restore, job, step, rank, false, NULL, done,
+                                            userdata);
+}
+
+int peers_fetch_rank_into(struct peers *ps, struct replica_area *into, const char *job,
+                          uint64_t step, uint32_t rank,
+                          void (*done)(void *userdata, int error, uint32_t ranks,
+                                       const char *message),
+                          void *userdata) {
+        return neighbour_restore_fetch_rank(&ps->restore, job, step, rank, true, into, done,
+                                            userdata);
 }
 
 int peers_adopt(struct peers *ps, int fd, const char *host) {

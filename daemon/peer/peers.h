@@ -65,6 +65,11 @@ struct peers_options {
         /* a step of this node landed here from a neighbour (NULL: no
          * one to tell); called with peers_new()'s userdata */
         void (*restored)(void *userdata, const char *job, uint64_t step);
+        /* node, restoring (job, step, rank) from this node, found this
+         * node's copy bad (detail: shard, block): heal it (NULL: nobody
+         * to tell); called with peers_new()'s userdata */
+        void (*copy_bad)(void *userdata, uint32_t node, const char *job, uint64_t step,
+                         uint32_t rank, const char *detail);
         uint64_t pool_wait_ms;
 };
 
@@ -144,6 +149,17 @@ int peers_restore(struct peers *ps, const char *job, uint64_t step,
 int peers_fetch_rank(struct peers *ps, const char *job, uint64_t step, uint32_t rank,
                      void (*done)(void *userdata, int error, uint32_t ranks, const char *message),
                      void *userdata);
+
+/* The same to replace a corrupt copy (server/heal.c): into the replica
+ * area `into` (the rank is asked of the targets, which in a clique
+ * include the node that saved it), or NULL: the local tier.  The copy
+ * is swapped in atomically like any received rank, and the step's
+ * replication and object-store state are left alone. */
+int peers_fetch_rank_into(struct peers *ps, struct replica_area *into, const char *job,
+                          uint64_t step, uint32_t rank,
+                          void (*done)(void *userdata, int error, uint32_t ranks,
+                                       const char *message),
+                          void *userdata);
 
 /* Fill the peer fields of a status reply (text for ckptctl).  The steps
  * owed count the ones a target refused. */

@@ -196,6 +196,11 @@ static void rx_ack(struct rx *rx) {
                 snprintf(m.rank_ack.message, sizeof(m.rank_ack.message), "%s",
                          rx->error ? rx->msg : "");
                 link_send(l, &m);
+        } else if (rx->copy_bad) {
+                /* a restore has no acknowledgement: tell the holder its
+                 * copy is bad, so it heals it or stops offering it */
+                link_send_error(l, rx->in.stream, -EBADMSG, TRANSFER_COPY_BAD_FMT, rx->m->job,
+                                rx->m->step, rx->m->rank, rx->msg);
         }
         link_in_remove(l, &rx->in);
         rx->l = NULL;
@@ -220,6 +225,17 @@ static void rx_link_closed(struct link_in *in, struct plink *l) {
         rx_free(rx); /* frees now or when its chunks finish */
 }
 
+int transfer_copy_bad_parse(const char *text, char *job, uint64_t *step, uint32_t *rank,
+                            const char **detail) {
+        int used = -1;
+
+        if (sscanf(text, "copy of job %255s step %" SCNu64 " rank %u is corrupt: %n", job, step,
+                   rank, &used) != 3 || used < 0 || ckpt_name_validate(job, strlen(job)) < 0)
+                return -EINVAL;
+        *detail = text + used;
+        return 0;
+}
+
 static void rx_committed(void *userdata, int error);
 static void rx_step_commit(struct rx *rx);
 
@@ -232,7 +248,7 @@ static void rx_finished(void *userdata, int error) {
                 snprintf(rx->msg, sizeof(rx->msg), "cannot finish the rank on disk: %s",
                          strerror(-error));
                 log_error("peers: job %s step %" PRIu64 " rank %u from node %u: %s", rx->m->job,
-                          rx->m->step, rx->m->rank, rx->src, rx->msg);
+                          rx->m->step, rx->m->rank, rx->from, rx->msg);
                 rx_ack(rx);
                 rx_free(rx);
                 return;
@@ -364,10 +380,22 @@ static void rchunk_done(struct ingest_chunk *ic, int error) {
 
         if (ic->end == INGEST_REJECTED && !rx->error) {
                 rx->error = -EBADMSG;
+                rx->copy_bad = true;
                 snprintf(rx->msg, sizeof(rx->msg), "shard %s block %" PRId64 " failed its CRC32C",
                          rx->m->shards[ic->shard].name, ic->bad_block);
-                log_error("peers: job %s step %" PRIu64 " rank %u from node %u: %s", rx->m->job,
-                          rx->m->step, rx->m->rank, rx->src, rx->msg);
+                /* the copy that is bad is the sending node's (rx->from),
+                 * whoever saved the rank (rx->src) */
+                if (rx->src == rx->from)
+                        log_error("peers: job %s step %" PRIu64 " rank %u from node %u: node %u's "
+                                  "copy: %s", rx->m->job, rx->m->step, rx->m->rank, rx->from,
+                                  rx->from, rx->msg);
+                else
+                        log_error("peers: job %s step %" PRIu64 " rank %u (node %u's) from node "
+                                  "%u: node %u's copy: %s", rx->m->job, rx->m->step, rx->m->rank,
+                                  rx->src, rx->from, rx->from, rx->msg);
+                snprintf(rx->msg, sizeof(rx->msg), "node %u's copy: shard %s block %" PRId64
+                         " failed its CRC32C", rx->from, rx->m->shards[ic->shard].name,
+                         ic->bad_block);
         } else if (ic->end == INGEST_WRITE && error < 0 && !rx->error) {
                 rx->error = error;
                 snprintf(rx->msg, sizeof(rx->msg), "writing shard %s: %s",

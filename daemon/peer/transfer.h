@@ -121,7 +121,9 @@ struct rx {
         uint32_t from;             /* the node that sent it */
         struct store *store;
         struct catalog *catalog;
-        bool local;                /* into the local tier (restore) */
+        bool local;                /* asked for (restore), not pushed (replica) */
+        bool replacing;            /* replaces a corrupt copy (heal) */
+        bool copy_bad;             /* a block failed its CRC32C: the sender's copy is bad */
         struct manifest *m;
         struct ingest ingest;      /* the rank landing in store (its writer and files) */
         uint32_t shard;            /* next expected */
@@ -153,5 +155,16 @@ bool transfer_rx_data(struct transfer_env *te, struct plink *l, const struct pee
 void transfer_rx_payload(struct transfer_env *te, struct plink *l, void *cookie);
 void transfer_rx_payload_drop(struct transfer_env *te, struct plink *l, void *cookie);
 void transfer_rx_end(struct plink *l, const struct peer_msg *m);
+/* What a restoring node tells the node that sent it a rank whose block
+ * failed its CRC32C: an ERROR (-EBADMSG) on the transfer's stream with
+ * this text (a job name has no spaces), so that the holder can mark its
+ * copy bad and heal it.  A daemon that predates it logs the ERROR and
+ * goes on. */
+#define TRANSFER_COPY_BAD_FMT "copy of job %s step %" PRIu64 " rank %u is corrupt: %s"
+/* Parse that text: 0 with job (CKPT_NAME_MAX + 1 bytes), step, rank and
+ * *detail (into text) set, or -EINVAL. */
+int transfer_copy_bad_parse(const char *text, char *job, uint64_t *step, uint32_t *rank,
+                            const char **detail);
+
 /* The rx on l's stream, or NULL. */
 struct rx *transfer_rx_find(struct plink *l, uint32_t stream);

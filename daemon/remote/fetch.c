@@ -74,6 +74,7 @@ struct fetch_op {
         uint64_t step;
         uint64_t below;           /* 0: no bound (fetch_request.below) */
         uint32_t uid;
+        bool replace;             /* fetch_request.replace */
         struct s3_request req;
         bool req_busy;
         /* latest lookup */
@@ -665,7 +666,8 @@ static void rank_next(struct fetch_op *op) {
                                 "uid %u", op->job, owner, w->m->uid);
                         return;
                 }
-                if (catalog_rank_exists(f->catalog, op->job, op->step, w->rank) == 1) {
+                if (!op->replace &&
+                    catalog_rank_exists(f->catalog, op->job, op->step, w->rank) == 1) {
                         op->want_next++;
                         continue;
                 }
@@ -776,6 +778,7 @@ int fetch_start(struct fetcher *f, struct fetch_request *fr) {
         op->fr = fr;
         fr->op = op;
         op->uid = fr->uid;
+        op->replace = fr->replace;
         op->below = fr->step == CKPT_STEP_LATEST ? fr->below : 0;
         snprintf(op->job, sizeof(op->job), "%s", fr->job);
         list_init(&op->link);

@@ -57,6 +57,10 @@ struct fetch_request {
         bool lenient;             /* a selection with no rank is not an error
                                    * (a restart on another topology resolves
                                    * the step, ranks come later by rank) */
+        bool replace;             /* fetch the wanted ranks even if this node
+                                   * holds them (server/heal.c replacing a
+                                   * corrupt copy: the new one is swapped in
+                                   * atomically, the old goes to trash) */
         void (*done)(struct fetch_request *fr, int error, const char *message);
         /* results */
         uint64_t out_step;

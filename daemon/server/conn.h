@@ -35,6 +35,7 @@ struct shard;
 struct conn_fetch;
 struct peer_fetch;
 struct read_op;
+struct verify_op;
 struct conn;
 
 /* How long a READ window may stay lent: [pool] window_lease, like a save's. */
@@ -93,6 +94,7 @@ struct conn {
                                      * neighbours, or LATEST_RANK's walk) */
         struct peer_fetch *peer_fetch; /* restoring from the neighbours (ckptctl) */
         bool fetch_retry;     /* serving a request again after its fetch */
+        struct verify_op *verify;   /* VERIFY being served (verify.c) */
         char errmsg[CKPT_ERRMSG_MAX + 1];
 };
 

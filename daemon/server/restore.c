@@ -30,6 +30,7 @@
 
 #include "crc32c.h"
 #include "server/conn.h"
+#include "server/heal.h"
 #include "server/restore.h"
 #include "server/save.h"
 #include "server/server.h"
@@ -47,6 +48,7 @@ struct read_op {
         struct pool_extent window;
         bool prefetch;          /* started ahead of a request, not yet claimed */
         bool ready;             /* read and verified (or failed): result known */
+        bool after_heal;        /* serves a request again after its copy was repaired */
         int error;              /* of a prefetch that failed */
         char job[CKPT_NAME_MAX + 1];
         char shard[CKPT_NAME_MAX + 1];
@@ -98,6 +100,7 @@ struct conn_fetch {
         struct fetch_request fr;
         struct conn *c;             /* NULL: the client left during a neighbour fetch */
         bool peers_busy;            /* asking the neighbours (not the object store) */
+        bool healing;               /* waiting for heal_rank() to repair the copy */
         uint16_t type;
         union {
                 struct ckpt_req_job_step job_step;
@@ -264,6 +267,53 @@ static struct conn_fetch *conn_fetch_new(struct conn *c, uint16_t type, const vo
         return cf;
 }
 
+/* heal_rank's answer to a READ or MAP parked on it: serve it again from
+ * the repaired copy, or fail naming every copy tried. */
+static void request_healed(void *userdata, int error, const char *msg) {
+        struct conn_fetch *cf = userdata;
+        struct conn *c = cf->c;
+
+        if (!c) {
+                free(cf); /* the client went away meanwhile */
+                return;
+        }
+        c->fetch = NULL;
+        cf->healing = false;
+        if (error < 0) {
+                conn_error(c, error, "%s", msg);
+                free(cf);
+                return;
+        }
+        serve_again(cf);
+}
+
+/*
+ * The copy a READ or MAP (req, a struct ckpt_req_read) was served from is
+ * corrupt (why: shard, block, what): park the request, have heal_rank()
+ * replace the copy, and serve the request again from the repaired one
+ * (request_healed).  Never for a request that is itself served again
+ * after a repair.  true: parked, the answer comes later.
+ */
+static bool restore_heal(struct conn *c, uint16_t type, const struct ckpt_req_read *req,
+                         const char *why) {
+        if (c->fetch_retry || c->fetch)
+                return false;
+        struct conn_fetch *cf = conn_fetch_new(c, type, req, sizeof(*req), req->job.str,
+                                               req->step);
+        if (!cf)
+                return false;
+        /* what was read ahead of the bad copy goes, and its memory with it */
+        restore_drop_prefetches_of(c);
+        cf->healing = true;
+        c->fetch = cf;
+        if (heal_rank(c->srv, req->job.str, req->step, req->rank, why, request_healed, cf) < 0) {
+                c->fetch = NULL;
+                free(cf);
+                return false;
+        }
+        return true;
+}
+
 static bool restore_from_store(struct conn *c, uint16_t type, const void *req, size_t len,
                                const char *job, uint64_t step, uint8_t which, uint32_t index) {
         struct server *srv = c->srv;
@@ -294,13 +344,24 @@ static bool restore_from_store(struct conn *c, uint16_t type, const void *req, s
 /* ckptctl restore --from-peers: the reply waits for the neighbours. */
 struct peer_fetch {
         struct conn *c; /* NULL once the connection went away */
+        struct server *srv;
+        char job[CKPT_NAME_MAX + 1];
         uint64_t step;
+        uint32_t heals;           /* local copies recorded corrupt being healed first */
+        uint32_t healed;          /* of them repaired */
+        int heal_error;
+        char heal_msg[CKPT_ERRMSG_MAX];
 };
 
 static void peer_fetch_done(void *userdata, int error, uint32_t ranks, const char *message) {
         struct peer_fetch *pf = userdata;
         struct conn *c = pf->c;
 
+        ranks += pf->healed;
+        if (!error && !ranks && pf->heal_error) {
+                error = pf->heal_error;
+                message = pf->heal_msg;
+        }
         if (c) {
                 c->peer_fetch = NULL;
                 if (error < 0) {
@@ -314,6 +375,57 @@ static void peer_fetch_done(void *userdata, int error, uint32_t ranks, const cha
                 }
         }
         free(pf);
+}
+
+static void peer_fetch_start(struct peer_fetch *pf) {
+        struct conn *c = pf->c;
+        int r = peers_restore(pf->srv->peers, pf->job, pf->step, peer_fetch_done, pf);
+        if (r < 0) {
+                if (c) {
+                        c->peer_fetch = NULL;
+                        conn_error(c, r, "cannot start the restore: %s", strerror(-r));
+                }
+                free(pf);
+        }
+}
+
+static void peer_fetch_healed(void *userdata, int error, const char *msg) {
+        struct peer_fetch *pf = userdata;
+
+        if (error == 0) {
+                pf->healed++;
+        } else if (!pf->heal_error) {
+                pf->heal_error = error;
+                snprintf(pf->heal_msg, sizeof(pf->heal_msg), "%s", msg);
+        }
+        if (--pf->heals == 0)
+                peer_fetch_start(pf);
+}
+
+/* A local copy recorded corrupt counts as present to the neighbours'
+ * listing: heal those first (heal.c asks the neighbours and the store),
+ * then restore what is missing.  The number of heals started. */
+static uint32_t peer_fetch_heal_first(struct peer_fetch *pf) {
+        uint64_t steps[64];
+        uint32_t ranks[64];
+        size_t n = 0;
+
+        /* -ENOBUFS: the first 64 now, the rest at the next restore */
+        int r = catalog_copy_faults_open(pf->srv->catalog, pf->job, pf->step, CATALOG_COPY_LOCAL,
+                                         steps, ranks, 64, &n);
+        if (r < 0 && r != -ENOBUFS)
+                return 0;
+        pf->heals = 1; /* held while starting: none answers before the loop ends */
+        for (size_t i = 0; i < MIN(n, (size_t)64); i++) {
+                struct catalog_copy_fault f;
+                if (catalog_copy_fault_get(pf->srv->catalog, pf->job, steps[i], ranks[i],
+                                           CATALOG_COPY_LOCAL, &f) < 0)
+                        continue;
+                if (heal_rank(pf->srv, pf->job, steps[i], ranks[i], f.detail, peer_fetch_healed,
+                              pf) == 0)
+                        pf->heals++;
+        }
+        return --pf->heals;
 }
 
 void restore_handle_fetch(struct conn *c, const struct ckpt_req_fetch *req) {
@@ -336,14 +448,12 @@ void restore_handle_fetch(struct conn *c, const struct ckpt_req_fetch *req) {
                         return;
                 }
                 pf->c = c;
+                pf->srv = srv;
+                snprintf(pf->job, sizeof(pf->job), "%s", req->job.str);
                 pf->step = req->step;
                 c->peer_fetch = pf;
-                int r = peers_restore(srv->peers, req->job.str, req->step, peer_fetch_done, pf);
-                if (r < 0) {
-                        c->peer_fetch = NULL;
-                        free(pf);
-                        conn_error(c, r, "cannot start the restore: %s", strerror(-r));
-                }
+                if (peer_fetch_heal_first(pf) == 0)
+                        peer_fetch_start(pf);
                 return;
         }
 
@@ -844,6 +954,14 @@ static void walk_run(struct conn_fetch *cf) {
                                   w->world_size, req->rank);
                         continue;
                 }
+                /* a copy here found corrupt and not repairable: another
+                 * copy of the step would have repaired it (heal.c tried
+                 * the neighbours and the store), so go older */
+                if (heal_unrepairable(srv, req->job.str, w->step, req->rank)) {
+                        walk_skip(cf, "its copy on node %u is corrupt and no good copy was found",
+                                  srv->opts.node_index);
+                        continue;
+                }
                 if (walk_found(cf))
                         return;
                 if (!srv->peers) {
@@ -997,12 +1115,28 @@ static void read_finish(struct read_op *op) {
         }
         /* A read-ahead verified its whole span; the request that claims it
          * may cover less.  The blocks before the first bad one are good, so
-         * only a request reaching that block gets the error (on-disk.md: a
+         * only a request reaching that block is concerned (on-disk.md: a
          * ranged read is verified by the blocks it touches). */
         if (op->bad_block >= 0 &&
             (uint64_t)op->bad_block * MANIFEST_BLOCK_SIZE < op->offset + op->length) {
-                conn_error(c, -EIO, "shard '%s' block %" PRId64 " failed its checksum: the local "
-                           "copy is corrupt", op->shard, op->bad_block);
+                /* not the client's problem while a good copy exists: have
+                 * the copy repaired and serve the range again from it */
+                char why[CKPT_NAME_MAX + 64];
+                snprintf(why, sizeof(why), "shard %s block %" PRId64 " failed its CRC32C",
+                         op->shard, op->bad_block);
+                struct ckpt_req_read req = { .step = op->step, .rank = op->rank,
+                                             .offset = op->offset, .length = op->length };
+                ckpt_name_set(&req.job, op->job);
+                ckpt_name_set(&req.shard, op->shard);
+                c->pending = NULL;
+                if (!op->after_heal && restore_heal(c, CKPT_MSG_READ, &req, why)) {
+                        read_op_free(op);
+                        return;
+                }
+                conn_error(c, -EIO, "shard '%s' block %" PRId64 " of rank %u step %" PRIu64
+                           " failed its CRC32C on node %u%s", op->shard, op->bad_block, op->rank,
+                           op->step, c->srv->opts.node_index,
+                           op->after_heal ? " again after its copy was repaired" : "");
                 read_op_free(op);
                 return;
         }
@@ -1291,6 +1425,7 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                 memmove(c->prefetch, c->prefetch + 1, --c->nprefetch * sizeof(c->prefetch[0]));
                 op->prefetch = false;
                 op->conn = c;
+                op->after_heal = c->fetch_retry;
                 op->length = MIN(op->length, req->length);
                 c->pending = op;
                 if (op->ready)
@@ -1313,10 +1448,15 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                 return;
         }
         if (!op) {
+                /* a shard file missing, a MANIFEST that no longer parses
+                 * (store_shard_open's -EIO): the copy is corrupt */
+                if (error == -EIO && restore_heal(c, CKPT_MSG_READ, req, msg))
+                        return;
                 conn_error(c, error, "%s", msg);
                 return;
         }
         op->conn = c;
+        op->after_heal = c->fetch_retry;
         c->pending = op;
 
         uint32_t want = pool_units_for(srv->pool, op->span_length);
@@ -1394,8 +1534,25 @@ void restore_handle_map(struct conn *c, const struct ckpt_req_read *req) {
                 locate_error(c, r, req->job.str, req->step, req->rank);
                 return;
         }
+        /* MAP hands over the file and the client checks the whole-shard
+         * CRC32C itself; a copy known corrupt with no good one left is
+         * not handed over at all */
+        if (heal_unrepairable(c->srv, req->job.str, req->step, req->rank)) {
+                conn_error(c, -EIO, "rank %u of step %" PRIu64 " of job '%s' is corrupt on node "
+                           "%u and no good copy could be found (ckptctl verify shows what); "
+                           "restore an older step", req->rank, req->step, req->job.str,
+                           c->srv->opts.node_index);
+                return;
+        }
         r = store_shard_open(store, req->job.str, req->step, req->rank, req->shard.str,
                              false, &fd, &m, &sh);
+        if (r == -EIO) {
+                char why[CKPT_NAME_MAX + 64];
+                snprintf(why, sizeof(why), "shard %s cannot be opened (its file or the MANIFEST "
+                         "is damaged)", req->shard.str);
+                if (restore_heal(c, CKPT_MSG_MAP, req, why))
+                        return;
+        }
         if (r < 0) {
                 conn_error(c, r, "cannot open shard '%s': %s", req->shard.str, strerror(-r));
                 return;
@@ -1408,8 +1565,8 @@ void restore_handle_map(struct conn *c, const struct ckpt_req_read *req) {
 }
 
 void restore_conn_closed(struct conn *c) {
-        if (c->fetch && c->fetch->peers_busy) {
-                c->fetch->c = NULL; /* peer_rank_done frees it */
+        if (c->fetch && (c->fetch->peers_busy || c->fetch->healing)) {
+                c->fetch->c = NULL; /* peer_rank_done / request_healed frees it */
                 c->fetch = NULL;
         }
         if (c->peer_fetch) {

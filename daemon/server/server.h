@@ -34,6 +34,7 @@
 #include "local/store.h"
 #include "pool/pool.h"
 #include "peer/peers.h"
+#include "remote/audit.h"
 #include "remote/fetch.h"
 #include "remote/flush.h"
 #include "util/fd_budget.h"
@@ -70,6 +71,7 @@ struct server {
         struct worker_pool *workers;
         struct server_options opts;
         struct flusher *flusher;  /* NULL: no object store */
+        struct audit *audit;      /* NULL: no object store (set by daemon.c; STATUS reports it) */
         struct fetcher *fetcher;
         struct peers *peers;      /* NULL: no replication */
         struct scrub *scrub;      /* NULL: none (set by daemon.c; STATUS reports it) */
@@ -94,6 +96,7 @@ struct server {
         uint32_t nconns;
         uint32_t next_id;
         struct list steps;   /* struct step_state */
+        struct list heals;   /* struct heal: corrupt copies being replaced (heal.c) */
         struct list uid_errors; /* struct uid_errors: what STATUS tells a non-root uid */
         struct fd_budget files; /* descriptors held for each uid's saves and reads */
         uint32_t saves_active;

@@ -4,20 +4,41 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
 
+#include "server/heal.h"
 #include "server/suspect.h"
+
+/* heal's answer, handed on to peer/replication (error 0: the copy is good
+ * again and goes to the target once more). */
+struct suspect_repair {
+        replication_repaired_fn done;
+        void *ctx;
+};
+
+static void suspect_healed(void *userdata, int error, const char *msg) {
+        struct suspect_repair *sr = userdata;
+        (void)msg; /* heal logged it, naming the copy and the source */
+        sr->done(sr->ctx, error);
+        free(sr);
+}
 
 int suspect_repair(struct server *srv, const char *job, uint64_t step, uint32_t rank,
                    const struct rank_fault *fault, replication_repaired_fn done, void *ctx) {
-        /* wire heal_rank(srv, job, step, rank, ...) here: issue 12 */
-        (void)srv;
-        (void)job;
-        (void)step;
-        (void)rank;
-        (void)fault;
-        (void)done;
-        (void)ctx;
-        return -EOPNOTSUPP;
+        char why[CKPT_NAME_MAX + 160];
+        struct suspect_repair *sr = calloc(1, sizeof(*sr));
+
+        if (!sr)
+                return -ENOMEM;
+        sr->done = done;
+        sr->ctx = ctx;
+        snprintf(why, sizeof(why), "shard %s block %" PRId64 " %.100s", fault->shard,
+                 fault->block, fault->why);
+        int r = heal_copy(srv, job, step, rank, CATALOG_COPY_LOCAL, why, suspect_healed, sr);
+        if (r < 0)
+                free(sr);
+        return r;
 }
 
 int suspect_copy_bad(void *userdata, const char *job, uint64_t step, uint32_t rank,

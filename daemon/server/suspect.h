@@ -8,10 +8,10 @@
  * catalog's error count; the last error `ckptctl status` shows the job's
  * owner), and the copy is handed to the repair.
  *
- * The repair itself is heal's (daemon/server/heal.h, heal_rank(): replace a
- * bad copy with a good one from a neighbour or the object store).  Until
- * it is wired in, suspect_repair() is the one place to do it, and answers
- * that nothing can repair the copy: the step stays refused (DEGRADED) for
+ * The repair itself is heal's (daemon/server/heal.h, heal_copy(): replace
+ * the bad copy with a good one from a neighbour or the object store; it
+ * records the fault in the catalog).  Repaired, the rank goes to the target
+ * again; with no good copy anywhere the step stays refused (DEGRADED) for
  * that target and ckpt_wait(REPLICATED) fails with the reason.
  *
  * Loop thread only.
@@ -31,11 +31,11 @@ int suspect_copy_bad(void *userdata, const char *job, uint64_t step, uint32_t ra
                      replication_repaired_fn done, void *ctx);
 
 /*
- * Repair this node's bad copy of (job, step, rank) from another copy.
- * THE HOOK FOR heal_rank(): after issue 12's heal lands, call it here
- * (its completion calls done(ctx, error) exactly once, error 0 when the
- * copy is good again, which sends it to the target again).  Today:
- * -EOPNOTSUPP, the copy is unrepairable from here.
+ * Repair this node's bad copy of (job, step, rank) from another copy
+ * (heal_copy of the local tier's copy): 0, and done(ctx, error) runs
+ * exactly once later, error 0 when the copy is good again (which sends it
+ * to the target again), -EIO when no good copy was found, -ECANCELED at
+ * shutdown; or -errno now (-ENOENT: no local copy; done() is not called).
  */
 int suspect_repair(struct server *srv, const char *job, uint64_t step, uint32_t rank,
                    const struct rank_fault *fault, replication_repaired_fn done, void *ctx);

@@ -197,9 +197,14 @@ def ip(*args, check_rc=True):
     return p
 
 
-def repl_status(d):
+def status_object(d, key):
+    """The object `key` of d's `ckptctl --json status`."""
     doc = ctl_json(d, "status")
-    rep = doc.get("replication")
-    check(isinstance(rep, dict), "node %d: --json status has no \"replication\" object: %r"
-          % (d.node, doc))
-    return rep
+    obj = doc.get(key)
+    check(isinstance(obj, dict), "node %d: --json status has no \"%s\" object: %r"
+          % (d.node, key, doc))
+    return obj
+
+
+def repl_status(d):
+    return status_object(d, "replication")

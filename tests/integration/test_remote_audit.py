@@ -21,7 +21,8 @@ afterwards every object's bytes equal the local shard file's (repaired).
 Last, the local copy of "w" is damaged as well and its object overwritten
 again: the audit reports the object and says the local copy fails too, and
 uploads nothing (the damaged object is left as it was, not replaced by bad
-bytes).  Before the audit, none of this was noticed: the objects stayed
+bytes); `ckptctl --json status` counts the passes, the findings and the 3
+objects uploaded again.  Before the audit, none of this was noticed: the objects stayed
 wrong and the log silent.
 """
 import os
@@ -116,7 +117,11 @@ def case_audit(ctx):
     time.sleep(1.5)
     check(s3.get_object(bucket, prefix + "w") == damaged,
           "the audit replaced the object although the local copy is bad too")
-    log("   a bad local copy is not uploaded")
+    audit = ctl_json(d, "status")["remote"]["audit"]
+    check(audit["passes"] >= 2 and audit["bad"] >= 4 and audit["repaired"] == 3
+          and audit["checked"] > 0, "ckptctl status: audit %s, want >= 4 bad, 3 uploaded again"
+          % audit)
+    log("   a bad local copy is not uploaded; status: %s" % audit)
     check(d.stop() == 0, "unclean exit")
 
 

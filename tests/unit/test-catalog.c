@@ -135,7 +135,7 @@ static void test_schema(void) {
         char mode[32];
 
         EXPECT(raw_int("PRAGMA user_version"), CATALOG_SCHEMA_VERSION);
-        EXPECT(raw_int("PRAGMA user_version"), 6);
+        EXPECT(raw_int("PRAGMA user_version"), 7);
         EXPECT(raw_int("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                        "('jobs', 'checkpoints', 'ranks', 'shards')"),
                4);
@@ -1256,6 +1256,52 @@ static void test_commit_requests(void) {
         unlink_db(path);
 }
 
+/* Schema 7: a copy's fault row moves bad -> unrepairable -> repaired, and
+ * neither needs (nor goes with) a checkpoint row. */
+static void test_copy_faults(void) {
+        struct catalog *c = NULL;
+        struct catalog_copy_fault f;
+        uint32_t bad, repaired, unrepairable;
+        char path[128];
+
+        side_path(path, sizeof(path), "faults.db");
+        EXPECT(catalog_open(&c, path), 0);
+        EXPECT(catalog_copy_fault_get(c, "j", 3, 1, CATALOG_COPY_LOCAL, &f), -ENOENT);
+        EXPECT(catalog_copy_unrepairable(c, "j", 3, 1), 0);
+        EXPECT(catalog_copy_fault_set(c, "j", 3, 1, CATALOG_COPY_LOCAL, CATALOG_FAULT_BAD,
+                                      "shard w block 2 failed its CRC32C", NULL), 0);
+        EXPECT(catalog_copy_fault_set(c, "j", 3, 1, 7, CATALOG_FAULT_BAD, "MANIFEST does not parse",
+                                      NULL), 0);
+        EXPECT(catalog_copy_fault_get(c, "j", 3, 1, CATALOG_COPY_LOCAL, &f), 0);
+        CHECK(f.state == CATALOG_FAULT_BAD && f.detected_at > 0 && f.repaired_at == 0 &&
+              strcmp(f.detail, "shard w block 2 failed its CRC32C") == 0 && f.source[0] == 0);
+        EXPECT(catalog_copy_fault_set(c, "j", 3, 1, CATALOG_COPY_LOCAL,
+                                      CATALOG_FAULT_UNREPAIRABLE, "shard w block 2 failed its "
+                                      "CRC32C", "the neighbours: none up"), 0);
+        EXPECT(catalog_copy_unrepairable(c, "j", 3, 1), 1);
+        EXPECT(catalog_copy_unrepairable(c, "j", 3, 0), 0);
+        EXPECT(catalog_copy_fault_counts(c, &bad, &repaired, &unrepairable), 0);
+        CHECK(bad == 1 && repaired == 0 && unrepairable == 1);
+        EXPECT(catalog_copy_fault_set(c, "j", 3, 1, CATALOG_COPY_LOCAL, CATALOG_FAULT_REPAIRED,
+                                      "", "a neighbour"), 0);
+        EXPECT(catalog_copy_fault_get(c, "j", 3, 1, CATALOG_COPY_LOCAL, &f), 0);
+        /* the repair keeps what was wrong and says where the good copy came from */
+        CHECK(f.state == CATALOG_FAULT_REPAIRED && f.repaired_at > 0 &&
+              strcmp(f.detail, "shard w block 2 failed its CRC32C") == 0 &&
+              strcmp(f.source, "a neighbour") == 0);
+        EXPECT(catalog_copy_unrepairable(c, "j", 3, 1), 0);
+        EXPECT(catalog_copy_fault_set(c, "j", (uint64_t)CKPT_STEP_MAX + 1, 1, 0,
+                                      CATALOG_FAULT_BAD, "", NULL), -EINVAL);
+        EXPECT(catalog_copy_fault_set(c, "j", 3, 1, 0, 3, "", NULL), -EINVAL);
+        c = catalog_free(c);
+        EXPECT(catalog_open(&c, path), 0);
+        EXPECT(catalog_copy_fault_counts(c, &bad, &repaired, &unrepairable), 0);
+        CHECK(bad == 1 && repaired == 1 && unrepairable == 0);
+        EXPECT(catalog_check(c), 0);
+        c = catalog_free(c);
+        unlink_db(path);
+}
+
 /* Schema 6: the scrub's one row, and the walk over committed ranks in
  * (job, step, rank) order that skips uncommitted steps. */
 static void test_scrub_progress(void) {
@@ -1388,6 +1434,7 @@ int main(void) {
         test_replication();
         test_commit_requests();
         test_scrub_progress();
+        test_copy_faults();
 
         cleanup_dir();
         printf("test-catalog: ok\n");

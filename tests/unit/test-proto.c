@@ -194,6 +194,12 @@ static void make_request(struct ckpt_request *m, uint16_t type) {
                 m->latest_rank.rank = CKPT_WORLD_MAX - 1;
                 m->latest_rank.below = 0x7fffffffffffff00ull;
                 break;
+        case CKPT_MSG_VERIFY:
+                set_name(&m->verify.job, "verify-job");
+                m->verify.step = 0x7fffffffffffff01ull;
+                m->verify.rank = CKPT_WORLD_MAX - 2;
+                m->verify.repair = 1;
+                break;
         case CKPT_MSG_COMMIT_ASYNC:
                 set_name(&m->job_step.job, "async-job");
                 m->job_step.step = 0x0807060504030201ull;
@@ -654,9 +660,10 @@ static void test_golden(void) {
               "raw CHUNK_GET reply fields");
 }
 
-/* ---- version 5: STATUS's scrub fields ------------------------------------ */
+/* ---- version 5: STATUS's scrub, copy and audit fields -------------------- */
 
-/* Version 5 adds the scrub_* fields at the end of the STATUS reply: in
+/* Version 5 adds the scrub_*, copies_* and audit_* fields at the end of the
+ * STATUS reply: in
  * version 4 they are not sent (and read back as zero), in 5 they round-trip,
  * and a reply of 4's length in a version-5 header is malformed. */
 static void test_status_scrub(void) {
@@ -674,6 +681,13 @@ static void test_status_scrub(void) {
         rep_a.status.scrub_findings = 2;
         snprintf(rep_a.status.scrub_last_findings, sizeof(rep_a.status.scrub_last_findings),
                  "job j step 1 rank 0: shard w: the file is missing");
+        rep_a.status.copies_bad = 1;
+        rep_a.status.copies_repaired = 4;
+        rep_a.status.copies_unrepairable = 2;
+        rep_a.status.audit_passes = 7;
+        rep_a.status.audit_objects_checked = 1000;
+        rep_a.status.audit_objects_bad = 3;
+        rep_a.status.audit_objects_repaired = 2;
         int n5 = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
         CHECK(n5 > CKPT_HDR_SIZE && buf[4] == 5, "STATUS v5: encode %d", n5);
         CHECK_RC(ckpt_reply_decode(&rep_b, buf, (size_t)n5), 0, "STATUS v5: decode");
@@ -685,8 +699,10 @@ static void test_status_scrub(void) {
         int n4 = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
         CHECK_RC(ckpt_reply_decode(&rep_b, buf, (size_t)n4), 0, "STATUS v4: decode");
         CHECK(rep_b.status.scrub_state == CKPT_SCRUB_OFF && rep_b.status.scrub_pass == 0 &&
-                      rep_b.status.scrub_last_findings[0] == '\0',
-              "STATUS v4: scrub fields must read as zero");
+                      rep_b.status.scrub_last_findings[0] == '\0' &&
+                      rep_b.status.copies_repaired == 0 && rep_b.status.audit_passes == 0 &&
+                      rep_b.status.audit_objects_bad == 0,
+              "STATUS v4: the version-5 fields must read as zero");
         buf[4] = 5;
         CHECK_RC(ckpt_reply_decode(&rep_b, buf, (size_t)n4), -EBADMSG,
                  "STATUS v5 header with v4's body");
@@ -697,6 +713,10 @@ static void test_status_scrub(void) {
         rep_a.status.scrub_copies_bad = 6;
         CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL,
                  "STATUS more bad copies than verified");
+        rep_a.status.scrub_copies_bad = 1;
+        rep_a.status.audit_objects_repaired = 4;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL,
+                 "STATUS more objects uploaded again than found bad");
 }
 
 /* ---- versions 2 and 3 -------------------------------------------------- */
@@ -729,8 +749,8 @@ static void test_versions(void) {
         }
         for (uint16_t t = CKPT_MSG_HELLO; t < CKPT_MSG_REQUEST_MAX_; t++) {
                 struct ckpt_request m, out;
-                if (t == CKPT_MSG_COMMIT_ASYNC)
-                        continue; /* version 4 on: below */
+                if (t == CKPT_MSG_COMMIT_ASYNC || t == CKPT_MSG_VERIFY)
+                        continue; /* version 4 and 5 on: below */
                 make_request(&m, t);
                 m.hdr.version = 2;
                 int n = ckpt_request_encode(&m, buf, sizeof(buf));
@@ -764,7 +784,7 @@ static void test_versions(void) {
         rep_a.hdr.version = 3;
         check_bytes("SAVE_BEGIN reply v3", buf, ckpt_reply_encode(&rep_a, buf, sizeof(buf)), v3,
                     sizeof(v3));
-        rep_a.hdr.version = 0; /* the newest: the same layout as 3 */
+        rep_a.hdr.version = 0; /* the newest: 5, the same layout as 3 */
         uint8_t v4[sizeof(v3)];
         memcpy(v4, v3, sizeof(v3));
         v4[4] = CKPT_PROTO_VERSION;
