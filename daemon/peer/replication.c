@@ -316,9 +316,9 @@ static void rcheck_repaired(void *ctx, int error) {
                 rcheck_fail(rc, -EIO, "node %u refused rank %u (%s); this node's copy is bad "
                             "too: shard %s block %" PRId64 " %s, and %s%s", node, rc->rank,
                             rc->refusal, rc->fault.shard, rc->fault.block, rc->fault.why,
-                            error == -EOPNOTSUPP ? "no other copy repairs it here"
-                                                 : "repairing it failed: ",
-                            error == -EOPNOTSUPP ? "" : strerror(-error));
+                            error == -EIO ? "no good copy was found to repair it"
+                                          : "repairing it failed: ",
+                            error == -EIO ? "" : strerror(-error));
                 return;
         }
         log_notice("peers: job %s step %" PRIu64 " rank %u: this node's copy was repaired; "

@@ -163,7 +163,8 @@ def through_proxy(tmp, psk):
               "--- node 0 log ---\n%s" % (name, msg, n0.read_log()[-3000:]))
         check(len(proxy.tampered) == 1, "the proxy damaged %d transfers, expected 1"
               % len(proxy.tampered))
-        check(log_lines(n1, "rank 0 from node 0: shard w block 0 failed its CRC32C"),
+        check(log_lines(n1, "rank 0 from node 0: node 0's copy: shard w block 0 failed its "
+                        "CRC32C"),
               "node 1 did not refuse the damaged transfer:\n%s" % n1.read_log()[-3000:])
         check(log_lines(n0, "step 3 rank 0: this node's copy verifies good, so the link or "
                         "node 1 damaged it: sending it again \\(1 of 2\\)"),
@@ -229,7 +230,7 @@ def run(n0, n1):
           "--- node 0 log ---\n%s" % (name, msg, n0.read_log()[-4000:]))
     check(took < 10, "ckpt_wait(REPLICATED) took %.1f s after node 1 came up" % took)
     for want in ("node 1", "rank 0", "shard w block 2", "CRC32C", "this node's copy is bad",
-                 "no other copy repairs it"):
+                 "no good copy was found to repair it"):
         check(want in msg, "ckpt_wait's message does not say %r: %s" % (want, msg))
 
     # a second wait fails at once, with the same reason
@@ -250,14 +251,14 @@ def run(n0, n1):
     check("rank 0" in errs and "shard w block 2" in errs and "node 1" in errs,
           "node 0's status last error does not name the bad copy: %r" % errs)
 
-    lines = log_lines(n0, "node 1 refused job %s step 1 rank 0: shard w block 2 failed its "
-                      "CRC32C" % JOB)
+    lines = log_lines(n0, "node 1 refused job %s step 1 rank 0: node 0's copy: shard w block 2 "
+                      "failed its CRC32C" % JOB)
     check(lines, "node 0's log does not say node 1 refused rank 0 for shard w block 2:\n%s"
           % n0.read_log()[-3000:])
     check(log_lines(n0, "job %s step 1 rank 0: this node's copy is bad: shard w block 2 failed "
                     "its CRC32C" % JOB),
           "node 0's log does not say its own copy is bad:\n%s" % n0.read_log()[-3000:])
-    check(log_lines(n1, "rank 0 from node 0: shard w block 2 failed its CRC32C"),
+    check(log_lines(n1, "rank 0 from node 0: node 0's copy: shard w block 2 failed its CRC32C"),
           "node 1's log does not blame node 0 (the sender):\n%s" % n1.read_log()[-3000:])
     check(not os.path.exists(replica_rank(n1, 1)),
           "node 1 stored the refused rank: %s" % replica_rank(n1, 1))

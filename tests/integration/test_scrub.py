@@ -286,8 +286,11 @@ def retention_under_scrub(tmp):
                    what=lambda: "the pass to end: %s" % scrub(d))
     check(s["copies_bad"] == 0 and s["findings"] == 0 and not log_lines(d, "error: scrub:"),
           "a step removed by retention under the scrub was reported: %s" % s)
-    check(s["copies_verified"] == 1, "the pass verified %d copies, want step 2's rank: %s"
-          % (s["copies_verified"], s))
+    # step 2's rank, and step 1's too when the unlimited scrub finished it
+    # before retention removed it (the save pauses the scrub, not always
+    # before the end of step 1)
+    check(s["copies_verified"] in (1, 2), "the pass verified %d copies, want step 2's rank "
+          "(and maybe step 1's): %s" % (s["copies_verified"], s))
     log("retention under the scrub: ok (%d MiB verified)" % (s["bytes_verified"] >> 20))
     d.stop()
     check_log_clean(d)
