@@ -364,9 +364,13 @@ static const char *const stmt_sql[STMT_MAX_] = {
         [STMT_PIN_GET] = "SELECT 1 FROM pins WHERE job = ?1 AND step = ?2",
         [STMT_CKPT_RANKS_COMMITTED_SET] = "UPDATE checkpoints SET ranks_committed = ?3"
                                           " WHERE job = ?1 AND step = ?2",
+        /* a rank missing, or a local-tier copy of one with no good copy
+         * found anywhere (copy_faults unrepairable, area the local tier) */
         [STMT_CKPT_DAMAGED] =
                 "SELECT c.ranks_committed > (SELECT COUNT(*) FROM ranks r"
                 "  WHERE r.job = c.job AND r.step = c.step)"
+                " OR EXISTS (SELECT 1 FROM copy_faults f WHERE f.job = c.job"
+                "  AND f.step = c.step AND f.state = ?4 AND f.area = ?5)"
                 " FROM checkpoints c WHERE c.job = ?1 AND c.step = ?2 AND c.state = ?3",
         [STMT_REMOTE_PENDING] = "SELECT job, step FROM checkpoints"
                                 " WHERE state = ?1 AND remote_state < ?2 ORDER BY job, step",
@@ -1656,7 +1660,8 @@ int catalog_ckpt_damaged(struct catalog *c, const char *job, uint64_t step) {
         if (step > (uint64_t)CKPT_STEP_MAX)
                 return 0;
         if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) ||
-            bind_i64(s, 3, CKPT_STATE_COMMITTED))
+            bind_i64(s, 3, CKPT_STATE_COMMITTED) || bind_i64(s, 4, CATALOG_FAULT_UNREPAIRABLE) ||
+            bind_i64(s, 5, CATALOG_COPY_LOCAL))
                 return sql_error(c->db, "damage of job %s step %" PRIu64, job, step);
         int rc = sqlite3_step(s);
         if (rc == SQLITE_ROW)

@@ -200,7 +200,8 @@ int catalog_pinned(struct catalog *c, const char *job, uint64_t step); /* 1 or 0
 
 /* Damaged steps (schema 5).  The reconcile records how many of this node's
  * ranks a committed step's COMMITTED record names; a committed step with
- * fewer of them indexed here is damaged: still committed (the cluster
+ * fewer of them indexed here, or with a local-tier copy recorded
+ * unrepairable (copy faults, schema 7), is damaged: still committed (the cluster
  * committed it, and its other ranks are good), the missing ranks restored
  * from a neighbour or the object store like any rank this node lacks, and
  * retention does not count it among the newest it keeps.  -ENOENT: no

@@ -130,6 +130,17 @@ static void check_catalog_plan(void) {
         CHECK(catalog_ckpt_damaged(c, "d", 40) == 1, "40 is damaged");
         CHECK(catalog_ckpt_damaged(c, "d", 30) == 0, "30 is intact");
         CHECK(catalog_ckpt_damaged(c, "d", 20) == 0, "20: not known, intact");
+        /* a replica area's unrepairable copy says nothing of this tier's;
+         * the local tier's makes the step damaged until it is repaired */
+        CHECK(catalog_copy_fault_set(c, "d", 30, 0, 5, CATALOG_FAULT_UNREPAIRABLE, "x", NULL) == 0,
+              "30 rank 0 in area 5 unrepairable");
+        CHECK(catalog_ckpt_damaged(c, "d", 30) == 0, "30: an area's fault is not this tier's");
+        CHECK(catalog_copy_fault_set(c, "d", 30, 0, CATALOG_COPY_LOCAL, CATALOG_FAULT_UNREPAIRABLE,
+                                     "x", NULL) == 0, "30 rank 0 unrepairable");
+        CHECK(catalog_ckpt_damaged(c, "d", 30) == 1, "30: damaged while unrepairable");
+        CHECK(catalog_copy_fault_set(c, "d", 30, 0, CATALOG_COPY_LOCAL, CATALOG_FAULT_REPAIRED, "",
+                                     "a neighbour") == 0, "30 rank 0 repaired");
+        CHECK(catalog_ckpt_damaged(c, "d", 30) == 0, "30: intact once repaired");
         const struct retention_policy keep1 = { .keep = 1,
                                                 .uncommitted = RETENTION_UNCOMMITTED_BELOW_NEWEST };
         r = retention_plan_from_catalog(&plan, c, "d", &keep1);
