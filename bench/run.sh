@@ -12,7 +12,7 @@
 #
 #   bench/run.sh [--runs R] [--size N] [--tensors K] [--dir DIR]
 #                [--build-dir DIR] [--slot-size S] [--pool-size P]
-#                [--no-install] [--no-docs] [--keep]
+#                [--no-install] [--no-docs] [--keep] [--no-scrub]
 #
 #   --runs R        runs per measurement (default 5); medians are reported
 #   --size N        bytes per checkpoint, >= 1G (default 1G), K/M/G suffixes
@@ -26,6 +26,8 @@
 #   --no-install    do not apt-get install fio / python3-torch when missing
 #   --no-docs       print the table only; leave docs/BENCHMARKS.md alone
 #   --keep          keep DIR afterwards (default: remove what was created)
+#   --no-scrub      skip the background scrub's part (bench/scrub.sh, run last
+#                   with the same --runs, --size, --dir and --build-dir)
 #
 # Raw per-run output lands in bench/results/ (git-ignored).
 set -euo pipefail
@@ -42,6 +44,7 @@ POOL=
 INSTALL=1
 DOCS=1
 KEEP=0
+SCRUB=1
 CMDLINE="bench/run.sh${*:+ $*}"
 TORCH_PY=/usr/bin/python3  # Debian's python3-torch lives here, not in pyenv's python
 
@@ -59,6 +62,7 @@ while [ $# -gt 0 ]; do
         --no-install) INSTALL=0; shift ;;
         --no-docs) DOCS=0; shift ;;
         --keep) KEEP=1; shift ;;
+        --no-scrub) SCRUB=0; shift ;;
         -h|--help) sed -n '/^#   bench/,/^# Raw/p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option '$1' (see --help)" ;;
         esac
@@ -345,3 +349,14 @@ if env["DOCS"] == "1":
     os.replace(path + ".tmp", path)
     print(f"updated {path}")
 PYEOF
+
+# ---- the background scrub (issue 12): its own daemon and config, so that
+# switching the scrub on and off by SIGHUP touches nothing measured above
+if [ "$SCRUB" = 1 ]; then
+        kill -TERM "$CKPTD_PID" 2>/dev/null || true
+        wait "$CKPTD_PID" 2>/dev/null || true
+        CKPTD_PID=
+        scrub_args=(--runs "$RUNS" --size "$SIZE" --dir "$DIR" --build-dir "$BUILD")
+        [ "$DOCS" = 1 ] || scrub_args+=(--no-docs)
+        "$SRC_ROOT/bench/scrub.sh" "${scrub_args[@]}"
+fi

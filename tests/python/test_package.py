@@ -334,13 +334,13 @@ def case_errors(c, d, torch, ckptd, tmp):
         f.write(bytes([b[0] ^ 0x40]))
     d.start()
     c2 = ckptd.Client(d.socket)
-    e = expect(lambda: c2.read(JOB, 2, 0, "np.c"), ckptd.CorruptError, errno.EIO, "checksum",
-               "corrupt read")
+    e = expect(lambda: c2.read(JOB, 2, 0, "np.c"), ckptd.CorruptError, errno.EIO,
+               "shard np.c block 0 failed its CRC32C", "corrupt read")
     check(type(e) is ckptd.CorruptError, "corrupt read: %s" % type(e))
     expect(lambda: c2.map(JOB, 2, 0, "np.c"), ckptd.CorruptError, errno.EIO, "corrupt",
            "corrupt map")
     expect(lambda: c2.read_into(JOB, 2, 0, "np.c", torch.empty(200000, dtype=torch.float64)),
-           ckptd.CorruptError, errno.EIO, "checksum", "corrupt read_into")
+           ckptd.CorruptError, errno.EIO, "failed its CRC32C", "corrupt read_into")
 
     # another uid's job: as root, run a client as uid 65534
     if os.getuid() == 0:
