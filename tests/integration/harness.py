@@ -376,6 +376,18 @@ def step_dirs(state_dir, job):
     return sorted(int(n) for n in names if n.isdigit() and len(n) == 20)
 
 
+def flip_byte(path, offset):
+    """Corrupt one byte of a file on disk (XOR 0x5a), durably: the fault a
+    test injects into a copy."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0x5a]))
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def step_path(state_dir, job, step):
     return os.path.join(state_dir, "jobs", job, "%020d" % step)
 

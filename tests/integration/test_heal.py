@@ -46,8 +46,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from harness import (CKPTD, CKPTCTL, TESTRANK, TestFailure, check, check_log_clean,  # noqa: E402
-                     ctl_json, log, log_lines, run_cases, save_node, shards_arg, step_path,
-                     wait_until)
+                     ctl_json, flip_byte, log, log_lines, run_cases, save_node, shards_arg,
+                     step_path, wait_until)
 from objstore import start_store, wait_remote  # noqa: E402
 from cluster import (Cluster, layout, must_verify, replica_step_path,  # noqa: E402
                      status_object, wait_replicated)
@@ -91,16 +91,6 @@ def same_as(rank_dir, want, what):
     for n in want:
         check(got[n] == want[n], "%s: %s differs from the original after the repair (%d bytes, "
               "expected %d)" % (what, n, len(got[n]), len(want[n])))
-
-
-def flip_byte(path, offset):
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        b = f.read(1)
-        f.seek(offset)
-        f.write(bytes([b[0] ^ 0x5a]))
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def truncate(path, size):

@@ -51,8 +51,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.environ.get("CKPT_SOURCE_ROOT", "."), "client", "python"))
 from harness import (Daemon, check, check_log_clean, cluster_flags, ctl_json,  # noqa: E402
-                     free_ports, log, log_lines, run_test, shards_arg, step_path, wait_until,
-                     write_psk)
+                     flip_byte, free_ports, log, log_lines, run_test, shards_arg, step_path,
+                     wait_until, write_psk)
 import peerproxy  # noqa: E402
 
 JOB = "refusal.job"
@@ -74,16 +74,6 @@ def replica_rank(d, step):
 def read(path):
     with open(path, "rb") as f:
         return f.read()
-
-
-def flip_byte(path, off):
-    with open(path, "r+b") as f:
-        f.seek(off)
-        b = f.read(1)
-        f.seek(off)
-        f.write(bytes([b[0] ^ 0x5A]))
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def use_python_client():

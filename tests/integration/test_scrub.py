@@ -40,8 +40,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (CKPTD, CaseCtx, Daemon, TestFailure, check, check_log_clean, ctl_json,  # noqa: E402
-                     log, log_lines, read_until, run_test, save_node, step_path, wait_until)
+from harness import (CKPTD, CaseCtx, Daemon, TestFailure, check, check_log_clean,  # noqa: E402
+                     ctl_json, flip_byte, log, log_lines, read_until, run_test, save_node,
+                     step_path, wait_until)
 from cluster import Cluster, replica_step_path, wait_replicated  # noqa: E402
 
 MiB = 1 << 20
@@ -83,14 +84,6 @@ def scrub(d):
     s = ctl_json(d, "status")["scrub"]
     check(s is not None, "status has no scrub section although it is enabled")
     return s
-
-
-def flip_byte(path, offset):
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        b = f.read(1)
-        f.seek(offset)
-        f.write(bytes([b[0] ^ 0x5a]))
 
 
 def corruption(tmp):
