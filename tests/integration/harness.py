@@ -562,6 +562,8 @@ def run_cases(cases, env_var, prefix, exes=(CKPTD, TESTRANK)):
             log("   FAIL case %d (%.1f s): %s" % (num, time.monotonic() - t1, e))
             failures.append(num)
             show_daemon_logs(ctx)
+            # again after the logs: CI keeps only the tail of the output
+            log("   FAIL case %d: %s" % (num, e))
         except Exception:  # noqa: BLE001 - a bug in the test itself
             log("   FAIL case %d: the test raised\n%s" % (num, traceback.format_exc()))
             failures.append(num)
