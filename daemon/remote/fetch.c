@@ -75,6 +75,11 @@ struct fetch_op {
         uint64_t below;           /* 0: no bound (fetch_request.below) */
         uint32_t uid;
         bool replace;             /* fetch_request.replace */
+        /* where the ranks land: the fetcher's local tier, or a replica
+         * area (fetch_request.into_store) */
+        struct store *store;
+        struct catalog *catalog;
+        bool into_area;
         struct s3_request req;
         bool req_busy;
         /* latest lookup */
@@ -661,13 +666,13 @@ static void rank_next(struct fetch_op *op) {
                         op_fail(op, -EACCES, "job '%s' belongs to another user", op->job);
                         return;
                 }
-                if (catalog_job_uid(f->catalog, op->job, &owner) == 0 && owner != w->m->uid) {
+                if (catalog_job_uid(op->catalog, op->job, &owner) == 0 && owner != w->m->uid) {
                         op_fail(op, -EACCES, "job '%s' here belongs to uid %u, in the store to "
                                 "uid %u", op->job, owner, w->m->uid);
                         return;
                 }
                 if (!op->replace &&
-                    catalog_rank_exists(f->catalog, op->job, op->step, w->rank) == 1) {
+                    catalog_rank_exists(op->catalog, op->job, op->step, w->rank) == 1) {
                         op->want_next++;
                         continue;
                 }
@@ -693,7 +698,7 @@ static void rank_next(struct fetch_op *op) {
                                 break;
                         op->files = files;
                 }
-                r = ingest_begin(&op->ingest, f->store, f->catalog, f->workers,
+                r = ingest_begin(&op->ingest, op->store, op->catalog, f->workers,
                                  &fetch_ingest_ops, op->job, op->step, w->rank, op->rank_m);
                 if (r < 0)
                         break;
@@ -705,6 +710,13 @@ static void rank_next(struct fetch_op *op) {
         if (op->want_next < op->nwants) {
                 op_fail(op, r, "cannot write rank %u to local disk: %s",
                         op->wants[op->want_next].rank, strerror(-r));
+                return;
+        }
+        if (op->into_area) {
+                /* a replica area's copy replaced: its step was committed
+                 * there before, and stays as it was.  (void): as below */
+                (void)catalog_flush(op->catalog);
+                op_finish(op);
                 return;
         }
         /* every wanted rank is local: commit the step here */
@@ -779,6 +791,9 @@ int fetch_start(struct fetcher *f, struct fetch_request *fr) {
         fr->op = op;
         op->uid = fr->uid;
         op->replace = fr->replace;
+        op->into_area = fr->replace && fr->into_store && fr->into_catalog;
+        op->store = op->into_area ? fr->into_store : f->store;
+        op->catalog = op->into_area ? fr->into_catalog : f->catalog;
         op->below = fr->step == CKPT_STEP_LATEST ? fr->below : 0;
         snprintf(op->job, sizeof(op->job), "%s", fr->job);
         list_init(&op->link);

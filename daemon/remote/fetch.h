@@ -17,6 +17,10 @@
  * rank's shards many times (ranges, re-reads after a failed start), and a
  * checkpoint pulled once from the store should not be pulled again.
  *
+ * One exception: a heal of a corrupt copy in a replica area
+ * (fetch_request.into_store) writes that one rank into the area through
+ * the same ingest path, and leaves every commit and flush state alone.
+ *
  * Loop thread only.
  */
 #pragma once
@@ -61,6 +65,15 @@ struct fetch_request {
                                    * holds them (server/heal.c replacing a
                                    * corrupt copy: the new one is swapped in
                                    * atomically, the old goes to trash) */
+        /* With replace: the tier the ranks land in instead of the local
+         * tier — a replica area's store and catalog (server/heal.c
+         * replacing a corrupt copy of another node's rank; the objects
+         * are found through COMMIT's node manifests, whichever node
+         * flushed them).  Its step's commit and remote state are left
+         * alone: the area holds the step already, and what the local tier
+         * flushes is none of its business.  NULL: the local tier. */
+        struct store *into_store;
+        struct catalog *into_catalog;
         void (*done)(struct fetch_request *fr, int error, const char *message);
         /* results */
         uint64_t out_step;

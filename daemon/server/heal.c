@@ -4,7 +4,7 @@
  *
  * One struct heal per copy being replaced, on server.heals; callers that
  * ask while it runs join its waiters.  The heal moves through its sources
- * in order (neighbours, then the object store for a local-tier copy), each
+ * in order (neighbours, then the object store), each
  * landing the rank through the tiers' own receiving code, then verifies
  * the result in full on a worker.  It answers once, then frees itself.
  */
@@ -244,11 +244,6 @@ static void heal_timer(struct loop_timer *t) {
 static bool heal_try_store(struct heal *h) {
         struct server *srv = h->srv;
 
-        if (h->ra) {
-                /* the fetcher writes the local tier only */
-                heal_tried(h, "the object store: not used for a replica area's copy");
-                return false;
-        }
         if (!srv->fetcher) {
                 heal_tried(h, "the object store: none configured");
                 return false;
@@ -259,6 +254,11 @@ static bool heal_try_store(struct heal *h) {
                 .index = h->rank,
                 .uid = 0,
                 .replace = true,
+                /* a replica area's copy lands in that area: the objects
+                 * are the ones its source node flushed, which COMMIT's
+                 * node manifests lead to (object-layout.md) */
+                .into_store = h->ra ? h->ra->store : NULL,
+                .into_catalog = h->ra ? h->ra->catalog : NULL,
                 .done = heal_store_done,
         };
         snprintf(h->fr.job, sizeof(h->fr.job), "%s", h->job);

@@ -11,7 +11,9 @@
  *     then from the object store (fetch_start with `replace`);
  *   - a replica-area copy: from the neighbours (the targets of this node,
  *     which in a clique include the node that saved the rank), into that
- *     replica area (peers_fetch_rank_into).
+ *     replica area (peers_fetch_rank_into), then from the object store
+ *     into that area (fetch_start with `replace` and `into_store`: the
+ *     objects its source node flushed).
  *
  * Every path lands the rank like any received one: into a tmp directory,
  * every block checked against the sender's MANIFEST, fsynced, renamed over

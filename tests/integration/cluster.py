@@ -12,8 +12,8 @@ import re
 import subprocess
 import time
 
-from harness import (Daemon, TestFailure, check, cluster_flags, ctl_json, free_ports,
-                     log_lines, shards_arg, wait_until, write_psk)
+from harness import (Daemon, TestFailure, check, check_log_clean, cluster_flags, ctl_json,
+                     free_ports, log_lines, shards_arg, wait_until, write_psk)
 
 MiB = 1024 * 1024
 REPL_TIMEOUT_S = 120
@@ -208,3 +208,33 @@ def status_object(d, key):
 
 def repl_status(d):
     return status_object(d, "replication")
+
+
+# --------------------------------------------------------------------------
+# the copies of a rank on disk (test_heal.py, test_heal_remote.py)
+
+
+def stop_clean(nodes):
+    for d in nodes:
+        check_log_clean(d)
+        rc = d.stop()
+        check(rc == 0, "node %d exited %s on SIGTERM:\n%s" % (d.node, rc, d.read_log()[-3000:]))
+        check_log_clean(d)
+
+
+def snapshot(rank_dir):
+    """{file name: bytes} of a rank directory."""
+    out = {}
+    for n in sorted(os.listdir(rank_dir)):
+        with open(os.path.join(rank_dir, n), "rb") as f:
+            out[n] = f.read()
+    return out
+
+
+def same_as(rank_dir, want, what):
+    got = snapshot(rank_dir)
+    check(set(got) == set(want), "%s: files %s after the repair, expected %s"
+          % (what, sorted(got), sorted(want)))
+    for n in want:
+        check(got[n] == want[n], "%s: %s differs from the original after the repair (%d bytes, "
+              "expected %d)" % (what, n, len(got[n]), len(want[n])))

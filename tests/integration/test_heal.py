@@ -49,8 +49,8 @@ from harness import (CKPTD, CKPTCTL, TESTRANK, TestFailure, check, check_log_cle
                      ctl_json, flip_byte, log, log_lines, run_cases, save_node, shards_arg,
                      step_path, wait_until)
 from objstore import start_store, wait_remote  # noqa: E402
-from cluster import (Cluster, layout, must_verify, replica_step_path,  # noqa: E402
-                     status_object, wait_replicated)
+from cluster import (Cluster, layout, must_verify, replica_step_path, same_as,  # noqa: E402
+                     snapshot, status_object, stop_clean, wait_replicated)
 
 MiB = 1024 * 1024
 JOB = "heal.job-1"
@@ -65,32 +65,6 @@ def commit_both(cl, job, step, layouts, seed):
     for d in cl.nodes:
         save_node(d, job, step, cl.ranks_of(d.node), cl.world, layouts, seed=seed, commit=False)
     cl.nodes[0].rank("commit", "--job", job, "--step", step)
-
-
-def stop_clean(nodes):
-    for d in nodes:
-        check_log_clean(d)
-        rc = d.stop()
-        check(rc == 0, "node %d exited %s on SIGTERM:\n%s" % (d.node, rc, d.read_log()[-3000:]))
-        check_log_clean(d)
-
-
-def snapshot(rank_dir):
-    """{file name: bytes} of a rank directory."""
-    out = {}
-    for n in sorted(os.listdir(rank_dir)):
-        with open(os.path.join(rank_dir, n), "rb") as f:
-            out[n] = f.read()
-    return out
-
-
-def same_as(rank_dir, want, what):
-    got = snapshot(rank_dir)
-    check(set(got) == set(want), "%s: files %s after the repair, expected %s"
-          % (what, sorted(got), sorted(want)))
-    for n in want:
-        check(got[n] == want[n], "%s: %s differs from the original after the repair (%d bytes, "
-              "expected %d)" % (what, n, len(got[n]), len(want[n])))
 
 
 def truncate(path, size):
