@@ -32,7 +32,8 @@
  * reports -EBADMSG, ckpt_commit() refuses with -EPROTO, and the step is
  * never committed.
  *
- * Restore: ckpt_latest() finds the newest committed step (ckpt_latest_rank()
+ * Restore: ckpt_latest() finds the newest committed step, passing over one
+ * with a rank the daemon holds no good copy of (ckpt_latest_rank()
  * the newest a given rank can be restored from, falling back to an older
  * one when a node and its copies are lost); ckpt_shard_list()
  * names a rank's shards; ckpt_read() copies any byte range into the caller's
@@ -299,7 +300,10 @@ CKPT_EXPORT int ckpt_commit_async(struct ckpt_conn *conn, const char *job, uint6
 
 /* ---- restore ----------------------------------------------------------- */
 
-/* Newest committed step of job.  -ENOENT if none. */
+/* Newest committed step of job that the job can restore from: a step with
+ * a rank the daemon has recorded with no good copy left (a corrupt copy,
+ * none good on the neighbours or in the object store) is passed over for
+ * an older one.  -ENOENT if none (the message names such damaged steps). */
 CKPT_EXPORT int ckpt_latest(struct ckpt_conn *conn, const char *job, uint64_t *step,
                             uint32_t *world_size);
 

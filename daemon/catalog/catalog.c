@@ -422,8 +422,9 @@ static const char *const stmt_sql[STMT_MAX_] = {
         [STMT_FAULT_GET] = "SELECT state, detected_at, detail, repaired_at, source"
                            " FROM copy_faults WHERE job = ?1 AND step = ?2 AND rank = ?3"
                            " AND area = ?4",
+        /* ?3 < 0: any rank (the job-wide LATEST passes over the step) */
         [STMT_FAULT_UNREPAIRABLE] = "SELECT 1 FROM copy_faults WHERE job = ?1 AND step = ?2"
-                                    " AND rank = ?3 AND state = 2 LIMIT 1",
+                                    " AND (?3 < 0 OR rank = ?3) AND state = 2 LIMIT 1",
         [STMT_FAULT_OPEN] = "SELECT step, rank FROM copy_faults WHERE job = ?1"
                             " AND (?2 < 0 OR step = ?2) AND area = ?3 AND state != 1"
                             " ORDER BY step, rank",
@@ -1938,7 +1939,8 @@ int catalog_copy_fault_get(struct catalog *c, const char *job, uint64_t step, ui
         return 0;
 }
 
-int catalog_copy_unrepairable(struct catalog *c, const char *job, uint64_t step, uint32_t rank) {
+/* rank -1: any rank of the step */
+static int copy_unrepairable(struct catalog *c, const char *job, uint64_t step, int64_t rank) {
         _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_FAULT_UNREPAIRABLE];
 
         if (step > (uint64_t)CKPT_STEP_MAX)
@@ -1951,6 +1953,14 @@ int catalog_copy_unrepairable(struct catalog *c, const char *job, uint64_t step,
         if (rc == SQLITE_DONE)
                 return 0;
         return sql_error(c->db, "copy faults of job %s step %" PRIu64, job, step);
+}
+
+int catalog_copy_unrepairable(struct catalog *c, const char *job, uint64_t step, uint32_t rank) {
+        return copy_unrepairable(c, job, step, rank);
+}
+
+int catalog_step_unrepairable(struct catalog *c, const char *job, uint64_t step) {
+        return copy_unrepairable(c, job, step, -1);
 }
 
 int catalog_copy_fault_counts(struct catalog *c, uint32_t *bad, uint32_t *repaired,

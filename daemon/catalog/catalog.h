@@ -324,6 +324,11 @@ int catalog_copy_fault_get(struct catalog *c, const char *job, uint64_t step, ui
  * unrepairable (LATEST_RANK stops offering the step for that rank, MAP
  * refuses it), else 0. */
 int catalog_copy_unrepairable(struct catalog *c, const char *job, uint64_t step, uint32_t rank);
+/* 1 when a copy of any rank of (job, step) — in the local tier or in a
+ * replica area here — is recorded unrepairable (the job-wide LATEST
+ * passes over the step: the job cannot restore from it as a whole),
+ * else 0. */
+int catalog_step_unrepairable(struct catalog *c, const char *job, uint64_t step);
 /* The copies in `area` of job's ranks (of step; CKPT_STEP_LATEST: every
  * step) recorded bad or unrepairable, by step then rank, into
  * steps/ranks[0..cap); *count is how many there are (-ENOBUFS if more

@@ -407,6 +407,10 @@ bool heal_unrepairable(struct server *srv, const char *job, uint64_t step, uint3
         return catalog_copy_unrepairable(srv->catalog, job, step, rank) == 1;
 }
 
+bool heal_step_unrepairable(struct server *srv, const char *job, uint64_t step) {
+        return catalog_step_unrepairable(srv->catalog, job, step) == 1;
+}
+
 void heal_free_all(struct server *srv) {
         /* By now (daemon_free) the worker pool has run every done() and
          * the fetcher has cancelled its fetches (heal_store_done), and

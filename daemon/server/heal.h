@@ -73,6 +73,9 @@ void heal_forget(struct server *srv, heal_done_fn *done, void *userdata);
 /* Whether (job, step, rank) is recorded unrepairable on this node (a
  * corrupt copy and no good one found): LATEST_RANK and MAP consult it. */
 bool heal_unrepairable(struct server *srv, const char *job, uint64_t step, uint32_t rank);
+/* Whether any rank of (job, step) is, in any copy here: the job-wide
+ * LATEST consults it. */
+bool heal_step_unrepairable(struct server *srv, const char *job, uint64_t step);
 
 /* End every heal, answering -ECANCELED (the server is being freed; its
  * connections are closed already). */

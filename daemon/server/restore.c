@@ -481,9 +481,42 @@ static int check_read_access(struct conn *c, const char *job) {
         return r;
 }
 
+/* Steps passed over by the job-wide LATEST, for its message and log:
+ * "21, 19" (", ..." once the text is full). */
+struct damaged_steps {
+        unsigned count;
+        char text[160];
+};
+
+static void damaged_steps_add(struct damaged_steps *d, uint64_t step) {
+        size_t len = strlen(d->text);
+        char one[32];
+
+        snprintf(one, sizeof(one), "%s%" PRIu64, d->count ? ", " : "", step);
+        d->count++;
+        if (len + strlen(one) + sizeof(", ...") > sizeof(d->text)) {
+                if (!strstr(d->text, "..."))
+                        snprintf(d->text + len, sizeof(d->text) - len, ", ...");
+                return;
+        }
+        snprintf(d->text + len, sizeof(d->text) - len, "%s", one);
+}
+
+/*
+ * The newest committed step the job as a whole can restore from: a step
+ * in which some rank is recorded unrepairable here (a corrupt copy, and
+ * heal.c found no good one on the neighbours or in the object store) is
+ * passed over, as LATEST_RANK passes over it for that rank, so that
+ * ckpt_latest() never names a step that ckpt_latest_rank() of one of its
+ * ranks refuses.  A copy in a replica area counts like one in the local
+ * tier: those records live in this node's catalog too, and LATEST_RANK
+ * consults them the same way.  Only this node's records are known; a
+ * neighbour's unrepairable copy of a rank this node does not hold is not.
+ */
 void restore_handle_latest(struct conn *c, const struct ckpt_req_job_step *req) {
         struct ckpt_reply rep = { 0 };
         struct server *srv = c->srv;
+        struct damaged_steps damaged = { 0 };
 
         int r = conn_check_job(c, req->job.str, false);
         if (r == -ENOENT &&
@@ -492,8 +525,33 @@ void restore_handle_latest(struct conn *c, const struct ckpt_req_job_step *req) 
                 return;
         if (check_read_access(c, req->job.str) < 0)
                 return;
-        r = catalog_latest_committed(c->srv->catalog, req->job.str, &rep.latest.step,
-                                     &rep.latest.world_size);
+        /* a loop over the committed steps, not one query: damaged steps
+         * are rare, and retention keeps few steps besides them */
+        for (uint64_t below = CKPT_STEP_LATEST;; below = rep.latest.step) {
+                r = catalog_latest_committed_below(srv->catalog, req->job.str, below,
+                                                   &rep.latest.step, &rep.latest.world_size);
+                if (r < 0 || !heal_step_unrepairable(srv, req->job.str, rep.latest.step))
+                        break;
+                damaged_steps_add(&damaged, rep.latest.step);
+        }
+        if (r == 0 && damaged.count)
+                log_notice("job %s: newest restorable step %" PRIu64 "; passed over committed "
+                           "step%s %s: a rank of %s has no good copy left", req->job.str,
+                           rep.latest.step, damaged.count == 1 ? "" : "s", damaged.text,
+                           damaged.count == 1 ? "it" : "each");
+        /* Every committed step here damaged: the object store is not
+         * asked for its newest, which is the newest of these (heal.c asked
+         * the store for the rank before it recorded the copy
+         * unrepairable).  A step the store keeps below the ones here
+         * (retention dropped it locally) is `ckptctl restore JOB STEP`'s
+         * to bring back, by hand. */
+        if (r == -ENOENT && damaged.count) {
+                conn_error(c, r, "job '%s' has no committed checkpoint to restore from: committed "
+                           "step%s %s %s a rank with no good copy left (`ckptctl verify %s STEP` "
+                           "names it)", req->job.str, damaged.count == 1 ? "" : "s", damaged.text,
+                           damaged.count == 1 ? "has" : "each have", req->job.str);
+                return;
+        }
         if (r == -ENOENT &&
             restore_from_store(c, CKPT_MSG_LATEST, req, sizeof(*req), req->job.str,
                                CKPT_STEP_LATEST, CKPT_FETCH_NODE, srv->opts.node_index))

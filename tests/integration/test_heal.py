@@ -21,7 +21,10 @@ the way a failing disk or a stray write would.
      tells node 1, which records its replica unrepairable; status counts
      the copy with no good one left, LATEST_RANK for that rank falls back
      to the previous good step, and MAP is refused.  (Before: the log
-     blamed node 0 and LATEST_RANK kept naming the corrupt step.)
+     blamed node 0 and LATEST_RANK kept naming the corrupt step.)  The
+     job-wide LATEST on either node names the previous step too, and with
+     that step's rank 0 as bad everywhere fails with -ENOENT naming both
+     damaged steps.  (Before: it named the corrupt step.)
 
   3. `ckptctl verify` (text and --json) finds swapped blocks in the local
      tier and a truncated file in a replica area, exits 1, and with
@@ -256,9 +259,21 @@ def case_all_bad(ctx):
           "latest --rank 0 with step 21's copies bad: %r, expected step 20 (newest 21)" % kv)
     check(log_lines(n0, r"step 21 is not restorable \(its copy on node 0 is corrupt"),
           "node 0's log does not say why step 21 was passed over")
+    # LATEST_RANK is per rank (docs/restore.md): rank 1 keeps step 21; the
+    # trainer takes the minimum over its ranks
     kv = latest_rank(n0, 1, JOB)
     check(kv.get("step") == 21, "latest --rank 1: %r, expected step 21 (its copies are good)"
           % kv)
+    # the job-wide LATEST (ckpt_latest, ckptctl latest, the DCP reader)
+    # passes over step 21 too: on node 0 (its local copy) and on node 1
+    # (its replica-area copy of node 0's rank)
+    for d in (n0, n1):
+        doc = ctl_json(d, "latest", JOB)
+        check(doc.get("step") == 20, "node %d: latest with step 21's rank 0 unrepairable: %r, "
+              "expected step 20" % (d.node, doc))
+        check(log_lines(d, r"job %s: newest restorable step 20; passed over committed step 21: "
+                        r"a rank of it has no good copy left" % re.escape(JOB)),
+              "node %d's log does not say why latest passed over step 21" % d.node)
     # MAP refuses the rank; the older step reads fine
     # (the first shard is empty: nothing is READ before its MAP)
     p = n0.rank("verify", "--job", JOB, "--step", 21, "--rank", 0, "--shards",
@@ -275,6 +290,25 @@ def case_all_bad(ctx):
               % (" ".join(args), p.returncode, p.stdout, p.stderr))
     check("not repaired: no good copy" in p.stdout, "verify --repair does not say why it "
           "could not repair:\n%s" % p.stdout)
+    # step 20's rank 0 as bad everywhere: no committed step is left to
+    # restore the job from, and latest says which steps are damaged
+    flip_byte(os.path.join(step_path(n0.state_dir, JOB, 20), "rank-0", "big"), MiB + 1)
+    flip_byte(os.path.join(replica_step_path(n1.state_dir, 0, JOB, 20), "rank-0", "big"),
+              2 * MiB + 1)
+    p = n0.rank("verify", "--job", JOB, "--step", 20, "--rank", 0, "--shards",
+                shards_arg(LAYOUTS[0]), "--seed", 20, check_rc=False)
+    check(p.returncode == 1 and "EIO" in p.stderr,
+          "a read of step 20 with every copy bad: exit %d: %s" % (p.returncode, p.stderr))
+    wait_until(lambda: copies(n0).get("unrepairable") == 2, timeout=30,
+               what=lambda: "node 0 to record step 20's copy unrepairable: %r" % copies(n0))
+    p = n0.ctl("latest", JOB, check_rc=False)
+    check(p.returncode != 0 and "has no committed checkpoint to restore from: committed steps "
+          "21, 20 each have a rank with no good copy left" in p.stderr,
+          "latest with every committed step damaged: exit %d: %s%s"
+          % (p.returncode, p.stdout, p.stderr))
+    kv = latest_rank(n0, 1, JOB)
+    check(kv.get("step") == 21, "latest --rank 1 with rank 0 damaged in every step: %r, "
+          "expected step 21" % kv)
     stop_clean(cl.nodes)
 
 

@@ -1268,6 +1268,7 @@ static void test_copy_faults(void) {
         EXPECT(catalog_open(&c, path), 0);
         EXPECT(catalog_copy_fault_get(c, "j", 3, 1, CATALOG_COPY_LOCAL, &f), -ENOENT);
         EXPECT(catalog_copy_unrepairable(c, "j", 3, 1), 0);
+        EXPECT(catalog_step_unrepairable(c, "j", 3), 0);
         EXPECT(catalog_copy_fault_set(c, "j", 3, 1, CATALOG_COPY_LOCAL, CATALOG_FAULT_BAD,
                                       "shard w block 2 failed its CRC32C", NULL), 0);
         EXPECT(catalog_copy_fault_set(c, "j", 3, 1, 7, CATALOG_FAULT_BAD, "MANIFEST does not parse",
@@ -1280,6 +1281,11 @@ static void test_copy_faults(void) {
                                       "CRC32C", "the neighbours: none up"), 0);
         EXPECT(catalog_copy_unrepairable(c, "j", 3, 1), 1);
         EXPECT(catalog_copy_unrepairable(c, "j", 3, 0), 0);
+        /* any rank of the step (the job-wide LATEST), not another step or job */
+        EXPECT(catalog_step_unrepairable(c, "j", 3), 1);
+        EXPECT(catalog_step_unrepairable(c, "j", 4), 0);
+        EXPECT(catalog_step_unrepairable(c, "k", 3), 0);
+        EXPECT(catalog_step_unrepairable(c, "j", (uint64_t)CKPT_STEP_MAX + 1), 0);
         EXPECT(catalog_copy_fault_counts(c, &bad, &repaired, &unrepairable), 0);
         CHECK(bad == 1 && repaired == 0 && unrepairable == 1);
         EXPECT(catalog_copy_fault_set(c, "j", 3, 1, CATALOG_COPY_LOCAL, CATALOG_FAULT_REPAIRED,
@@ -1290,13 +1296,20 @@ static void test_copy_faults(void) {
               strcmp(f.detail, "shard w block 2 failed its CRC32C") == 0 &&
               strcmp(f.source, "a neighbour") == 0);
         EXPECT(catalog_copy_unrepairable(c, "j", 3, 1), 0);
+        EXPECT(catalog_step_unrepairable(c, "j", 3), 0);
+        /* a replica area's copy counts for the step like the local tier's */
+        EXPECT(catalog_copy_fault_set(c, "j", 5, 0, 7, CATALOG_FAULT_UNREPAIRABLE,
+                                      "shard w block 0 failed its CRC32C", NULL), 0);
+        EXPECT(catalog_step_unrepairable(c, "j", 5), 1);
+        EXPECT(catalog_copy_fault_set(c, "j", 5, 0, 7, CATALOG_FAULT_REPAIRED, "", "node 7"), 0);
+        EXPECT(catalog_step_unrepairable(c, "j", 5), 0);
         EXPECT(catalog_copy_fault_set(c, "j", (uint64_t)CKPT_STEP_MAX + 1, 1, 0,
                                       CATALOG_FAULT_BAD, "", NULL), -EINVAL);
         EXPECT(catalog_copy_fault_set(c, "j", 3, 1, 0, 3, "", NULL), -EINVAL);
         c = catalog_free(c);
         EXPECT(catalog_open(&c, path), 0);
         EXPECT(catalog_copy_fault_counts(c, &bad, &repaired, &unrepairable), 0);
-        CHECK(bad == 1 && repaired == 1 && unrepairable == 0);
+        CHECK(bad == 1 && repaired == 2 && unrepairable == 0);
         EXPECT(catalog_check(c), 0);
         c = catalog_free(c);
         unlink_db(path);

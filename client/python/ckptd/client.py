@@ -270,8 +270,10 @@ class Client:
     # ---- restore --------------------------------------------------------------
 
     def latest(self, job: Name) -> Latest:
-        """(step, world_size) of the newest committed step of job;
-        FileNotFoundError when there is none (or no such job)."""
+        """(step, world_size) of the newest committed step of job that
+        the job can restore from (a step with a rank recorded with no good
+        copy left on that node is passed over); FileNotFoundError when
+        there is none (or no such job)."""
         step, world = ctypes.c_uint64(), ctypes.c_uint32()
         self._check(_lib.lib().ckpt_latest(self._conn("latest"), _enc(job, "job"),
                                            ctypes.byref(step), ctypes.byref(world)), "latest")

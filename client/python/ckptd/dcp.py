@@ -410,7 +410,9 @@ class CkptdReader(StorageReader):
     """A StorageReader that loads a checkpoint saved with CkptdWriter.
 
     job: the ckptd job (None: from a ``ckptd://`` checkpoint_id).  With no
-    checkpoint_id the newest committed step of the job is loaded.
+    checkpoint_id the newest committed step of the job is loaded
+    (Client.latest(): one with a rank left with no good copy is passed
+    over).
     """
 
     def __init__(self, job: Optional[str] = None, socket_path: Optional[str] = None,
