@@ -782,7 +782,33 @@ static const char *const copy_states[CKPT_COPY_STATE_MAX_] = {
         [CKPT_COPY_REPAIRED] = "repaired",
 };
 
-/* verify JOB [STEP] [--rank R] [--repair]: every copy this node holds,
+/* Two verify entries of the same copy (step, rank, area). */
+static bool same_copy(const struct ckpt_verify_entry *x, const struct ckpt_verify_entry *y) {
+        return x->step == y->step && x->rank == y->rank && x->area == y->area;
+}
+
+/* By step, rank, then the local tier (UINT32_MAX, wrapping to 0) first;
+ * a stable insertion sort, so a copy's shards keep the daemon's order (a
+ * page holds at most CKPT_VERIFY_PAGE entries). */
+static void verify_entries_sort(struct ckpt_verify_entry *v, uint32_t n) {
+        for (uint32_t i = 1; i < n; i++) {
+                struct ckpt_verify_entry e = v[i];
+                uint32_t j = i;
+                while (j > 0) {
+                        const struct ckpt_verify_entry *p = &v[j - 1];
+                        bool after = p->step != e.step ? p->step > e.step
+                                     : p->rank != e.rank ? p->rank > e.rank
+                                     : p->area + 1 > e.area + 1;
+                        if (!after)
+                                break;
+                        v[j] = v[j - 1];
+                        j--;
+                }
+                v[j] = e;
+        }
+}
+
+/* verify JOB [STEP] [--rank R] [--repair]: every shard of every copy this node holds,
  * checked in full; exit 1 when a bad one remains. */
 static int cmd_verify(int nargs, char **args) {
         struct ckpt_request req = { .hdr.type = CKPT_MSG_VERIFY };
@@ -826,23 +852,35 @@ static int cmd_verify(int nargs, char **args) {
                 free(rep);
                 return report(r, "verify");
         }
-        const struct ckpt_rep_verify *vr = &rep->verify;
+        struct ckpt_rep_verify *vr = &rep->verify;
+        /* the page has the bad entries first: group them back by step,
+         * rank and copy (the daemon's shard order kept within a copy) */
+        verify_entries_sort(vr->entries, vr->count);
         uint32_t bad = 0, repaired = 0;
         for (uint32_t i = 0; i < vr->count; i++) {
-                bad += vr->entries[i].state == CKPT_COPY_BAD;
-                repaired += vr->entries[i].state == CKPT_COPY_REPAIRED;
+                const struct ckpt_verify_entry *e = &vr->entries[i];
+                bool first = i == 0 || !same_copy(e, &vr->entries[i - 1]);
+                bool seen_bad = false, seen_repaired = false;
+                for (uint32_t j = i; !first && j-- > 0 && same_copy(e, &vr->entries[j]);) {
+                        seen_bad |= vr->entries[j].state == CKPT_COPY_BAD;
+                        seen_repaired |= vr->entries[j].state == CKPT_COPY_REPAIRED;
+                }
+                bad += e->state == CKPT_COPY_BAD && !seen_bad;
+                repaired += e->state == CKPT_COPY_REPAIRED && !seen_repaired;
         }
+        /* a daemon of version 5 sends one entry per copy and no count */
+        uint32_t copies = vr->copies ? vr->copies : vr->total;
         if (json) {
                 fprintf(out, "{\"job\":");
                 json_str(job);
-                fprintf(out, ",\"copies_checked\":%u,\"bad\":%u,\"repaired\":%u,\"copies\":[",
-                        vr->total, bad, repaired);
+                fprintf(out, ",\"copies_checked\":%u,\"bad\":%u,\"repaired\":%u,\"shards\":[",
+                        copies, bad, repaired);
         } else {
-                fprintf(out, "job %s: %u cop%s checked, %u bad, %u repaired%s\n", job, vr->total,
-                        vr->total == 1 ? "y" : "ies", bad, repaired,
-                        vr->total > vr->count ? " (the good ones not all listed: name a step "
+                fprintf(out, "job %s: %u cop%s checked, %u bad, %u repaired%s\n", job, copies,
+                        copies == 1 ? "y" : "ies", bad, repaired,
+                        vr->total > vr->count ? " (the good shards not all listed: name a step "
                                                 "or a rank)" : "");
-                fprintf(out, "%-20s %-6s %-18s %6s %10s  %s\n", "STEP", "RANK", "COPY", "SHARDS",
+                fprintf(out, "%-20s %-6s %-18s %-24s %10s  %s\n", "STEP", "RANK", "COPY", "SHARD",
                         "BYTES", "STATE");
         }
         for (uint32_t i = 0; i < vr->count; i++) {
@@ -860,13 +898,17 @@ static int cmd_verify(int nargs, char **args) {
                                 fprintf(out, ",\"replica_of\":null");
                         else
                                 fprintf(out, ",\"replica_of\":%u", e->area);
-                        fprintf(out, ",\"state\":\"%s\",\"shards\":%u,\"bytes\":%" PRIu64
-                                ",\"detail\":", copy_states[e->state], e->shards, e->bytes);
+                        fprintf(out, ",\"shard\":");
+                        json_str(e->shard);
+                        fprintf(out, ",\"bytes\":%" PRIu64 ",\"state\":\"%s\",\"detail\":",
+                                e->bytes, copy_states[e->state]);
                         json_str(e->detail);
                         fprintf(out, "}");
                 } else {
-                        fprintf(out, "%-20" PRIu64 " %-6u %-18s %6u %10s  %s%s%s\n", e->step,
-                                e->rank, where, e->shards, human_bytes(e->bytes, b),
+                        /* shard "": the copy as a whole (its MANIFEST or directory) */
+                        fprintf(out, "%-20" PRIu64 " %-6u %-18s %-24s %10s  %s%s%s\n", e->step,
+                                e->rank, where, e->shard[0] ? e->shard : "-",
+                                human_bytes(e->bytes, b),
                                 e->state == CKPT_COPY_BAD ? "BAD" : copy_states[e->state],
                                 e->detail[0] ? ": " : "", e->detail);
                 }
@@ -898,8 +940,9 @@ static void usage(FILE *f) {
                    "                   (default: this node's index), one rank, or all\n"
                    "  verify JOB [STEP] [--rank R] [--repair]\n"
                    "                   read and check every copy this node holds (local tier,\n"
-                   "                   replica areas) in full; --repair replaces bad ones\n"
-                   "                   with a good copy; exit 1 while a bad copy remains\n"
+                   "                   replica areas) in full, a line per shard of each;\n"
+                   "                   --repair replaces bad copies with a good one;\n"
+                   "                   exit 1 while a bad copy remains\n"
                    "  pin JOB STEP     keep a step whatever retention says (local and store)\n"
                    "  unpin JOB STEP   let retention decide again\n\n"
                    "Options:\n"

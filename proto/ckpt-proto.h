@@ -41,13 +41,16 @@
  * the request COMMIT_ASYNC, which earlier versions do not have; version 5
  * from 4 in the request VERIFY and in the STATUS reply, which gained the
  * counts of corrupt copies (copies_bad, copies_repaired,
- * copies_unrepairable), the scrub_* fields and the audit_* fields. */
-#define CKPT_PROTO_VERSION 5     /* the newest */
+ * copies_unrepairable), the scrub_* fields and the audit_* fields;
+ * version 6 from 5 in the VERIFY reply, whose entries are one per shard of
+ * each copy (with the shard's name) and which counts the copies. */
+#define CKPT_PROTO_VERSION 6     /* the newest */
 #define CKPT_PROTO_VERSION_MIN 2 /* the oldest */
 #define CKPT_PROTO_VERSION_REPLACED 3 /* the first with SAVE_BEGIN's `replaced` */
 #define CKPT_PROTO_VERSION_COMMIT_ASYNC 4 /* the first with COMMIT_ASYNC */
 #define CKPT_PROTO_VERSION_SCRUB 5 /* the first with STATUS's scrub_* and audit_* fields */
 #define CKPT_PROTO_VERSION_COPY_FAULTS 5 /* the first with VERIFY and STATUS's copy counts */
+#define CKPT_PROTO_VERSION_VERIFY_SHARDS 6 /* the first with VERIFY's per-shard entries */
 #define CKPT_HDR_SIZE 16
 /* Fits the default net.core.wmem_max so no process needs SO_SNDBUFFORCE. */
 #define CKPT_MSG_MAX 65536
@@ -471,10 +474,14 @@ struct ckpt_rep_fetch {
         uint64_t bytes;
 };
 
-/* VERIFY reply: one entry per copy, by step (ascending), rank, then the
- * local tier before replica areas.  total > count: more copies than one
- * reply holds were verified (and repaired if asked); name a step or a
- * rank to see them. */
+/* VERIFY reply: from version 6 one entry per shard of each copy (a copy
+ * whose directory or MANIFEST is bad: one entry with shard ""), before
+ * version 6 one entry per copy; the bad (and repaired) entries first, then
+ * the good ones, each part by step (ascending), rank, the local tier before
+ * replica areas, then the MANIFEST's shard order.  total > count: more
+ * entries than one reply holds were verified (and repaired if asked); name
+ * a step or a rank to see them.  A full page of the longest entries
+ * (about 550 bytes each) stays below CKPT_MSG_MAX. */
 #define CKPT_VERIFY_PAGE 64
 #define CKPT_VERIFY_DETAIL_MAX 255
 #define CKPT_COPY_LOCAL UINT32_MAX /* area: the local tier */
@@ -489,12 +496,14 @@ struct ckpt_verify_entry {
         uint32_t rank;
         uint32_t area;    /* CKPT_COPY_LOCAL, or the node whose replica area holds it */
         uint8_t state;    /* enum ckpt_copy_state */
-        uint32_t shards;  /* in its MANIFEST (0 if that does not parse) */
-        uint64_t bytes;   /* sum of their sizes */
+        uint32_t shards;  /* in the copy's MANIFEST (0 if that does not parse) */
+        uint64_t bytes;   /* the shard's size (before version 6, or shard "": the copy's) */
         char detail[CKPT_VERIFY_DETAIL_MAX + 1]; /* "" when good */
+        char shard[CKPT_NAME_MAX + 1]; /* from version 6; "" before, or: the whole copy */
 };
 struct ckpt_rep_verify {
         uint32_t total, count;
+        uint32_t copies;  /* copies checked (from version 6; before, total counts them) */
         struct ckpt_verify_entry entries[CKPT_VERIFY_PAGE];
 };
 

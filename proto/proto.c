@@ -470,6 +470,13 @@ static int check_reply(const struct ckpt_reply *m) {
                         check_rank(&c, e->rank);
                         check_bad(&c, e->state >= CKPT_COPY_STATE_MAX_);
                         check_cstr(&c, e->detail, CKPT_VERIFY_DETAIL_MAX);
+                        /* before version 6 the wire has no shard: it stays "" */
+                        if (msg_version(&m->hdr) < CKPT_PROTO_VERSION_VERIFY_SHARDS)
+                                check_inval(&c, e->shard[0] != '\0');
+                        else if (check_cstr(&c, e->shard, CKPT_NAME_MAX), e->shard[0])
+                                check_inval(&c, ckpt_name_validate(e->shard,
+                                                                   strnlen(e->shard,
+                                                                           sizeof(e->shard))) < 0);
                 }
                 break;
         }
@@ -657,6 +664,8 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
         case CKPT_MSG_VERIFY:
                 w_u32(w, m->verify.total);
                 w_u32(w, m->verify.count);
+                if (msg_version(&m->hdr) >= CKPT_PROTO_VERSION_VERIFY_SHARDS)
+                        w_u32(w, m->verify.copies);
                 for (uint32_t i = 0; i < m->verify.count; i++) {
                         const struct ckpt_verify_entry *e = &m->verify.entries[i];
                         w_u64(w, e->step);
@@ -666,6 +675,8 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                         w_u32(w, e->shards);
                         w_u64(w, e->bytes);
                         w_cstr(w, e->detail, CKPT_VERIFY_DETAIL_MAX);
+                        if (msg_version(&m->hdr) >= CKPT_PROTO_VERSION_VERIFY_SHARDS)
+                                w_cstr(w, e->shard, CKPT_NAME_MAX);
                 }
                 break;
         default: /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE */
@@ -848,6 +859,8 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                 struct ckpt_rep_verify *l = &m->verify;
                 l->total = r_u32(r);
                 l->count = r_u32(r);
+                if (msg_version(&m->hdr) >= CKPT_PROTO_VERSION_VERIFY_SHARDS)
+                        l->copies = r_u32(r);
                 if (!r_count(r, l->total, l->count, CKPT_VERIFY_PAGE))
                         break;
                 for (uint32_t i = 0; i < l->count; i++) {
@@ -859,6 +872,8 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                         e->shards = r_u32(r);
                         e->bytes = r_u64(r);
                         r_cstr(r, e->detail, CKPT_VERIFY_DETAIL_MAX);
+                        if (msg_version(&m->hdr) >= CKPT_PROTO_VERSION_VERIFY_SHARDS)
+                                r_cstr(r, e->shard, CKPT_NAME_MAX);
                 }
                 break;
         }

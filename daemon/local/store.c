@@ -732,8 +732,46 @@ int store_rank_manifest(struct store *s, const char *job, uint64_t step, uint32_
         return store_manifest_load(rank_fd, job, step, rank, out);
 }
 
+/* Check one shard file of a rank against its MANIFEST entry: why stays ""
+ * when it is good, else says what is wrong ("the file is missing", "the
+ * file has N bytes, the MANIFEST says M", "block B failed its CRC32C").
+ * Within a shard the first bad block is enough: a repair replaces the
+ * whole copy anyway. */
+static void shard_verify(int rank_fd, const struct manifest *m, const struct manifest_shard *sh,
+                         uint8_t *buf, char *why, size_t why_size) {
+        struct stat st;
+        _cleanup_close_ int fd = openat(rank_fd, sh->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                snprintf(why, why_size, "%s",
+                         errno == ENOENT ? "the file is missing" : strerror(errno));
+                return;
+        }
+        if ((uint64_t)st.st_size != sh->size) {
+                snprintf(why, why_size, "the file has %" PRIu64 " bytes, the MANIFEST says %" PRIu64,
+                         (uint64_t)st.st_size, sh->size);
+                return;
+        }
+        for (uint64_t off = 0; off < sh->size; off += m->block_size) {
+                size_t want = (size_t)MIN((uint64_t)m->block_size, sh->size - off);
+                ssize_t got = pread(fd, buf, want, (off_t)off);
+                if (got != (ssize_t)want) {
+                        snprintf(why, why_size, "block %" PRIu64 ": %s", off / m->block_size,
+                                 got < 0 ? strerror(errno) : "short read");
+                        break;
+                }
+                if (manifest_shard_check(sh, off, buf, want) >= 0) {
+                        snprintf(why, why_size, "block %" PRIu64 " failed its CRC32C",
+                                 off / m->block_size);
+                        break;
+                }
+        }
+        /* a verify reads everything once: keep it out of the cache */
+        (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+}
+
 int store_rank_verify(const struct store *s, const char *job, uint64_t step, uint32_t rank,
-                      char *detail, size_t detail_size, uint32_t *shards, uint64_t *bytes) {
+                      char *detail, size_t detail_size, uint32_t *shards, uint64_t *bytes,
+                      store_shard_result_fn on_shard, void *userdata) {
         char path[CKPT_NAME_MAX + 64], step_name[32];
         _cleanup_free_ char *text = NULL;
         _cleanup_free_ uint8_t *buf = NULL;
@@ -780,42 +818,18 @@ int store_rank_verify(const struct store *s, const char *job, uint64_t step, uin
                 manifest_free(m);
                 return -ENOMEM;
         }
-        for (uint32_t i = 0; i < m->nshards && r == 0; i++) {
+        for (uint32_t i = 0; i < m->nshards && (r == 0 || on_shard); i++) {
                 const struct manifest_shard *sh = &m->shards[i];
-                struct stat st;
-                _cleanup_close_ int fd = openat(rank_fd, sh->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-                if (fd < 0 || fstat(fd, &st) < 0) {
-                        snprintf(detail, detail_size, "shard %s: %s", sh->name,
-                                 errno == ENOENT ? "the file is missing" : strerror(errno));
+                char why[CKPT_NAME_MAX + 128] = "";
+                shard_verify(rank_fd, m, sh, buf, why, sizeof(why));
+                if (why[0] && r == 0) {
+                        /* the copy's detail is its first bad shard */
+                        snprintf(detail, detail_size, "shard %s%s%s", sh->name,
+                                 strncmp(why, "block ", 6) ? ": " : " ", why);
                         r = -EIO;
-                        break;
                 }
-                if ((uint64_t)st.st_size != sh->size) {
-                        snprintf(detail, detail_size, "shard %s: the file has %" PRIu64
-                                 " bytes, the MANIFEST says %" PRIu64, sh->name,
-                                 (uint64_t)st.st_size, sh->size);
-                        r = -EIO;
-                        break;
-                }
-                for (uint64_t off = 0; off < sh->size; off += m->block_size) {
-                        size_t want = (size_t)MIN((uint64_t)m->block_size, sh->size - off);
-                        ssize_t got = pread(fd, buf, want, (off_t)off);
-                        if (got != (ssize_t)want) {
-                                snprintf(detail, detail_size, "shard %s block %" PRIu64 ": %s",
-                                         sh->name, off / m->block_size,
-                                         got < 0 ? strerror(errno) : "short read");
-                                r = -EIO;
-                                break;
-                        }
-                        if (manifest_shard_check(sh, off, buf, want) >= 0) {
-                                snprintf(detail, detail_size, "shard %s block %" PRIu64
-                                         " failed its CRC32C", sh->name, off / m->block_size);
-                                r = -EIO;
-                                break;
-                        }
-                }
-                /* a verify reads everything once: keep it out of the cache */
-                (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+                if (on_shard)
+                        on_shard(userdata, sh->name, sh->size, why);
         }
         manifest_free(m);
         return r;

@@ -137,9 +137,17 @@ int store_rank_manifest(struct store *s, const char *job, uint64_t step, uint32_
  * directory fd, so it is safe there.  0: good; -EIO: bad, detail says
  * what (shard, block, what was wrong); -ENOENT: no such rank directory;
  * -ENOMEM.  *shards and *bytes (either may be NULL): what the MANIFEST
- * lists, 0 when it does not parse. */
+ * lists, 0 when it does not parse.
+ * on_shard (may be NULL): called once per shard the MANIFEST lists, in its
+ * order, with why "" when the shard is good, else what is wrong with it
+ * ("block 2 failed its CRC32C", "the file is missing", ...); with it every
+ * shard is checked, without it the check stops at the first bad shard.  A
+ * copy whose directory or MANIFEST is bad calls it not at all. */
+typedef void (*store_shard_result_fn)(void *userdata, const char *shard, uint64_t size,
+                                      const char *why);
 int store_rank_verify(const struct store *s, const char *job, uint64_t step, uint32_t rank,
-                      char *detail, size_t detail_size, uint32_t *shards, uint64_t *bytes);
+                      char *detail, size_t detail_size, uint32_t *shards, uint64_t *bytes,
+                      store_shard_result_fn on_shard, void *userdata);
 /* Open a shard file for buffered reads (the flush streams it to the object
  * store; the page cache's read-ahead suits that better than O_DIRECT). */
 int store_shard_open_buffered(struct store *s, const char *job, uint64_t step, uint32_t rank,

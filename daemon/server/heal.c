@@ -175,7 +175,7 @@ static void heal_verify_run(struct work *w) {
         struct heal *h = container_of(w, struct heal, work);
         h->verify_error = store_rank_verify(h->verify_store, h->job, h->step, h->rank,
                                             h->verify_detail, sizeof(h->verify_detail), NULL,
-                                            NULL);
+                                            NULL, NULL, NULL);
 }
 
 static void heal_verify_done(struct work *w) {

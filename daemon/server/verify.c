@@ -22,13 +22,35 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 
-/* A copy and what its check found: the reply's entry as it will be sent
- * (e.area: CKPT_COPY_LOCAL or the replica area's source) and the store
- * that holds it. */
+/* One shard of a copy and what its check found (why: "" when good). */
+struct verify_shard {
+        char name[CKPT_NAME_MAX + 1];
+        uint64_t size;
+        char why[CKPT_VERIFY_DETAIL_MAX + 1];
+};
+
+/* A copy and what its check found: the copy's entry as a version-5 reply
+ * sends it (e.area: CKPT_COPY_LOCAL or the replica area's source; detail:
+ * the first bad shard's), each shard's result for the per-shard entries of
+ * version 6, and the store that holds it.  note: why a repair failed,
+ * added to every bad entry of the copy. */
 struct verify_copy {
         struct ckpt_verify_entry e;
         struct store *store;
+        struct verify_shard *shards;
+        size_t nshards, cap;
+        char note[CKPT_VERIFY_DETAIL_MAX + 1];
 };
+
+/* Append src to the string in dst (size bytes), cutting what does not fit:
+ * a detail is for reading, its end matters less than its start. */
+static void detail_append(char *dst, size_t size, const char *src) {
+        size_t used = strnlen(dst, size - 1), len = strlen(src);
+        if (len > size - 1 - used)
+                len = size - 1 - used;
+        memcpy(dst + used, src, len);
+        dst[used + len] = '\0';
+}
 
 struct verify_op {
         struct conn *c;         /* NULL: the client left; freed when the work ends */
@@ -51,6 +73,8 @@ struct verify_heal {
 _Static_assert(CATALOG_COPY_LOCAL == CKPT_COPY_LOCAL, "one name for the local tier's copy");
 
 static void verify_op_free(struct verify_op *op) {
+        for (size_t i = 0; i < op->n; i++)
+                free(op->copies[i].shards);
         free(op->copies);
         free(op);
 }
@@ -141,6 +165,53 @@ static int collect_from(struct conn *c, struct verify_op *op, const struct ckpt_
 
 /* ---- the answer ---------------------------------------------------------------------- */
 
+/* Append e to the page if there is room; total counts it either way. */
+static void verify_page_add(struct ckpt_rep_verify *v, const struct ckpt_verify_entry *e) {
+        if (v->count < CKPT_VERIFY_PAGE)
+                v->entries[v->count++] = *e;
+}
+
+/* The entries of copy vc in pass 0 (the bad and repaired ones) or 1 (the
+ * good ones): one per shard, or one with shard "" when the copy has no
+ * shard results (its directory or MANIFEST is bad, or it lists none). */
+static void verify_copy_entries(struct ckpt_rep_verify *v, const struct verify_copy *vc,
+                                int pass) {
+        bool any_bad = false;
+        for (size_t j = 0; j < vc->nshards; j++)
+                any_bad |= vc->shards[j].why[0] != '\0';
+        /* a bad copy without a bad shard lost its results to memory:
+         * its own entry names what was wrong */
+        if (vc->nshards == 0 || (vc->e.state != CKPT_COPY_GOOD && !any_bad)) {
+                if ((vc->e.state == CKPT_COPY_GOOD) == (pass == 1)) {
+                        verify_page_add(v, &vc->e);
+                }
+                if (pass == 0)
+                        v->total++;
+                return;
+        }
+        for (size_t j = 0; j < vc->nshards; j++) {
+                const struct verify_shard *sh = &vc->shards[j];
+                struct ckpt_verify_entry e = vc->e;
+                /* a repair replaces the whole copy: every shard of it is
+                 * then a verified good one */
+                if (vc->e.state == CKPT_COPY_REPAIRED)
+                        e.state = CKPT_COPY_REPAIRED;
+                else
+                        e.state = sh->why[0] ? CKPT_COPY_BAD : CKPT_COPY_GOOD;
+                if (pass == 0)
+                        v->total++;
+                if ((e.state == CKPT_COPY_GOOD) != (pass == 1))
+                        continue;
+                snprintf(e.shard, sizeof(e.shard), "%s", sh->name);
+                e.bytes = sh->size;
+                e.detail[0] = '\0';
+                detail_append(e.detail, sizeof(e.detail), sh->why);
+                if (sh->why[0])
+                        detail_append(e.detail, sizeof(e.detail), vc->note);
+                verify_page_add(v, &e);
+        }
+}
+
 static void verify_reply(struct verify_op *op) {
         struct conn *c = op->c;
         struct ckpt_reply *rep = calloc(1, sizeof(*rep));
@@ -150,20 +221,40 @@ static void verify_reply(struct verify_op *op) {
                 verify_op_free(op);
                 return;
         }
-        /* every copy that was bad is in the one reply (up to a page),
-         * the good ones fill the rest; the page is in step order */
+        /* every entry that was bad is in the one reply (up to a page),
+         * the good ones fill the rest; each part is in step order.  A
+         * client of version 5 gets one entry per copy, as it always did. */
         struct ckpt_rep_verify *v = &rep->verify;
-        v->total = (uint32_t)op->n;
+        bool per_shard = c->busy_version >= CKPT_PROTO_VERSION_VERIFY_SHARDS;
+        v->copies = (uint32_t)op->n;
+        if (!per_shard)
+                v->total = (uint32_t)op->n;
         for (int pass = 0; pass < 2; pass++)
-                for (size_t i = 0; i < op->n && v->count < CKPT_VERIFY_PAGE; i++) {
-                        const struct ckpt_verify_entry *e = &op->copies[i].e;
-                        if ((e->state == CKPT_COPY_GOOD) == (pass == 1))
-                                v->entries[v->count++] = *e;
+                for (size_t i = 0; i < op->n; i++) {
+                        const struct verify_copy *vc = &op->copies[i];
+                        if (per_shard) {
+                                verify_copy_entries(v, vc, pass);
+                                continue;
+                        }
+                        if ((vc->e.state == CKPT_COPY_GOOD) == (pass == 1)) {
+                                struct ckpt_verify_entry e = vc->e;
+                                e.shard[0] = '\0';
+                                verify_page_add(v, &e);
+                        }
                 }
         conn_reply(c, rep, -1);
         free(rep);
         c->verify = NULL;
         verify_op_free(op);
+}
+
+/* Why copy vc stays bad after --repair: added to the copy's detail (the
+ * version-5 entry) and to each of its bad shards' entries. */
+static void verify_copy_note(struct verify_copy *vc, const char *why) {
+        vc->note[0] = '\0';
+        detail_append(vc->note, sizeof(vc->note), "; not repaired: ");
+        detail_append(vc->note, sizeof(vc->note), why);
+        detail_append(vc->e.detail, sizeof(vc->e.detail), vc->note);
 }
 
 static void verify_healed(void *userdata, int error, const char *msg) {
@@ -175,8 +266,7 @@ static void verify_healed(void *userdata, int error, const char *msg) {
         if (error == 0) {
                 vc->e.state = CKPT_COPY_REPAIRED;
         } else {
-                size_t used = strlen(vc->e.detail);
-                snprintf(vc->e.detail + used, sizeof(vc->e.detail) - used, "; not repaired: %s", msg);
+                verify_copy_note(vc, msg);
         }
         if (--op->heals)
                 return;
@@ -196,9 +286,7 @@ static void verify_finish(struct verify_op *op) {
                                 continue;
                         struct verify_heal *vh = calloc(1, sizeof(*vh));
                         if (!vh) {
-                                size_t used = strlen(vc->e.detail);
-                                snprintf(vc->e.detail + used, sizeof(vc->e.detail) - used,
-                                         "; not repaired: out of memory");
+                                verify_copy_note(vc, "out of memory");
                                 continue;
                         }
                         vh->op = op;
@@ -209,9 +297,7 @@ static void verify_finish(struct verify_op *op) {
                         if (r < 0) {
                                 op->heals--;
                                 free(vh);
-                                size_t used = strlen(vc->e.detail);
-                                snprintf(vc->e.detail + used, sizeof(vc->e.detail) - used,
-                                         "; not repaired: %s", strerror(-r));
+                                verify_copy_note(vc, strerror(-r));
                         }
                 }
                 if (op->heals)
@@ -224,11 +310,34 @@ static void verify_finish(struct verify_op *op) {
 
 static void verify_next(struct verify_op *op);
 
+/* store_rank_verify's per-shard result, on the worker: kept for the
+ * reply's per-shard entries.  Out of memory loses the shard's line, not
+ * the copy's verdict (the copy's detail still names the first bad one). */
+static void verify_shard_result(void *userdata, const char *shard, uint64_t size,
+                                const char *why) {
+        struct verify_copy *vc = userdata;
+        if (vc->nshards == vc->cap) {
+                size_t cap = vc->cap ? vc->cap * 2 : 8;
+                struct verify_shard *v = realloc(vc->shards, cap * sizeof(*v));
+                if (!v)
+                        return;
+                vc->shards = v;
+                vc->cap = cap;
+        }
+        struct verify_shard *sh = &vc->shards[vc->nshards++];
+        sh->name[0] = '\0';
+        detail_append(sh->name, sizeof(sh->name), shard);
+        sh->size = size;
+        sh->why[0] = '\0';
+        detail_append(sh->why, sizeof(sh->why), why);
+}
+
 static void verify_copy_run(struct work *w) {
         struct verify_op *op = container_of(w, struct verify_op, work);
         struct verify_copy *vc = &op->copies[op->next];
         int r = store_rank_verify(vc->store, op->job, vc->e.step, vc->e.rank, vc->e.detail,
-                                  sizeof(vc->e.detail), &vc->e.shards, &vc->e.bytes);
+                                  sizeof(vc->e.detail), &vc->e.shards, &vc->e.bytes,
+                                  verify_shard_result, vc);
         vc->e.state = r == 0 ? CKPT_COPY_GOOD : CKPT_COPY_BAD;
         if (r < 0 && r != -EIO && !vc->e.detail[0])
                 snprintf(vc->e.detail, sizeof(vc->e.detail), "cannot be checked: %s", strerror(-r));

@@ -249,6 +249,12 @@ static void requests(void) {
                         name(&m.job_step.job, "llama-70b");
                         m.job_step.step = 1000;
                         break;
+                case CKPT_MSG_VERIFY:
+                        name(&m.verify.job, "llama-70b");
+                        m.verify.step = CKPT_STEP_LATEST;
+                        m.verify.rank = 3;
+                        m.verify.repair = 1;
+                        break;
                 default:
                         break;
                 }
@@ -329,6 +335,36 @@ static void more_replies(void) {
         n = encode_rep(&rep);
         buf[n - 1] = 2;
         write_file("reply", "invalid-replaced.bin", buf, (size_t)n);
+
+        /* VERIFY, version 6: a copy whose MANIFEST is bad (shard ""), a
+         * bad shard and a good one; version 5: one entry per copy, no
+         * shard; and a version-6 one whose shard is no valid name */
+        static const struct ckpt_verify_entry verify[] = {
+                { .step = 30, .rank = 0, .area = CKPT_COPY_LOCAL, .state = CKPT_COPY_BAD,
+                  .detail = "MANIFEST does not parse" },
+                { .step = 31, .rank = 1, .area = 1, .state = CKPT_COPY_REPAIRED, .shards = 2,
+                  .bytes = 4096, .detail = "block 0 failed its CRC32C", .shard = "opt.state" },
+                { .step = 31, .rank = 1, .area = 1, .state = CKPT_COPY_REPAIRED, .shards = 2,
+                  .shard = "model.weights" },
+        };
+        memset(&rep, 0, sizeof(rep));
+        rep.hdr.type = CKPT_MSG_VERIFY | CKPT_MSG_REPLY;
+        rep.hdr.seq = 103;
+        rep.verify.total = rep.verify.count = 3;
+        rep.verify.copies = 2;
+        memcpy(rep.verify.entries, verify, sizeof(verify));
+        n = encode_rep(&rep);
+        write_file("reply", "verify-reply-shards.bin", buf, (size_t)n);
+        rep.verify.entries[1].shard[0] = '\0';
+        rep.verify.entries[2].shard[0] = '\0';
+        rep.hdr.version = CKPT_PROTO_VERSION_COPY_FAULTS;
+        n = encode_rep(&rep);
+        write_file("reply", "verify-reply-v5.bin", buf, (size_t)n);
+        rep.hdr.version = CKPT_PROTO_VERSION_VERIFY_SHARDS;
+        snprintf(rep.verify.entries[2].shard, sizeof(rep.verify.entries[2].shard), "weights");
+        n = encode_rep(&rep);
+        buf[n - 5] = '/'; /* a "/" in the shard name */
+        write_file("reply", "invalid-verify-shard.bin", buf, (size_t)n);
 }
 
 static void replies(void) {

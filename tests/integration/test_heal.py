@@ -284,7 +284,7 @@ def case_all_bad(ctx):
     # ckptctl verify: the copy stays bad, --repair cannot help, exit 1 both times
     for args in ((), ("--repair",)):
         p = n0.ctl("verify", JOB, 21, "--rank", 0, *args, check_rc=False)
-        check(p.returncode == 1 and re.search(r"^21 +0 +local .*BAD: shard big block 1 failed "
+        check(p.returncode == 1 and re.search(r"^21 +0 +local +big .*BAD: block 1 failed "
                                               r"its CRC32C", p.stdout, re.M),
               "verify %s of the unrepairable copy: exit %d:\n%s%s"
               % (" ".join(args), p.returncode, p.stdout, p.stderr))
@@ -326,45 +326,85 @@ def verify_json(d, *args):
     return p.returncode, doc
 
 
+def shard_entries(doc):
+    """verify --json's entries by (step, rank, replica_of) and shard."""
+    out = {}
+    for e in doc["shards"]:
+        out.setdefault((e["step"], e["rank"], e["replica_of"]), {})[e["shard"]] = e
+    return out
+
+
 def case_verify(ctx):
     cl = two_nodes(ctx, (30, 31))
     n0, n1 = cl.nodes
     local = os.path.join(step_path(n0.state_dir, JOB, 30), "rank-0")
+    local31 = os.path.join(step_path(n0.state_dir, JOB, 31), "rank-0")
     replica = os.path.join(replica_step_path(n0.state_dir, 1, JOB, 31), "rank-1")
-    originals = {local: snapshot(local), replica: snapshot(replica)}
+    originals = {local: snapshot(local), local31: snapshot(local31), replica: snapshot(replica)}
+    # step 30 rank 0 (4 shards): two bad, in different blocks; the check of
+    # the copy goes on past the first
     swap_blocks(os.path.join(local, "big"), 0, 1)
+    flip_byte(os.path.join(local, "model.weights"), MiB)
     truncate(os.path.join(replica, "opt.state"), 1000)
+    os.unlink(os.path.join(local31, "opt.state"))
 
     # everything node 0 holds: its own rank 0 and node 1's rank 1, two steps
     rc, doc = verify_json(n0, JOB)
-    check(rc == 1 and doc["copies_checked"] == 4 and doc["bad"] == 2 and doc["repaired"] == 0,
+    check(rc == 1 and doc["copies_checked"] == 4 and doc["bad"] == 3 and doc["repaired"] == 0,
           "verify --json %s on node 0: exit %d, %r" % (JOB, rc, doc))
-    bad = {(c["step"], c["rank"], c["replica_of"]): c for c in doc["copies"]
-           if c["state"] == "bad"}
-    check(set(bad) == {(30, 0, None), (31, 1, 1)}, "verify found bad copies %s" % sorted(bad))
-    check(bad[(30, 0, None)]["detail"] == "shard big block 0 failed its CRC32C",
-          "verify's detail for the swapped blocks: %r" % bad[(30, 0, None)]["detail"])
-    check(bad[(31, 1, 1)]["detail"] == "shard opt.state: the file has 1000 bytes, the MANIFEST "
-          "says %d" % dict(LAYOUTS[1])["opt.state"],
-          "verify's detail for the truncated file: %r" % bad[(31, 1, 1)]["detail"])
-    check(copies(n0)["bad"] == 2, "status after verify: %r, expected 2 bad" % copies(n0))
-    # narrowed to one copy, in text
+    got = shard_entries(doc)
+    want_shards = {(s, r, c): {n for n, _ in LAYOUTS[r]} for s in (30, 31)
+                   for r, c in ((0, None), (1, 1))}
+    check({k: set(v) for k, v in got.items()} == want_shards and len(doc["shards"]) == 12,
+          "verify lists the shards %r, expected %r" % (got, want_shards))
+    want_bad = {
+        (30, 0, None, "big"): "block 0 failed its CRC32C",
+        (30, 0, None, "model.weights"): "block 1 failed its CRC32C",
+        (31, 1, 1, "opt.state"): "the file has 1000 bytes, the MANIFEST says %d"
+                                 % dict(LAYOUTS[1])["opt.state"],
+        (31, 0, None, "opt.state"): "the file is missing",
+    }
+    bad = {k + (n,): e["detail"] for k, v in got.items() for n, e in v.items()
+           if e["state"] == "bad"}
+    check(bad == want_bad, "verify's bad shards: %r, expected %r" % (bad, want_bad))
+    for k, v in got.items():
+        for n, e in v.items():
+            check(e["bytes"] == dict(LAYOUTS[k[1]])[n] and e["copy"] == (
+                  "local" if k[2] is None else "replica of node %d" % k[2]),
+                  "verify's entry for %r %s: %r" % (k, n, e))
+            if k + (n,) not in want_bad:
+                check(e["state"] == "good" and e["detail"] == "",
+                      "verify's good shard %r %s: %r" % (k, n, e))
+    check(copies(n0)["bad"] == 3, "status after verify: %r, expected 3 bad" % copies(n0))
+    # narrowed to one copy, in text: a line per shard
     p = n0.ctl("verify", JOB, 31, "--rank", 1, check_rc=False)
-    check(p.returncode == 1 and re.search(r"^31 +1 +replica of node 1 +2 .* BAD: shard opt.state",
-                                          p.stdout, re.M),
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("31 ")]
+    check(p.returncode == 1 and len(lines) == 2
+          and re.search(r"^31 +1 +replica of node 1 +opt\.state .* BAD: the file has 1000 bytes",
+                        p.stdout, re.M)
+          and re.search(r"^31 +1 +replica of node 1 +empty .* good$", p.stdout, re.M)
+          and "job %s: 1 copy checked, 1 bad, 0 repaired" % JOB in p.stdout,
           "verify %s 31 --rank 1: exit %d:\n%s%s" % (JOB, p.returncode, p.stdout, p.stderr))
     # repaired, from node 1 (the replica's origin) and node 1's replica of rank 0
     rc, doc = verify_json(n0, JOB, "--repair")
-    check(rc == 0 and doc["bad"] == 0 and doc["repaired"] == 2,
+    check(rc == 0 and doc["bad"] == 0 and doc["repaired"] == 3,
           "verify --repair on node 0: exit %d, %r" % (rc, doc))
+    got = shard_entries(doc)
+    for k in ((30, 0, None), (31, 0, None), (31, 1, 1)):
+        check(all(e["state"] == "repaired" for e in got[k].values()),
+              "verify --repair: the shards of the repaired copy %r: %r" % (k, got[k]))
+    check(all(e["state"] == "good" for e in got[(30, 1, 1)].values()),
+          "verify --repair: the good copy's shards: %r" % got[(30, 1, 1)])
     for path, want in originals.items():
         same_as(path, want, path)
     rc, doc = verify_json(n0, JOB)
-    check(rc == 0 and doc["bad"] == 0 and doc["repaired"] == 0 and doc["copies_checked"] == 4,
+    check(rc == 0 and doc["bad"] == 0 and doc["repaired"] == 0 and doc["copies_checked"] == 4
+          and all(e["state"] == "good" for e in doc["shards"]),
           "verify after the repair: exit %d, %r" % (rc, doc))
-    check(copies(n0) == {"bad": 0, "repaired": 2, "unrepairable": 0},
+    check(copies(n0) == {"bad": 0, "repaired": 3, "unrepairable": 0},
           "status after verify --repair: %r" % copies(n0))
-    log("   verify found the swapped blocks and the truncated replica; --repair fixed both")
+    log("   verify named each bad shard (two in one copy, a truncated and a missing file) and "
+        "the good ones; --repair fixed the three copies")
     # bad input: a clear error, nothing changes
     p = n0.ctl("verify", "no.such-job", check_rc=False)
     check(p.returncode == 1 and "no job named 'no.such-job'" in p.stderr and not p.stdout,

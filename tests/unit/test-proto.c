@@ -10,6 +10,7 @@
  * refuses to produce them.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -660,6 +661,25 @@ static void test_golden(void) {
               "raw CHUNK_GET reply fields");
 }
 
+/* Encode rep_a in `version`, decode it into rep_b: the header says that
+ * version, and the first body_size bytes of the body read back as sent.
+ * Returns the encoded length. */
+static int reply_version_roundtrip(uint16_t version, size_t body_size, const char *what) {
+        rep_a.hdr.version = version;
+        int n = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
+        CHECK(n > CKPT_HDR_SIZE && n <= CKPT_MSG_MAX && buf[4] == version, "%s: encode %d", what,
+              n);
+        if (n <= CKPT_HDR_SIZE)
+                return n;
+        CHECK_RC(ckpt_reply_decode(&rep_b, buf, (size_t)n), 0, "%s: decode", what);
+        rep_a.hdr.length = (uint32_t)n;
+        size_t body = offsetof(struct ckpt_reply, error);
+        CHECK(rep_b.hdr.version == version &&
+                      memcmp((char *)&rep_a + body, (char *)&rep_b + body, body_size) == 0,
+              "%s: fields differ", what);
+        return n;
+}
+
 /* ---- version 5: STATUS's scrub, copy and audit fields -------------------- */
 
 /* Version 5 adds the scrub_*, copies_* and audit_* fields at the end of the
@@ -688,13 +708,7 @@ static void test_status_scrub(void) {
         rep_a.status.audit_objects_checked = 1000;
         rep_a.status.audit_objects_bad = 3;
         rep_a.status.audit_objects_repaired = 2;
-        int n5 = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
-        CHECK(n5 > CKPT_HDR_SIZE && buf[4] == 5, "STATUS v5: encode %d", n5);
-        CHECK_RC(ckpt_reply_decode(&rep_b, buf, (size_t)n5), 0, "STATUS v5: decode");
-        rep_a.hdr.length = (uint32_t)n5;
-        rep_a.hdr.version = 5;
-        CHECK(memcmp(&rep_a.status, &rep_b.status, sizeof(rep_a.status)) == 0,
-              "STATUS v5: scrub fields differ");
+        reply_version_roundtrip(5, sizeof(rep_a.status), "STATUS v5");
         rep_a.hdr.version = 4;
         int n4 = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
         CHECK_RC(ckpt_reply_decode(&rep_b, buf, (size_t)n4), 0, "STATUS v4: decode");
@@ -717,6 +731,51 @@ static void test_status_scrub(void) {
         rep_a.status.audit_objects_repaired = 4;
         CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL,
                  "STATUS more objects uploaded again than found bad");
+}
+
+/* ---- version 6: VERIFY's per-shard entries --------------------------------- */
+
+/* Version 6 adds `copies` and each entry's shard to the VERIFY reply: a full
+ * page of the longest entries round-trips below CKPT_MSG_MAX; version 5
+ * sends neither (and refuses to encode a shard it cannot carry); a shard
+ * that is no valid name is refused. */
+static void test_verify_shards(void) {
+        memset(&rep_a, 0, sizeof(rep_a));
+        rep_a.hdr.type = CKPT_MSG_VERIFY | CKPT_MSG_REPLY;
+        rep_a.hdr.seq = 11;
+        rep_a.verify.total = 1000;
+        rep_a.verify.count = CKPT_VERIFY_PAGE;
+        rep_a.verify.copies = 250;
+        for (uint32_t i = 0; i < CKPT_VERIFY_PAGE; i++) {
+                struct ckpt_verify_entry *e = &rep_a.verify.entries[i];
+                e->step = 0x7fffffffffff0000ull + i;
+                e->rank = i;
+                e->area = i % 2 ? CKPT_COPY_LOCAL : i;
+                e->state = (uint8_t)(i % CKPT_COPY_STATE_MAX_);
+                e->shards = 4;
+                e->bytes = 0xa000000000000000ull + i;
+                fill(e->detail, CKPT_VERIFY_DETAIL_MAX, 'd');
+                fill(e->shard, CKPT_NAME_MAX, 'a');
+        }
+        memset(rep_a.verify.entries[0].shard, 0, CKPT_NAME_MAX + 1); /* the copy as a whole */
+        int n6 = reply_version_roundtrip(6, sizeof(rep_a.verify), "VERIFY v6");
+        rep_a.hdr.version = 5;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL,
+                 "VERIFY v5 with shard names");
+        for (uint32_t i = 0; i < CKPT_VERIFY_PAGE; i++)
+                rep_a.verify.entries[i].shard[0] = '\0';
+        int n5 = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
+        CHECK(n5 > CKPT_HDR_SIZE && n5 < n6 && buf[4] == 5, "VERIFY v5: encode %d", n5);
+        CHECK_RC(ckpt_reply_decode(&rep_b, buf, (size_t)n5), 0, "VERIFY v5: decode");
+        CHECK(rep_b.verify.copies == 0 && rep_b.verify.total == 1000 &&
+                      rep_b.verify.entries[3].bytes == rep_a.verify.entries[3].bytes,
+              "VERIFY v5: copies must read as zero, the rest as sent");
+        buf[4] = 6;
+        CHECK_RC(ckpt_reply_decode(&rep_b, buf, (size_t)n5), -EBADMSG,
+                 "VERIFY v6 header with v5's body");
+        rep_a.hdr.version = 6;
+        snprintf(rep_a.verify.entries[1].shard, CKPT_NAME_MAX + 1, "a/b");
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "VERIFY shard 'a/b'");
 }
 
 /* ---- versions 2 and 3 -------------------------------------------------- */
@@ -1784,6 +1843,7 @@ int main(void) {
         test_golden();
         test_versions();
         test_status_scrub();
+        test_verify_shards();
         test_truncation();
         test_header();
         test_names();
