@@ -849,24 +849,6 @@ int store_shard_open_buffered(struct store *s, const char *job, uint64_t step, u
         return 0;
 }
 
-int store_shard_following(struct store *s, const char *job, uint64_t step, uint32_t rank,
-                          const char *shard, char *out) {
-        /* only from the cache: the reader just opened this rank */
-        if (!s->cache || strcmp(s->cache_job, job) || s->cache_step != step ||
-            s->cache_rank != rank)
-                return -ENOENT;
-        const char *best = NULL;
-        for (uint32_t i = 0; i < s->cache->nshards; i++) {
-                const char *n = s->cache->shards[i].name;
-                if (strcmp(n, shard) > 0 && (!best || strcmp(n, best) < 0))
-                        best = n;
-        }
-        if (!best)
-                return -ENOENT;
-        snprintf(out, CKPT_NAME_MAX + 1, "%s", best);
-        return 0;
-}
-
 /* ---- start-up scan -------------------------------------------------------------- */
 
 static bool parse_u64_dec(const char *s, size_t len, uint64_t *out) {

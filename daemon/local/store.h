@@ -152,10 +152,6 @@ int store_rank_verify(const struct store *s, const char *job, uint64_t step, uin
  * store; the page cache's read-ahead suits that better than O_DIRECT). */
 int store_shard_open_buffered(struct store *s, const char *job, uint64_t step, uint32_t rank,
                               const char *shard, int *fd_out);
-/* The name of the shard that follows `shard` in name order in the rank's
- * manifest (into out, CKPT_NAME_MAX + 1 bytes), or -ENOENT. */
-int store_shard_following(struct store *s, const char *job, uint64_t step, uint32_t rank,
-                          const char *shard, char *out);
 /* Forget cached manifests of (job, step) (after delete/replace). */
 void store_manifest_forget(struct store *s, const char *job, uint64_t step);
 

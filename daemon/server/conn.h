@@ -25,8 +25,9 @@
 
 #define SERVER_SAVES_PER_CONN 64
 #define SERVER_READS_PER_CONN 8
-/* Windows a restore reads ahead: enough that the disk queue never drains
- * while the client copies and the daemon checksums. */
+/* Windows a restore reads ahead at most: enough that the disk queue never
+ * drains while the client copies and the daemon checksums.  The read-ahead
+ * grows to depth x slot only for a reader that reads on (struct read_ahead). */
 #define SERVER_PREFETCH_DEPTH 3
 
 struct server;
@@ -89,7 +90,18 @@ struct conn {
         /* the next windows of a restore, read ahead, in order */
         struct read_op *prefetch[SERVER_PREFETCH_DEPTH];
         unsigned nprefetch;
-        bool no_shard_guess;  /* a guess of the next shard was wrong once */
+        /* How this connection reads its current shard (restore.c
+         * read_ahead_note): a READ starting where the previous one of the
+         * same shard ended doubles the window, any other starts it over. */
+        struct read_ahead {
+                char job[CKPT_NAME_MAX + 1];
+                char shard[CKPT_NAME_MAX + 1];
+                uint64_t step;
+                uint32_t rank;
+                uint64_t next;      /* where the previous READ of it ended */
+                uint64_t window;    /* bytes to read ahead past a READ; 0: none */
+                uint64_t piece;     /* whole blocks of the last READ: one read-ahead */
+        } ra;
         struct conn_fetch *fetch;   /* restoring for this request (object store,
                                      * neighbours, or LATEST_RANK's walk) */
         struct peer_fetch *peer_fetch; /* restoring from the neighbours (ckptctl) */

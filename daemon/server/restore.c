@@ -1217,6 +1217,7 @@ static void read_finish(struct read_op *op) {
         conn_reply_slot(c, &c->reads[lease], op->offset - op->span_start, op->offset, op->length);
         /* a restore reads on: have the next window on its way while the
          * client copies this one */
+        c->ra.next = op->offset + op->length;
         if (!c->closing)
                 read_prefetch_next(c, op);
         read_op_free(op);
@@ -1382,37 +1383,31 @@ void restore_drop_prefetches_of(struct conn *c) {
         c->nprefetch = 0;
 }
 
-/* Queue read-aheads after prev (or after the last one queued) until the
- * queue is full, the step's rank runs out of shards, or memory is short. */
+/* Queue read-aheads after prev (or after the last one queued), in pieces
+ * the size of the reader's READs, until c->ra.window bytes past prev are
+ * on their way, the queue is full, the shard ends, or memory is short.
+ * Never into the next shard: which one a reader wants next is a guess, and
+ * a wrong one read a whole window for nothing (issue 13). */
 static void read_prefetch_next(struct conn *c, const struct read_op *prev) {
         struct server *srv = c->srv;
-        char following[CKPT_NAME_MAX + 1];
         char msg[CKPT_ERRMSG_MAX];
+        uint64_t prev_end = prev->offset + prev->length;
         bool eof;
         int error;
 
         while (c->nprefetch < SERVER_PREFETCH_DEPTH && !srv->draining) {
                 const struct read_op *base = c->nprefetch ? c->prefetch[c->nprefetch - 1] : prev;
                 uint64_t next = base->offset + base->length;
-                const char *shard = base->shard;
-                if (next >= base->shard_size) {
-                        /* A restore reads a rank's shards one after another,
-                         * in the order ckpt_shard_list() gives (by name):
-                         * guess that one.  A wrong guess costs a dropped read,
-                         * and ends guessing on this connection (several
-                         * connections sharing out a rank's shards). */
-                        if (c->no_shard_guess)
-                                return;
-                        if (store_shard_following(base->store, base->job, base->step, base->rank,
-                                                  base->shard, following) < 0)
-                                return;
-                        shard = following;
-                        next = 0;
-                }
+                uint64_t ahead = next - prev_end;
+                if (ahead >= c->ra.window || next >= base->shard_size)
+                        return;
+                /* end on a block boundary: the next READ starts there, and a
+                 * piece ending inside a block would read that block twice */
+                uint64_t end = ALIGN_UP(next + MIN(c->ra.piece, c->ra.window - ahead),
+                                        (uint64_t)MANIFEST_BLOCK_SIZE);
                 struct read_op *op = read_op_new(srv, (uint32_t)c->uid, base->store, base->job,
-                                                 base->step, base->rank, shard, next,
-                                                 pool_slot_size(srv->pool), &error, &eof, msg,
-                                                 sizeof(msg));
+                                                 base->step, base->rank, base->shard, next,
+                                                 end - next, &error, &eof, msg, sizeof(msg));
                 if (!op)
                         return; /* the real request will report any problem */
                 /* Only with memory to spare: a read-ahead never waits for the
@@ -1428,6 +1423,34 @@ static void read_prefetch_next(struct conn *c, const struct read_op *prev) {
                 c->prefetch[c->nprefetch++] = op;
                 read_submit(op);
         }
+}
+
+/* Size the read-ahead for req.  The first READ of a shard, or one that
+ * does not start where the previous one of that shard ended, reads only
+ * the blocks it covers: a random reader costs no more than its own range.
+ * Each READ that goes on where the previous one ended doubles the window,
+ * up to SERVER_PREFETCH_DEPTH slots, so a restore streaming a shard keeps
+ * the disk busy after a few READs. */
+static void read_ahead_note(struct conn *c, const struct ckpt_req_read *req) {
+        struct read_ahead *ra = &c->ra;
+        uint64_t slot = pool_slot_size(c->srv->pool);
+        uint64_t piece = MIN(ALIGN_UP(MAX(req->length, 1), (uint64_t)MANIFEST_BLOCK_SIZE), slot);
+        bool sequential = ra->next == req->offset && ra->step == req->step &&
+                          ra->rank == req->rank && !strcmp(ra->job, req->job.str) &&
+                          !strcmp(ra->shard, req->shard.str);
+
+        if (sequential) {
+                ra->window = MIN(MAX(2 * ra->window, piece), SERVER_PREFETCH_DEPTH * slot);
+        } else {
+                ra->window = 0;
+                snprintf(ra->job, sizeof(ra->job), "%s", req->job.str);
+                snprintf(ra->shard, sizeof(ra->shard), "%s", req->shard.str);
+                ra->step = req->step;
+                ra->rank = req->rank;
+        }
+        ra->piece = piece;
+        /* read_finish() sets where this READ ended once it is answered */
+        ra->next = UINT64_MAX;
 }
 
 /* Does the request ask for what the prefetch holds? */
@@ -1478,6 +1501,7 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                            "first", SERVER_READS_PER_CONN);
                 return;
         }
+        read_ahead_note(c, req);
         if (c->nprefetch && read_prefetch_matches(c->prefetch[0], req)) {
                 struct read_op *op = c->prefetch[0];
                 memmove(c->prefetch, c->prefetch + 1, --c->nprefetch * sizeof(c->prefetch[0]));
@@ -1491,8 +1515,6 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                 /* else read_verify_done() answers */
                 return;
         }
-        if (c->nprefetch && strcmp(c->prefetch[0]->shard, req->shard.str))
-                c->no_shard_guess = true;
         restore_drop_prefetches_of(c);
 
         struct read_op *op = read_op_new(srv, (uint32_t)c->uid, store, req->job.str, req->step,

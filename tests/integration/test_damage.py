@@ -21,6 +21,13 @@ with them (issue 12, reproductions 4 and 5).
      "NOT considered committed" and removed by retention with 2 committed
      steps); step 6 makes 4..6 the three newest intact steps, and 1, 2 and
      3 go.
+  3. read-ahead that fits the reader (issue 13): a rank with shards "a"
+     and "b" of 64 MiB each, bytes the daemon reads from disk measured by
+     /proc/<pid>/io read_bytes (its reads are O_DIRECT, so the page cache
+     hides nothing).  A random 4 KiB read in the middle of "a" reads at
+     most 4 blocks (before: ~158 MB, three 64 MiB windows ahead and on into
+     "b"); reading the whole of "a" returns the saved bytes and reads about
+     its size, never into "b"; its last 4 KiB read alone reads one block.
 """
 import os
 import shutil
@@ -71,6 +78,51 @@ def case_ranged_read(tmp):
         d.rank("read", "--job", job, "--step", 1, "--rank", 0, "--shard", "w",
                "--offset", 41 * MiB, "--length", 7 * MiB)
         log("ranged reads: only a read touching block 40 fails")
+    finally:
+        d.stop()
+
+
+def disk_read_bytes(d):
+    """Bytes the daemon (all its threads, io_uring workers included) has
+    read from the block device."""
+    with open("/proc/%d/io" % d.proc.pid) as f:
+        for line in f:
+            if line.startswith("read_bytes:"):
+                return int(line.split()[1])
+    raise AssertionError("no read_bytes in /proc/%d/io" % d.proc.pid)
+
+
+def read_costs(d, what, *args):
+    """Disk bytes the daemon read for one `testrank read` (a connection of
+    its own, closed when it ends: nothing read ahead is left in flight)."""
+    before = disk_read_bytes(d)
+    d.rank("read", *args)
+    # an unclaimed read-ahead may still be completing after the client left
+    time.sleep(0.3)
+    n = disk_read_bytes(d) - before
+    log("%s: %d bytes read from disk" % (what, n))
+    return n
+
+
+def case_read_ahead(tmp):
+    d = Daemon(tmp, name="readahead", pool="256M", slot="16M").start()
+    job = "readahead"
+    try:
+        save_node(d, job, 1, [0], 1, {0: [("a", 64 * MiB), ("b", 64 * MiB)]})
+        base = ["--job", job, "--step", 1, "--rank", 0, "--shard", "a"]
+        n = read_costs(d, "random 4 KiB of a", *base, "--offset", 30 * MiB + 123 * 4096,
+                       "--length", 4096)
+        check(n <= 4 * MiB, "a random 4 KiB read made the daemon read %d bytes from disk "
+              "(at most 4 blocks of 1 MiB)" % n)
+        n = read_costs(d, "all of a", *base, "--offset", 0, "--length", 64 * MiB,
+                       "--piece", 16 * MiB)
+        check(60 * MiB <= n <= 64 * MiB + 16 * MiB,
+              "a sequential read of the 64 MiB shard a read %d bytes from disk (its size, at "
+              "most one window more, nothing of b)" % n)
+        n = read_costs(d, "last 4 KiB of a", *base, "--offset", 64 * MiB - 4096,
+                       "--length", 4096)
+        check(n <= MiB, "the last 4 KiB of a read %d bytes from disk (one block, none of b)" % n)
+        log("read-ahead: a random read costs its blocks, a stream its shard")
     finally:
         d.stop()
 
@@ -127,6 +179,7 @@ def case_damaged_step(tmp):
 def main(tmp):
     case_ranged_read(tmp)
     case_damaged_step(tmp)
+    case_read_ahead(tmp)
 
 
 if __name__ == "__main__":
