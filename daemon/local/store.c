@@ -732,49 +732,99 @@ int store_rank_manifest(struct store *s, const char *job, uint64_t step, uint32_
         return store_manifest_load(rank_fd, job, step, rank, out);
 }
 
-/* Check one shard file of a rank against its MANIFEST entry: why stays ""
- * when it is good, else says what is wrong ("the file is missing", "the
- * file has N bytes, the MANIFEST says M", "block B failed its CRC32C").
- * Within a shard the first bad block is enough: a repair replaces the
- * whole copy anyway. */
-static void shard_verify(int rank_fd, const struct manifest *m, const struct manifest_shard *sh,
-                         uint8_t *buf, char *why, size_t why_size) {
+/* O_DIRECT needs an aligned buffer; 4 KiB covers every logical block size. */
+#define VERIFY_ALIGN 4096
+
+static int shard_fault(struct store_shard_fault *f, enum store_shard_bad bad, int64_t block,
+                       int error, uint64_t size) {
+        f->bad = bad;
+        f->block = block;
+        f->error = error;
+        f->size = size;
+        return error;
+}
+
+int store_shard_verify(int fd, const struct manifest *m, const struct manifest_shard *sh,
+                       unsigned flags, struct store_shard_fault *f) {
+        _cleanup_free_ uint8_t *buf = NULL;
+        const uint64_t bs = m->block_size;
         struct stat st;
-        _cleanup_close_ int fd = openat(rank_fd, sh->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0 || fstat(fd, &st) < 0) {
-                snprintf(why, why_size, "%s",
-                         errno == ENOENT ? "the file is missing" : strerror(errno));
-                return;
+        int r = 0;
+
+        shard_fault(f, STORE_SHARD_GOOD, -1, 0, 0);
+        if (fstat(fd, &st) < 0)
+                return shard_fault(f, STORE_SHARD_IO, -1, -errno, 0);
+        /* a file of another size is not the copy that was saved */
+        if (!(flags & STORE_VERIFY_BLOCKS_ONLY) && (uint64_t)st.st_size != sh->size)
+                return shard_fault(f, STORE_SHARD_SIZE,
+                                   (int64_t)(MIN((uint64_t)st.st_size, sh->size) / bs), -EBADMSG,
+                                   (uint64_t)st.st_size);
+        if (flags & STORE_VERIFY_DIRECT) {
+                int fl = fcntl(fd, F_GETFL);
+                if (fl >= 0)
+                        (void)fcntl(fd, F_SETFL, fl | O_DIRECT);
         }
-        if ((uint64_t)st.st_size != sh->size) {
-                snprintf(why, why_size, "the file has %" PRIu64 " bytes, the MANIFEST says %" PRIu64,
-                         (uint64_t)st.st_size, sh->size);
-                return;
-        }
-        for (uint64_t off = 0; off < sh->size; off += m->block_size) {
-                size_t want = (size_t)MIN((uint64_t)m->block_size, sh->size - off);
-                ssize_t got = pread(fd, buf, want, (off_t)off);
-                if (got != (ssize_t)want) {
-                        snprintf(why, why_size, "block %" PRIu64 ": %s", off / m->block_size,
-                                 got < 0 ? strerror(errno) : "short read");
-                        break;
+        if (posix_memalign((void **)&buf, VERIFY_ALIGN, ALIGN_UP((size_t)bs, VERIFY_ALIGN)) != 0)
+                return shard_fault(f, STORE_SHARD_IO, -1, -ENOMEM, 0);
+        for (uint64_t off = 0; off < sh->size && r == 0; off += bs) {
+                size_t want = (size_t)MIN(bs, sh->size - off);
+                int64_t b = (int64_t)(off / bs);
+                size_t got = 0;
+                while (got < want && r == 0) {
+                        /* O_DIRECT reads whole aligned units: ask for the
+                         * block rounded up, the file's end stops it short */
+                        ssize_t n = pread(fd, buf + got, ALIGN_UP(want, VERIFY_ALIGN) - got,
+                                          (off_t)(off + got));
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n < 0)
+                                r = shard_fault(f, STORE_SHARD_IO, b, -errno, 0);
+                        else if (n == 0)
+                                r = shard_fault(f, STORE_SHARD_SHORT, b, -EBADMSG, off + got);
+                        else
+                                got += (size_t)n;
                 }
-                if (manifest_shard_check(sh, off, buf, want) >= 0) {
-                        snprintf(why, why_size, "block %" PRIu64 " failed its CRC32C",
-                                 off / m->block_size);
-                        break;
-                }
+                if (r == 0 && manifest_shard_check(sh, off, buf, want) >= 0)
+                        r = shard_fault(f, STORE_SHARD_CRC, b, -EBADMSG, 0);
         }
         /* a verify reads everything once: keep it out of the cache */
         (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        return r;
+}
+
+/* store_rank_verify's words for a bad shard (the VERIFY reply's and the
+ * heal's texts): why stays "" when it is good. */
+static void shard_why(const struct manifest_shard *sh, const struct store_shard_fault *f,
+                      char *why, size_t why_size) {
+        switch (f->bad) {
+        case STORE_SHARD_GOOD:
+                why[0] = '\0';
+                break;
+        case STORE_SHARD_SIZE:
+                snprintf(why, why_size, "the file has %" PRIu64 " bytes, the MANIFEST says %" PRIu64,
+                         f->size, sh->size);
+                break;
+        case STORE_SHARD_SHORT:
+                snprintf(why, why_size, "block %" PRId64 ": short read", f->block);
+                break;
+        case STORE_SHARD_CRC:
+                snprintf(why, why_size, "block %" PRId64 " failed its CRC32C", f->block);
+                break;
+        case STORE_SHARD_IO:
+                if (f->block < 0)
+                        snprintf(why, why_size, "%s", strerror(-f->error));
+                else
+                        snprintf(why, why_size, "block %" PRId64 ": %s", f->block,
+                                 strerror(-f->error));
+                break;
+        }
 }
 
 int store_rank_verify(const struct store *s, const char *job, uint64_t step, uint32_t rank,
-                      char *detail, size_t detail_size, uint32_t *shards, uint64_t *bytes,
-                      store_shard_result_fn on_shard, void *userdata) {
+                      unsigned flags, char *detail, size_t detail_size, uint32_t *shards,
+                      uint64_t *bytes, store_shard_result_fn on_shard, void *userdata) {
         char path[CKPT_NAME_MAX + 64], step_name[32];
         _cleanup_free_ char *text = NULL;
-        _cleanup_free_ uint8_t *buf = NULL;
         struct manifest *m = NULL;
         size_t len;
         int r;
@@ -813,15 +863,26 @@ int store_rank_verify(const struct store *s, const char *job, uint64_t step, uin
         if (bytes)
                 *bytes = manifest_bytes(m);
         r = 0;
-        buf = malloc(m->block_size);
-        if (!buf) {
-                manifest_free(m);
-                return -ENOMEM;
-        }
         for (uint32_t i = 0; i < m->nshards && (r == 0 || on_shard); i++) {
                 const struct manifest_shard *sh = &m->shards[i];
+                struct store_shard_fault f;
                 char why[CKPT_NAME_MAX + 128] = "";
-                shard_verify(rank_fd, m, sh, buf, why, sizeof(why));
+                _cleanup_close_ int fd = openat(rank_fd, sh->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                int e;
+                if (fd < 0) {
+                        e = -errno;
+                        shard_fault(&f, e == -ENOENT ? STORE_SHARD_SIZE : STORE_SHARD_IO, -1,
+                                    e == -ENOENT ? -EBADMSG : e, 0);
+                        snprintf(why, sizeof(why), "%s",
+                                 e == -ENOENT ? "the file is missing" : strerror(-e));
+                } else {
+                        e = store_shard_verify(fd, m, sh, flags, &f);
+                        if (e == -ENOMEM && f.block < 0) {
+                                manifest_free(m);
+                                return -ENOMEM;
+                        }
+                        shard_why(sh, &f, why, sizeof(why));
+                }
                 if (why[0] && r == 0) {
                         /* the copy's detail is its first bad shard */
                         snprintf(detail, detail_size, "shard %s%s%s", sh->name,
@@ -829,7 +890,7 @@ int store_rank_verify(const struct store *s, const char *job, uint64_t step, uin
                         r = -EIO;
                 }
                 if (on_shard)
-                        on_shard(userdata, sh->name, sh->size, why);
+                        on_shard(userdata, sh->name, sh->size, why, f.block, f.error);
         }
         manifest_free(m);
         return r;

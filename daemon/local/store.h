@@ -130,24 +130,62 @@ int store_shard_open(struct store *s, const char *job, uint64_t step, uint32_t r
  * the read cache is left alone).  -ENOENT, -EBADMSG. */
 int store_rank_manifest(struct store *s, const char *job, uint64_t step, uint32_t rank,
                         struct manifest **out);
+/* ---- verifying ------------------------------------------------------------ */
+
+/* What store_shard_verify() found wrong with a shard file.  Each caller
+ * words it for its own log (a refusal, a VERIFY reply, the audit), so this
+ * carries the facts, not a text. */
+enum store_shard_bad {
+        STORE_SHARD_GOOD = 0,
+        STORE_SHARD_SIZE,  /* the file's size is not the manifest's (size: the file's) */
+        STORE_SHARD_SHORT, /* the file ended early while read (size: where) */
+        STORE_SHARD_CRC,   /* a block failed its CRC32C */
+        STORE_SHARD_IO,    /* it could not be examined or read (error says why) */
+};
+struct store_shard_fault {
+        enum store_shard_bad bad;
+        int64_t block;  /* the bad block; -1: the whole file */
+        int error;      /* STORE_SHARD_IO: the -errno */
+        uint64_t size;  /* STORE_SHARD_SIZE / _SHORT, see above */
+};
+/* Read the shard itself, not the page cache (O_DIRECT where the file
+ * system has it; tmpfs is read buffered): what a refused replica needs,
+ * as the page cache is what sendfile sent from. */
+#define STORE_VERIFY_DIRECT (1u << 0)
+/* Check the blocks only, not that the file's size is the manifest's (the
+ * audit's check of a local copy before a re-upload reads sh->size bytes). */
+#define STORE_VERIFY_BLOCKS_ONLY (1u << 1)
+/* Check one open shard file (fd, read from offset 0; STORE_VERIFY_DIRECT
+ * sets O_DIRECT on it) against its entry sh in m: its size, then every
+ * block's CRC32C, stopping at the first bad block (a repair replaces the
+ * whole copy anyway).  The one per-shard check every verifier uses:
+ * rank_check(), store_rank_verify(), the object-store audit.
+ * 0: good.  -EBADMSG: bad (*fault says how).  -ENOMEM.  Other -errno: it
+ * could not be read (fault->bad is STORE_SHARD_IO).  Blocking. */
+int store_shard_verify(int fd, const struct manifest *m, const struct manifest_shard *sh,
+                       unsigned flags, struct store_shard_fault *fault);
+
 /* Verify the copy of (job, step, rank) on disk in full: the MANIFEST
  * parses and names this rank, every shard file exists with the size the
  * manifest gives, every block matches its CRC32C.  Blocking (reads the
  * whole rank): call it on a worker; it touches no state of s but its
  * directory fd, so it is safe there.  0: good; -EIO: bad, detail says
  * what (shard, block, what was wrong); -ENOENT: no such rank directory;
+ * flags: STORE_VERIFY_* as for store_shard_verify();
  * -ENOMEM.  *shards and *bytes (either may be NULL): what the MANIFEST
  * lists, 0 when it does not parse.
  * on_shard (may be NULL): called once per shard the MANIFEST lists, in its
  * order, with why "" when the shard is good, else what is wrong with it
- * ("block 2 failed its CRC32C", "the file is missing", ...); with it every
+ * ("block 2 failed its CRC32C", "the file is missing", ...), block the bad
+ * block (-1: the whole file) and error 0 (good), -EBADMSG (bad) or another
+ * -errno (it could not be read); with it every
  * shard is checked, without it the check stops at the first bad shard.  A
  * copy whose directory or MANIFEST is bad calls it not at all. */
 typedef void (*store_shard_result_fn)(void *userdata, const char *shard, uint64_t size,
-                                      const char *why);
+                                      const char *why, int64_t block, int error);
 int store_rank_verify(const struct store *s, const char *job, uint64_t step, uint32_t rank,
-                      char *detail, size_t detail_size, uint32_t *shards, uint64_t *bytes,
-                      store_shard_result_fn on_shard, void *userdata);
+                      unsigned flags, char *detail, size_t detail_size, uint32_t *shards,
+                      uint64_t *bytes, store_shard_result_fn on_shard, void *userdata);
 /* Open a shard file for buffered reads (the flush streams it to the object
  * store; the page cache's read-ahead suits that better than O_DIRECT). */
 int store_shard_open_buffered(struct store *s, const char *job, uint64_t step, uint32_t rank,

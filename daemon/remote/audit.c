@@ -92,28 +92,13 @@ static void step_clear(struct audit *a) {
 
 static void verify_run(struct work *w) {
         struct audit *a = container_of(w, struct audit, work);
-        const struct manifest_shard *sh = a->vsh;
-        _cleanup_free_ uint8_t *buf = malloc(MANIFEST_BLOCK_SIZE);
+        struct store_shard_fault f;
 
-        a->verr = 0;
-        a->vbad = -1;
-        if (!buf) {
-                a->verr = -ENOMEM;
-                return;
-        }
-        for (uint64_t b = 0; b < sh->nblocks; b++) {
-                uint64_t off = b * MANIFEST_BLOCK_SIZE;
-                size_t len = (size_t)MIN((uint64_t)MANIFEST_BLOCK_SIZE, sh->size - off);
-                ssize_t n = pread(a->vfd, buf, len, (off_t)off);
-                if (n < 0) {
-                        a->verr = -errno;
-                        return;
-                }
-                if ((size_t)n != len || crc32c(0, buf, len) != sh->block_crcs[b]) {
-                        a->vbad = (int64_t)b;
-                        return;
-                }
-        }
+        /* blocks only: the re-upload sends the manifest's sh->size bytes */
+        int r = store_shard_verify(a->vfd, a->ranks[a->rank_at], a->vsh, STORE_VERIFY_BLOCKS_ONLY,
+                                   &f);
+        a->verr = f.bad == STORE_SHARD_IO ? r : 0;
+        a->vbad = f.bad == STORE_SHARD_IO ? -1 : f.block;
 }
 
 static void verify_done(struct work *w) {

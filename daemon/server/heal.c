@@ -173,7 +173,7 @@ static void heal_unrepaired(struct heal *h) {
 
 static void heal_verify_run(struct work *w) {
         struct heal *h = container_of(w, struct heal, work);
-        h->verify_error = store_rank_verify(h->verify_store, h->job, h->step, h->rank,
+        h->verify_error = store_rank_verify(h->verify_store, h->job, h->step, h->rank, 0,
                                             h->verify_detail, sizeof(h->verify_detail), NULL,
                                             NULL, NULL, NULL);
 }

@@ -314,7 +314,9 @@ static void verify_next(struct verify_op *op);
  * reply's per-shard entries.  Out of memory loses the shard's line, not
  * the copy's verdict (the copy's detail still names the first bad one). */
 static void verify_shard_result(void *userdata, const char *shard, uint64_t size,
-                                const char *why) {
+                                const char *why, int64_t block, int error) {
+        (void)block; /* why names it already */
+        (void)error;
         struct verify_copy *vc = userdata;
         if (vc->nshards == vc->cap) {
                 size_t cap = vc->cap ? vc->cap * 2 : 8;
@@ -335,7 +337,7 @@ static void verify_shard_result(void *userdata, const char *shard, uint64_t size
 static void verify_copy_run(struct work *w) {
         struct verify_op *op = container_of(w, struct verify_op, work);
         struct verify_copy *vc = &op->copies[op->next];
-        int r = store_rank_verify(vc->store, op->job, vc->e.step, vc->e.rank, vc->e.detail,
+        int r = store_rank_verify(vc->store, op->job, vc->e.step, vc->e.rank, 0, vc->e.detail,
                                   sizeof(vc->e.detail), &vc->e.shards, &vc->e.bytes,
                                   verify_shard_result, vc);
         vc->e.state = r == 0 ? CKPT_COPY_GOOD : CKPT_COPY_BAD;
