@@ -264,11 +264,23 @@ def socket_activation(tmp):
 
 
 def sigterm_drain(tmp):
+    """SIGTERM right after finish returned: what is staged is written.  The
+    test needs the SIGTERM to come before the rank reaches the disk; on a
+    fast disk with a slow (sanitized) trainer exit it sometimes does not,
+    and then the run has shown nothing: it is tried again (3 times at most)
+    rather than failed, since the daemon did nothing wrong."""
+    for attempt in range(1, 4):
+        if drain_attempt(tmp, attempt, last=attempt == 3):
+            return
+        log("   the rank reached the disk before SIGTERM (attempt %d): trying again" % attempt)
+
+
+def drain_attempt(tmp, attempt, last):
     # 768 MiB pool for an 800 MiB save: when finish returns, up to 768 MiB
     # are still only in memory — enough that writing them outlasts the
     # test's SIGTERM even on a fast disk with a slow (sanitized) client
     # exit; 256 MiB was not, once in CI's ASan run
-    d = Daemon(tmp, name="drain", pool="768M", slot="16M")
+    d = Daemon(tmp, name="drain%d" % attempt, pool="768M", slot="16M")
     d.start()
     layout = [("model", 800 * MiB + 77), ("small", 5000)]
     # a second trainer still staging when SIGTERM comes: never acknowledged
@@ -296,19 +308,24 @@ def sigterm_drain(tmp):
     i_disk = logtext.find("job drain step 7 rank 0: on local disk")
     check(i_term >= 0 and i_disk >= 0, "log lacks SIGTERM or the rank reaching disk:\n"
           + logtext[-2000:])
-    check(i_term < i_disk, "the rank was on disk before SIGTERM arrived: nothing was drained "
-          "(test too slow to SIGTERM?)")
+    if i_term > i_disk and not last:
+        shutil.rmtree(d.state_dir, ignore_errors=True)  # 800 MiB
+        return False
+    check(i_term < i_disk, "the rank was on disk before SIGTERM arrived, 3 times: nothing was "
+          "drained (test too slow to SIGTERM?)")
     check(os.path.isdir(os.path.join(step_path(d.state_dir, "drain", 7), "rank-0")),
           "acknowledged rank not on disk after the drain")
     check(not os.path.exists(os.path.join(step_path(d.state_dir, "drain-other", 1), "rank-0")),
           "the unacknowledged save became a rank directory")
 
-    d2 = Daemon(tmp, name="drain", state_dir=d.state_dir, pool="64M", slot="16M").start()
+    d2 = Daemon(tmp, name="drain%d" % attempt, state_dir=d.state_dir, pool="64M",
+                slot="16M").start()
     d2.rank("commit", "--job", "drain", "--step", 7)
     d2.rank("verify", "--job", "drain", "--step", 7, "--rank", 0, "--shards", shards_arg(layout))
     states = {j["name"]: j for j in ctl_json(d2, "list")}
     check(states["drain"]["latest_committed"] == 7, "after restart: %s" % states)
     check(d2.stop() == 0, "ckptd exited %s" % d2.proc.returncode)
+    return True
 
 
 def sigterm_owed(tmp):
