@@ -243,13 +243,54 @@ def exit_codes(d, tmp):
 
     # errors the daemon reports: 1 with a message naming what is missing
     for args, needle in ((["show", "nosuchjob", "1"], "nosuchjob"),
-                         (["--json", "show", "nosuchjob", "1"], "nosuchjob"),
                          (["list", "nosuchjob"], "nosuchjob"),
                          (["show", A, "999"], "999")):
         p = ctl_raw(["--socket", d.socket] + args)
         check(p.returncode == 1 and needle in p.stderr and not p.stdout,
               "ckptctl %s: exit %d (want 1), stdout %r, stderr %r"
               % (" ".join(args), p.returncode, p.stdout, p.stderr))
+
+    # with --json (anywhere on the line) an error is a JSON document on
+    # stdout, the same line on stderr, and the same exit status
+    for args, code, errno_name, needle in (
+            (["--json", "show", "nosuchjob", "1"], 1, "ENOENT", "no job named 'nosuchjob'"),
+            (["show", A, "999", "--json"], 1, "ENOENT", "has no step 999"),
+            (["list", "--json", "nosuchjob"], 1, "ENOENT", "nosuchjob"),
+            (["show", A, "abc", "--json"], 2, "EINVAL", "STEP must be an integer"),
+            (["bogus", "--json"], 2, "EINVAL", "unknown command 'bogus'"),
+            (["--json", "list", A, "extra"], 2, "EINVAL", "usage: list [JOB]")):
+        p = ctl_raw(["--socket", d.socket] + args)
+        try:
+            doc = json.loads(p.stdout)
+        except ValueError:
+            doc = None
+        err = doc.get("error") if isinstance(doc, dict) else None
+        check(p.returncode == code and isinstance(err, dict) and err.get("errno") == errno_name
+              and err.get("exit") == code and needle in err.get("message", "")
+              and needle in p.stderr,
+              "ckptctl %s: exit %d (want %d), stdout %r (want an error document with %s and "
+              "%r), stderr %r" % (" ".join(args), p.returncode, code, p.stdout, errno_name,
+                                   needle, p.stderr))
+    p = ctl_raw(["--json", "--socket", os.path.join(tmp, "nothing.sock"), "status"])
+    check(p.returncode == 3 and '"errno":"ENOENT"' in p.stdout and '"exit":3' in p.stdout,
+          "--json with no daemon: exit %d, stdout %r" % (p.returncode, p.stdout))
+
+    # the options that apply to every command stand anywhere on the line
+    want = json.loads(ctl_raw(["--socket", d.socket, "--json", "list", A]).stdout)
+    for args in (["list", A, "--json", "--socket", d.socket],
+                 ["list", "--json", A, "--socket=" + d.socket],
+                 ["--timeout", "5s", "list", A, "--json", "-s", d.socket]):
+        p = ctl_raw(args)
+        check(p.returncode == 0 and json.loads(p.stdout or "null") == want,
+              "ckptctl %s: exit %d, stdout %r, stderr %r (want the same list as --json "
+              "before the command)" % (" ".join(args), p.returncode, p.stdout, p.stderr))
+    # "--" ends them: what follows is an argument, here a job name no job has
+    p = ctl_raw(["--socket", d.socket, "list", "--", "--json"])
+    check(p.returncode == 1 and "invalid job name '--json'" in p.stderr and not p.stdout,
+          "list -- --json: exit %d, stdout %r, stderr %r" % (p.returncode, p.stdout, p.stderr))
+    p = ctl_raw(["--socket", d.socket, "list", A, "--timeout"])
+    check(p.returncode == 2 and "--timeout needs a value" in p.stderr,
+          "list A --timeout: exit %d, stderr %r" % (p.returncode, p.stderr))
     p = ctl_raw(["--socket", d.socket, "list", "../etc"])
     check(p.returncode in (1, 2) and "invalid job name" in p.stderr,
           "list ../etc: exit %d, stderr %r" % (p.returncode, p.stderr))
@@ -264,7 +305,8 @@ def exit_codes(d, tmp):
         for args in (["status"], ["--json", "list"], ["show", A, "20"]):
             p = ctl_raw(["--socket", path] + args)
             check(p.returncode == 3 and "not running" in p.stderr and path in p.stderr
-                  and not p.stdout,
+                  and (not p.stdout if "--json" not in args
+                       else json.loads(p.stdout)["error"]["exit"] == 3),
                   "ckptctl --socket %s %s with no daemon: exit %d (want 3), stdout %r, stderr %r"
                   % (path, " ".join(args), p.returncode, p.stdout, p.stderr))
     p = ctl_raw(["status"], env={"CKPT_SOCKET": missing})
@@ -288,8 +330,11 @@ def other_user(d, tmp):
           "status as uid %d shows jobs: %s" % (NOBODY, p.stdout))
     for args in (["list", A], ["show", A, "20"], ["--json", "show", A, "20"]):
         p = ctl_raw(args, env=env, user=NOBODY)
-        check(p.returncode == 1 and p.stderr.strip() and not p.stdout,
-              "ckptctl %s as uid %d: exit %d (want 1 and nothing on stdout), stdout %r, stderr %r"
+        want_out = (not p.stdout if "--json" not in args
+                    else p.stdout.startswith('{"error":{"errno":"EACCES"'))
+        check(p.returncode == 1 and p.stderr.strip() and want_out,
+              "ckptctl %s as uid %d: exit %d (want 1 and nothing on stdout but an error "
+              "document), stdout %r, stderr %r"
               % (" ".join(args), NOBODY, p.returncode, p.stdout, p.stderr))
 
 
