@@ -45,6 +45,11 @@ static const struct ctl_command commands[] = {
           "--repair replaces bad copies with a good one;\n"
           "exit 1 while a bad copy remains",
           1, -1, cmd_verify },
+        { "drain", "drain [JOB] [--tier local|replicated|remote] [--timeout T]",
+          "wait until the newest committed step of every job\n"
+          "(or JOB) reached the tier on this node (default: the\n"
+          "highest configured); exit 1 at the timeout",
+          0, 3, cmd_drain },
         { "pin", "pin JOB STEP", "keep a step whatever retention says (local and store)", 2, 2,
           cmd_pin },
         { "unpin", "unpin JOB STEP", "let retention decide again", 2, 2, cmd_unpin },
@@ -170,6 +175,7 @@ int main(int argc, char **argv) {
 
         if (!socket_path)
                 socket_path = wire_default_path(def, sizeof(def));
+        ctl.socket_path = socket_path;
         if (!ctl.timeout_given && wire_timeout_from_env(&ctl.timeout_ms, ctl.wire.errmsg,
                                                         sizeof(ctl.wire.errmsg)) < 0)
                 return ctl_fail(EXIT_USAGE, EINVAL, "%s", ctl.wire.errmsg);
