@@ -89,3 +89,5 @@ int cmd_restore(int nargs, char **args);
 int cmd_latest(int nargs, char **args);
 int cmd_verify(int nargs, char **args);
 int cmd_drain(int nargs, char **args);
+/* status --watch [--interval S] (watch.c); args are status's */
+int status_watch(int nargs, char **args);

@@ -23,8 +23,11 @@
 struct ctl_session ctl;
 
 static const struct ctl_command commands[] = {
-        { "status", "status", "daemon state, pool, in-flight saves, per-job summary", 0, 0,
-          cmd_status },
+        { "status", "status [--watch [--interval S]]",
+          "daemon state, pool, in-flight saves, per-job summary;\n"
+          "--watch: again every S seconds (default 2) with\n"
+          "progress bars, until Ctrl-C",
+          0, 3, cmd_status },
         { "list", "list [JOB]", "jobs, or the checkpoints of JOB (newest first)", 0, 1, cmd_list },
         { "show", "show JOB STEP", "one checkpoint: ranks and shards", 2, 2, cmd_show },
         { "latest", "latest JOB [--rank R [--below STEP]]",
