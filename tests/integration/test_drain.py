@@ -23,6 +23,7 @@ CKPT_DRAIN_CASES=1,3 picks cases.  Case 2 skips without Ceph.
 """
 import json
 import os
+import pty
 import subprocess
 import sys
 import time
@@ -73,6 +74,27 @@ def case_unreachable(ctx):
           or lines and lines[0].startswith("drain: 0 of 1 jobs at tier remote after 0."),
           "progress lines: %s" % lines)
     log("   at the timeout: %s" % err)
+
+    # on a terminal: a bar redrawn in place, the line ended before the message
+    master, slave = pty.openpty()
+    p = subprocess.Popen([CKPTCTL, "--socket", d.socket, "drain", "--timeout", "1s"],
+                         stdout=slave, stderr=subprocess.PIPE, text=True)
+    os.close(slave)
+    tty_out = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the other end closed
+            break
+        if not chunk:
+            break
+        tty_out += chunk
+    os.close(master)
+    p.wait(timeout=30)
+    redraws = tty_out.count(b"\r\x1b[K[")
+    check(p.returncode == 1 and redraws >= 3 and tty_out.endswith(b"\r\n")
+          and b"] 0/1 at remote, " in tty_out,
+          "drain on a tty: exit %d, %d redraws: %r" % (p.returncode, redraws, tty_out[-300:]))
 
     p = drain(d, "--timeout", "1s", "--json")
     doc = json.loads(p.stdout)

@@ -12,6 +12,7 @@ picks the daemon up again once it is back.
 CKPT_WATCH_CASES=1,2 picks cases.
 """
 import os
+import pty
 import re
 import signal
 import subprocess
@@ -152,6 +153,28 @@ def case_daemon_gone(ctx):
     check(d.stop() == 0, "unclean exit")
 
 
+def case_tty(ctx):
+    """On a terminal each block replaces the last (ANSI home + clear)."""
+    d = Daemon(ctx.tmp, pool="64M", slot="1M").start()
+    ctx.daemons.append(d)
+    master, slave = pty.openpty()
+    p = subprocess.Popen([CKPTCTL, "--socket", d.socket, "status", "--watch", "--interval",
+                          "0.2"], stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    out = b""
+    deadline = time.monotonic() + 10
+    while out.count(b"\x1b[H\x1b[2J") < 3 and time.monotonic() < deadline:
+        out += os.read(master, 4096)
+    p.send_signal(signal.SIGINT)
+    rc = p.wait(timeout=10)
+    os.close(master)
+    screens = out.split(b"\x1b[H\x1b[2J")
+    check(rc == 0 and len(screens) >= 4 and screens[0] == b""
+          and all(b"\r\nsaves " in sc for sc in screens[1:3]),
+          "status --watch on a tty: exit %d, %r" % (rc, out[:400]))
+    check(d.stop() == 0, "unclean exit")
+
+
 def case_usage(ctx):
     d = Daemon(ctx.tmp, pool="64M", slot="1M").start()
     ctx.daemons.append(d)
@@ -170,6 +193,7 @@ CASES = [
     (1, "blocks follow a save; SIGINT stops with 0", case_under_save),
     (2, "a daemon gone is shown and retried; SIGTERM stops with 0", case_daemon_gone),
     (3, "usage errors", case_usage),
+    (4, "on a terminal each block replaces the last", case_tty),
 ]
 
 
