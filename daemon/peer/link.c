@@ -502,7 +502,8 @@ void link_close(struct plink *l, int error, const char *fmt, ...) {
         } else if (l->client && l->state == L_HELLO && error == -ECONNRESET)
                 /* a daemon of peer protocol version 1 closes on our HELLO
                  * without a word (later ones answer ERROR, see link_read) */
-                log_warn("peers: link to node %u (%s) closed during the handshake: %s (a "
+                log_event(LOG_WARNING, LOG_CTX(.id = LOG_ID_PEER_DOWN, LOG_PEER(l->node)),
+                          "peers: link to node %u (%s) closed during the handshake: %s (a "
                          "daemon of another peer protocol version? this one speaks version %u)",
                          l->node, l->addr, why, PEER_PROTO_VERSION);
         else

@@ -17,7 +17,7 @@ The socket's datagrams are parsed as journald would (KEY=value lines, the
 binary-length form KEY\\n<le64><data>\\n, and a sealed memfd passed with
 SCM_RIGHTS for a record too big for one datagram).
 
-Cases: CKPT_JOURNAL_CASES=1,2.  Skips (77) when unshare -m is not allowed
+Cases: CKPT_JOURNAL_CASES=1,4.  Skips (77) when unshare -m is not allowed
 (not root) or /run/systemd does not exist.
 """
 import array
@@ -33,8 +33,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from harness import (CKPTD, TESTRANK, Daemon, SkipTest, check, log,  # noqa: E402
-                     run_cases, wait_until)
+from harness import (CKPTD, TESTRANK, Daemon, SkipTest, check, cluster_flags,  # noqa: E402
+                     free_ports, log, run_cases, save_node, wait_until, write_psk)
 
 SOURCE_ROOT = os.environ.get("CKPT_SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
 JOB = "llama"
@@ -252,6 +252,51 @@ def case_stderr_unchanged(ctx):
         log("   %s: %d lines in the stderr format" % (name, len(lines)))
 
 
+def case_peer_events(ctx):
+    """Two replicating nodes on the loopback, one journal: peer up, a step
+    sent and received (CKPT_PEER= the other node, CKPT_NODE= the one
+    speaking), peer down."""
+    need_namespace(ctx.tmp)
+    ids = message_ids()
+    jr = Journal(os.path.join(ctx.tmp, "journal.sock"))
+    ctx.cleanups.append(jr.close)
+    peers = ",".join("127.0.0.1:%d" % p for p in free_ports(2))
+    psk = write_psk(os.path.join(ctx.tmp, "psk"))
+    nodes = []
+    for i in range(2):
+        d = JournalDaemon(ctx.tmp, jr.path, name="n%d" % i, pool="64M", slot="4M",
+                          extra=cluster_flags(peers, 2, i, 2, psk))
+        d.start(wait=False)
+        ctx.daemons.append(d)
+        nodes.append(d)
+    for d in nodes:
+        d.wait_ready(60)
+    for i in range(2):
+        wait_until(lambda i=i: jr.find(MESSAGE_ID=ids["PEER_UP"], CKPT_NODE=i,
+                                       CKPT_PEER=1 - i), 30,
+                   what="node %d's peer-up record for node %d" % (i, 1 - i))
+    layouts = {0: [("w", MiB + 1)], 1: [("w", MiB + 2)]}
+    save_node(nodes[1], JOB, 2, [1], 2, layouts, commit=False)
+    save_node(nodes[0], JOB, 2, [0], 2, layouts)
+    for i in range(2):
+        sent = wait_until(lambda i=i: jr.find(MESSAGE_ID=ids["REPL_SENT"], CKPT_NODE=i), 60,
+                          what="node %d's replication-sent record" % i)[0]
+        check(sent.get("CKPT_PEER") == str(1 - i) and sent.get("CKPT_JOB") == JOB
+              and sent.get("CKPT_STEP") == "2" and "CKPT_RANK" not in sent,
+              "node %d sent: %s" % (i, sent))
+        got = wait_until(lambda i=i: jr.find(MESSAGE_ID=ids["REPL_RECEIVED"], CKPT_NODE=i), 10,
+                         what="node %d's replication-received record" % i)[0]
+        check(got.get("CKPT_PEER") == str(1 - i) and got.get("CKPT_RANK") == str(1 - i)
+              and got.get("CKPT_JOB") == JOB and got.get("CKPT_STEP") == "2",
+              "node %d received: %s" % (i, got))
+    nodes[1].kill()
+    down = wait_until(lambda: jr.find(MESSAGE_ID=ids["PEER_DOWN"], CKPT_NODE=0, CKPT_PEER=1),
+                      30, what="node 0's peer-down record")[0]
+    check(down.get("PRIORITY") == "4", "peer-down record: %s" % down)
+    log("   peer down: %s" % down.get("MESSAGE"))
+    check(nodes[0].stop() == 0, "unclean exit")
+
+
 def case_docs_list_ids(ctx):
     """docs/ckptd.8 lists every MESSAGE_ID."""
     with open(os.path.join(SOURCE_ROOT, "docs", "ckptd.8")) as f:
@@ -265,6 +310,7 @@ CASES = [
      case_journal_fields),
     (2, "not under journald, stderr lines are unchanged", case_stderr_unchanged),
     (3, "ckptd(8) lists every MESSAGE_ID", case_docs_list_ids),
+    (4, "peer events carry CKPT_PEER= and CKPT_NODE=", case_peer_events),
 ]
 
 
