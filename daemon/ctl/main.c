@@ -106,17 +106,15 @@ static bool is_option(const char *arg, const char *name) {
         return !strncmp(arg, name, n) && (arg[n] == '\0' || arg[n] == '=');
 }
 
-int main(int argc, char **argv) {
+/* rest: room for what is not a global option, in order: the command and
+ * its args (main() owns it, so that every return here frees it). */
+static int ctl_main(int argc, char **argv, char **rest) {
         const char *socket_path = NULL;
         const char *bad_value = NULL;
         char def[108];
-        /* what is not a global option, in order: the command and its args */
-        char **rest = calloc((size_t)argc + 1, sizeof(*rest));
         int nrest = 0;
         bool help = false, version = false, options_done = false;
 
-        if (!rest)
-                return ctl_fail(EXIT_DAEMON_ERROR, ENOMEM, "out of memory");
         /* --json first, so that every error below is already in its form */
         for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
                 if (!strcmp(argv[i], "--json") || !strcmp(argv[i], "-j"))
@@ -202,6 +200,14 @@ int main(int argc, char **argv) {
         if (r == 0 || ctl.keep_output)
                 fwrite(text, 1, len, stdout);
         free(text);
+        return r;
+}
+
+int main(int argc, char **argv) {
+        char **rest = calloc((size_t)argc + 1, sizeof(*rest));
+        if (!rest)
+                return ctl_fail(EXIT_DAEMON_ERROR, ENOMEM, "out of memory");
+        int r = ctl_main(argc, argv, rest);
         free(rest);
         return r;
 }
