@@ -101,8 +101,8 @@ static void drain_describe(const struct drain *dr, struct drain_job *j,
 /*
  * One look: the jobs' newest committed steps and whether each reached the
  * tier (WAIT asked of every step short of it with ask_wait, else only of
- * those the list says are there).  0, or EXIT_* after reporting (a step that never will, a request
- * that failed).
+ * those the list says are there).  0, or EXIT_* after reporting (a step
+ * that never will make it, a request that failed).
  */
 static int drain_poll(struct drain *dr, bool ask_wait) {
         struct ckpt_job_entry *jobs = NULL;

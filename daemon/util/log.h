@@ -74,4 +74,5 @@ struct log_ctx {
 void log_event_at(const char *file, int line, const char *func, int level,
                   const struct log_ctx *ctx, const char *fmt, ...)
         __attribute__((format(printf, 6, 7)));
-#define log_event(level, ctx, ...) log_event_at(__FILE__, __LINE__, __func__, level, ctx, __VA_ARGS__)
+#define log_event(level, ctx, ...) \
+        log_event_at(__FILE__, __LINE__, __func__, level, ctx, __VA_ARGS__)
