@@ -147,6 +147,11 @@ _Static_assert(S3_ADDRESSING_AUTO == 0 && S3_ADDRESSING_PATH == 1 &&
                        S3_ADDRESSING_VIRTUAL == 2,
                "addressing_names[] must follow enum s3_addressing");
 
+/* In the order of enum log_target (util/log.h), likewise. */
+static const char *const log_target_names[] = { "auto", "journal", "stderr", NULL };
+_Static_assert(LOG_TARGET_AUTO == 0 && LOG_TARGET_JOURNAL == 1 && LOG_TARGET_STDERR == 2,
+               "log_target_names[] must follow enum log_target");
+
 /* In the order of enum placement, likewise. */
 static const char *const placement_names[] = { "clique", "ring", NULL };
 _Static_assert(PLACEMENT_CLIQUE == 0 && PLACEMENT_RING == 1,
@@ -176,6 +181,11 @@ static const struct key keys[] = {
           .offset = FIELD(log_level, int), .reloadable = true,
           .min = LOG_ERR, .max = LOG_DEBUG, .def = "info",
           .help = "error, warning, notice, info or debug" },
+        { .section = "daemon", .name = "log_target", .type = TYPE_CHOICE,
+          .offset = FIELD(log_target, int), .choices = log_target_names,
+          .max = ARRAY_SIZE(log_target_names) - 2, .def = "auto", .metavar = "TARGET",
+          .help = "auto (the journal's native protocol when stderr is the journal's stream, "
+                  "JOURNAL_STREAM), journal, or stderr" },
         { .section = "daemon", .name = "workers", .type = TYPE_U32,
           .offset = FIELD(workers, uint32_t), .min = 1, .max = 64, .def = "2",
           .help = "checksum worker threads" },

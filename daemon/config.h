@@ -52,6 +52,7 @@ struct config {
         uint32_t socket_mode;  /* octal, default 0660 */
         char *socket_group;    /* NULL: the daemon's group */
         int log_level;         /* LOG_ERR..LOG_DEBUG; "info" */
+        int log_target;        /* enum log_target (util/log.h); "auto" */
         uint32_t workers;      /* checksum threads, default 2 */
         uint32_t client_connections_max;     /* client connections at once: 1024 */
         uint32_t client_connections_per_uid; /* of them one uid (not root) holds: 256 */

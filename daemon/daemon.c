@@ -41,6 +41,7 @@
 #include "server/suspect.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/msgid.h"
 
 struct daemon {
         struct config *cfg;
@@ -632,8 +633,9 @@ static void daemon_scrub_bad_copy(void *userdata, const char *job, uint64_t step
 
         if (area >= 0)
                 snprintf(where, sizeof(where), " (replica of node %d)", area);
-        server_job_error(d->server, job, "scrub: job %s step %" PRIu64 " rank %u%s%s%s: %s",
-                         job, step, rank, where, shard ? ": shard " : "", shard ? shard : "",
+        server_job_event(d->server, LOG_CTX(.id = LOG_ID_SCRUB_FINDING, .job = job, LOG_STEP(step),
+                                            LOG_RANK(rank)),
+                         "scrub: job %s step %" PRIu64 " rank %u%s%s%s: %s", job, step, rank, where, shard ? ": shard " : "", shard ? shard : "",
                          detail);
         /* the scrub goes on; heal records the fault, repairs the copy from
          * a good one (or records it unrepairable) and logs which */
@@ -705,7 +707,8 @@ static void daemon_before_sleep(struct loop_hook *h) {
 }
 
 static void daemon_drained(struct server *srv) {
-        log_info("all acknowledged saves are on disk; exiting");
+        log_event(LOG_INFO, LOG_CTX(.id = LOG_ID_DAEMON_STOP),
+                  "all acknowledged saves are on disk; exiting");
         loop_stop(srv->loop);
 }
 
@@ -996,7 +999,8 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
         d->flush_hook.run = daemon_before_sleep;
         loop_hook_add(d->loop, &d->flush_hook);
 
-        log_info("ckptd ready: state %s, pool %" PRIu64 " MiB in %u slots, crc32c %s",
+        log_event(LOG_INFO, LOG_CTX(.id = LOG_ID_DAEMON_START),
+                  "ckptd ready: state %s, pool %" PRIu64 " MiB in %u slots, crc32c %s",
                  cfg->state_dir, cfg->pool_size >> 20, pool_slot_count(d->pool), crc32c_impl());
         sd_notifyf(0, "READY=1\nSTATUS=serving, state in %s", cfg->state_dir);
         *out = d;

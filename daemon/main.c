@@ -78,6 +78,8 @@ int main(int argc, char **argv) {
                 return r == 1 || r == 2 ? 0 : 2;
         }
         log_set_level(cfg.log_level);
+        log_set_target((enum log_target)cfg.log_target);
+        log_set_node((int32_t)cfg.cluster_node_index);
 
         r = daemon_new(&d, &cfg, path, argc, argv);
         if (r < 0) {

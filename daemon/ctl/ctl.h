@@ -31,6 +31,7 @@ struct ctl_session {
         FILE *out;           /* the command's output, reaching stdout on success */
         bool keep_output;    /* print `out` even when the command exits non-zero */
         struct wire wire;    /* the connection to the daemon */
+        const char *socket_path; /* where it is (status --watch connects again) */
         /* The deadline of each request (--timeout, else $CKPT_TIMEOUT_MS,
          * else conn.h's default): a stopped or hung daemon must not hang
          * ckptctl, and so whatever script or monitor runs it. */
@@ -87,3 +88,6 @@ int cmd_unpin(int nargs, char **args);
 int cmd_restore(int nargs, char **args);
 int cmd_latest(int nargs, char **args);
 int cmd_verify(int nargs, char **args);
+int cmd_drain(int nargs, char **args);
+/* status --watch [--interval S] (watch.c); args are status's */
+int status_watch(int nargs, char **args);

@@ -23,8 +23,11 @@
 struct ctl_session ctl;
 
 static const struct ctl_command commands[] = {
-        { "status", "status", "daemon state, pool, in-flight saves, per-job summary", 0, 0,
-          cmd_status },
+        { "status", "status [--watch [--interval S]]",
+          "daemon state, pool, in-flight saves, per-job summary;\n"
+          "--watch: again every S seconds (default 2) with\n"
+          "progress bars, until Ctrl-C",
+          0, 3, cmd_status },
         { "list", "list [JOB]", "jobs, or the checkpoints of JOB (newest first)", 0, 1, cmd_list },
         { "show", "show JOB STEP", "one checkpoint: ranks and shards", 2, 2, cmd_show },
         { "latest", "latest JOB [--rank R [--below STEP]]",
@@ -45,6 +48,11 @@ static const struct ctl_command commands[] = {
           "--repair replaces bad copies with a good one;\n"
           "exit 1 while a bad copy remains",
           1, -1, cmd_verify },
+        { "drain", "drain [JOB] [--tier local|replicated|remote] [--timeout T]",
+          "wait until the newest committed step of every job\n"
+          "(or JOB) reached the tier on this node (default: the\n"
+          "highest configured); exit 1 at the timeout",
+          0, 3, cmd_drain },
         { "pin", "pin JOB STEP", "keep a step whatever retention says (local and store)", 2, 2,
           cmd_pin },
         { "unpin", "unpin JOB STEP", "let retention decide again", 2, 2, cmd_unpin },
@@ -98,17 +106,15 @@ static bool is_option(const char *arg, const char *name) {
         return !strncmp(arg, name, n) && (arg[n] == '\0' || arg[n] == '=');
 }
 
-int main(int argc, char **argv) {
+/* rest: room for what is not a global option, in order: the command and
+ * its args (main() owns it, so that every return here frees it). */
+static int ctl_main(int argc, char **argv, char **rest) {
         const char *socket_path = NULL;
         const char *bad_value = NULL;
         char def[108];
-        /* what is not a global option, in order: the command and its args */
-        char **rest = calloc((size_t)argc + 1, sizeof(*rest));
         int nrest = 0;
         bool help = false, version = false, options_done = false;
 
-        if (!rest)
-                return ctl_fail(EXIT_DAEMON_ERROR, ENOMEM, "out of memory");
         /* --json first, so that every error below is already in its form */
         for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
                 if (!strcmp(argv[i], "--json") || !strcmp(argv[i], "-j"))
@@ -170,6 +176,7 @@ int main(int argc, char **argv) {
 
         if (!socket_path)
                 socket_path = wire_default_path(def, sizeof(def));
+        ctl.socket_path = socket_path;
         if (!ctl.timeout_given && wire_timeout_from_env(&ctl.timeout_ms, ctl.wire.errmsg,
                                                         sizeof(ctl.wire.errmsg)) < 0)
                 return ctl_fail(EXIT_USAGE, EINVAL, "%s", ctl.wire.errmsg);
@@ -193,6 +200,14 @@ int main(int argc, char **argv) {
         if (r == 0 || ctl.keep_output)
                 fwrite(text, 1, len, stdout);
         free(text);
+        return r;
+}
+
+int main(int argc, char **argv) {
+        char **rest = calloc((size_t)argc + 1, sizeof(*rest));
+        if (!rest)
+                return ctl_fail(EXIT_DAEMON_ERROR, ENOMEM, "out of memory");
+        int r = ctl_main(argc, argv, rest);
         free(rest);
         return r;
 }

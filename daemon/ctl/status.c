@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ckptctl status: the daemon, its pool, saves in flight, peers, the object
- * store, the scrub and a line per job.
+ * store, the scrub and a line per job (--watch: watch.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -74,8 +74,13 @@ static void print_scrub_text(const struct ckpt_rep_status *s) {
 }
 
 int cmd_status(int nargs, char **args) {
-        (void)nargs;
-        (void)args;
+        bool watch = false;
+        for (int i = 0; i < nargs; i++)
+                watch |= !strcmp(args[i], "--watch");
+        if (nargs && !watch)
+                return ctl_usage("status [--watch [--interval S]]");
+        if (watch)
+                return status_watch(nargs, args);
         struct ckpt_request req = { .hdr.type = CKPT_MSG_STATUS };
         struct ckpt_reply *rep = malloc(sizeof(*rep));
         struct ckpt_job_entry *jobs = NULL;

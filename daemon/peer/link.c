@@ -37,6 +37,7 @@
 #include "util/cleanup.h"
 #include "util/list.h"
 #include "util/log.h"
+#include "util/msgid.h"
 
 #define RECONNECT_MIN_MS 100
 #define RECONNECT_MAX_MS 5000
@@ -501,12 +502,14 @@ void link_close(struct plink *l, int error, const char *fmt, ...) {
         } else if (l->client && l->state == L_HELLO && error == -ECONNRESET)
                 /* a daemon of peer protocol version 1 closes on our HELLO
                  * without a word (later ones answer ERROR, see link_read) */
-                log_warn("peers: link to node %u (%s) closed during the handshake: %s (a "
+                log_event(LOG_WARNING, LOG_CTX(.id = LOG_ID_PEER_DOWN, LOG_PEER(l->node)),
+                          "peers: link to node %u (%s) closed during the handshake: %s (a "
                          "daemon of another peer protocol version? this one speaks version %u)",
                          l->node, l->addr, why, PEER_PROTO_VERSION);
         else
-                log_warn("peers: link %s node %u (%s) closed: %s", l->client ? "to" : "from",
-                         l->node, l->addr, why);
+                log_event(LOG_WARNING, LOG_CTX(.id = LOG_ID_PEER_DOWN, LOG_PEER(l->node)),
+                          "peers: link %s node %u (%s) closed: %s", l->client ? "to" : "from",
+                          l->node, l->addr, why);
         link_unauth_done(l);
         if (l->dialer && l->state != L_CONNECTING && !env->freeing)
                 snprintf(l->dialer->last_error, sizeof(l->dialer->last_error), "%s", why);
@@ -649,8 +652,9 @@ static void link_ready(struct plink *l) {
                 return;
         }
         l->state = L_READY;
-        log_info("peers: link %s node %u (%s) authenticated", l->client ? "to" : "from", l->node,
-                 l->addr);
+        log_event(LOG_INFO, LOG_CTX(.id = LOG_ID_PEER_UP, LOG_PEER(l->node)),
+                  "peers: link %s node %u (%s) authenticated", l->client ? "to" : "from", l->node,
+                  l->addr);
         if (!d)
                 return;
         d->backoff_ms = 0;

@@ -12,6 +12,7 @@
 #include "peer/neighbour_restore.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/msgid.h"
 
 /* One rank to pull from a target. */
 struct rget {
@@ -494,7 +495,9 @@ static void landed_over_fault(struct neighbour_restore *nr, const struct rx *rx)
          * on disk is good either way */
         (void)catalog_copy_fault_set(nr->catalog, rx->m->job, rx->m->step, rx->m->rank, area,
                                      CATALOG_FAULT_REPAIRED, f.detail, source);
-        log_notice("peers: job %s step %" PRIu64 " rank %u: the copy recorded corrupt (%s) was "
+        log_event(LOG_NOTICE, LOG_CTX(.id = LOG_ID_HEAL, .job = rx->m->job, LOG_STEP(rx->m->step),
+                                      LOG_RANK(rx->m->rank)),
+                  "peers: job %s step %" PRIu64 " rank %u: the copy recorded corrupt (%s) was "
                    "replaced by one from %s", rx->m->job, rx->m->step, rx->m->rank, f.detail,
                    source);
 }

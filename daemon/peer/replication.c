@@ -14,6 +14,7 @@
 #include "peer/transfer.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/msgid.h"
 
 /* A step owed to one target: each rank to send, in flight, acknowledged,
  * or refused for its CRC and this node's copy being re-checked. */
@@ -168,7 +169,9 @@ static void rstep_done(struct rstep *rs, int status, const char *msg) {
                 /* (void): a replication state a fault lost (catalog.c logs it) leaves the step
                  * pending, so it is offered to the target again at the next connect */
                 (void)catalog_repl_set(r->catalog, job, step, node, CATALOG_REPL_DONE, NULL);
-                log_info("peers: job %s step %" PRIu64 " replicated to node %u", job, step, node);
+                log_event(LOG_INFO, LOG_CTX(.id = LOG_ID_REPL_SENT, .job = job, LOG_STEP(step),
+                                            LOG_PEER(node)),
+                          "peers: job %s step %" PRIu64 " replicated to node %u", job, step, node);
         } else if (rs->gone) {
                 log_notice("peers: job %s step %" PRIu64 " was removed here before it reached "
                            "node %u: dropped from what is owed to it", job, step, node);

@@ -19,6 +19,7 @@
 #include "util/cleanup.h"
 #include "util/list.h"
 #include "util/log.h"
+#include "util/msgid.h"
 
 #define FRAME_PAYLOAD PEER_DATA_MAX /* 4 MiB, a multiple of the block size */
 
@@ -329,8 +330,10 @@ static void rx_committed(void *userdata, int error) {
                 /* (void): catalog_flush() logs a failed commit and drops the batch; reconcile
                  * re-derives the rows from the manifests at the next start */
                 (void)catalog_flush(rx->catalog);
-                log_info("peers: job %s step %" PRIu64 " rank %u %s node %u (%u shards)",
-                         rx->m->job, rx->m->step, rx->m->rank,
+                log_event(LOG_INFO, LOG_CTX(.id = LOG_ID_REPL_RECEIVED, .job = rx->m->job,
+                                            LOG_STEP(rx->m->step), LOG_RANK(rx->m->rank),
+                                            LOG_PEER(rx->from)),
+                          "peers: job %s step %" PRIu64 " rank %u %s node %u (%u shards)", rx->m->job, rx->m->step, rx->m->rank,
                          rx->local ? "restored from" : "replicated from", rx->from,
                          rx->m->nshards);
         }

@@ -23,6 +23,7 @@
 #include "remote/upload.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/msgid.h"
 
 #define AUDIT_STEPS_MAX 100000 /* a pass lists at most this many steps */
 #define AUDIT_RANKS_MAX 256    /* ranks of one step on one node that are checked */
@@ -139,7 +140,9 @@ static void verify_done(struct work *w) {
         } else {
                 a->step_repair = true;
                 a->stats.objects_repaired++;
-                log_notice("audit: job %s step %" PRIu64 " rank %u shard %s: the local copy "
+                log_event(LOG_NOTICE, LOG_CTX(.id = LOG_ID_HEAL, .job = m->job, LOG_STEP(m->step),
+                                              LOG_RANK(m->rank)),
+                          "audit: job %s step %" PRIu64 " rank %u shard %s: the local copy "
                            "verifies; the object %s is uploaded again from it", m->job, m->step,
                            m->rank, sh->name, a->obj.key);
         }

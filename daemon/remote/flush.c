@@ -38,6 +38,7 @@
 #include "util/cleanup.h"
 #include "util/list.h"
 #include "util/log.h"
+#include "util/msgid.h"
 
 #define FLUSH_STALL_MIN_MS 1000
 #define FLUSH_STALL_MAX_MS 60000
@@ -396,8 +397,9 @@ static void step_done(struct fstep *st) {
         /* (void): remote_state only records the flusher's progress; an update a fault lost
          * (catalog.c logs it) makes a later flush redo work, it loses no data */
         (void)catalog_ckpt_remote_set(f->catalog, st->job, st->step, CATALOG_REMOTE_DONE, NULL);
-        log_info("flush: job %s step %" PRIu64 " is in the object store (COMMIT present)",
-                 st->job, st->step);
+        log_event(LOG_INFO, LOG_CTX(.id = LOG_ID_UPLOAD_DONE, .job = st->job, LOG_STEP(st->step)),
+                  "flush: job %s step %" PRIu64 " is in the object store (COMMIT present)",
+                  st->job, st->step);
         snprintf(job, sizeof(job), "%s", st->job);
         uint64_t step = st->step;
         step_maybe_free(st);

@@ -19,6 +19,7 @@
 #include "server/server.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/msgid.h"
 
 /* How often, and how many times, a heal waiting behind another fetch of
  * the step from the object store looks again (as restore.c's walk). */
@@ -143,7 +144,9 @@ static void heal_repaired(struct heal *h) {
          * copy on disk is good either way */
         (void)catalog_copy_fault_set(srv->catalog, h->job, h->step, h->rank, h->area,
                                      CATALOG_FAULT_REPAIRED, h->why, h->source);
-        log_notice("node %u: job %s step %" PRIu64 " rank %u: the copy in %s was corrupt (%s); "
+        log_event(LOG_NOTICE, LOG_CTX(.id = LOG_ID_HEAL, .job = h->job, LOG_STEP(h->step),
+                                      LOG_RANK(h->rank)),
+                  "node %u: job %s step %" PRIu64 " rank %u: the copy in %s was corrupt (%s); "
                    "repaired from %s", srv->opts.node_index, h->job, h->step, h->rank, h->copy,
                    h->why, h->source);
         heal_text(msg, sizeof(msg), "node %u's copy in %s was corrupt (%s) and has been "

@@ -49,6 +49,7 @@
 #include "server/server.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/msgid.h"
 
 /* A window handed back: checked (CRC32C against the client's) and written
  * by the ingest (step/ingest.h). */
@@ -233,8 +234,9 @@ void save_fail(struct save *s, int error, const char *fmt, ...) {
         s->error = error;
         bool was_writing = s->state == SAVE_WRITING;
         s->state = SAVE_FAILED;
-        server_job_error(srv, s->step->job, "job %s step %" PRIu64 " rank %u: save failed: %s",
-                         s->step->job, s->step->step, s->rank, s->errmsg);
+        server_job_event(srv, LOG_CTX(.id = LOG_ID_SAVE_FAILED, .job = s->step->job,
+                                      LOG_STEP(s->step->step), LOG_RANK(s->rank)),
+                         "job %s step %" PRIu64 " rank %u: save failed: %s", s->step->job, s->step->step, s->rank, s->errmsg);
 
         /* First the client's request for another window of this save: the
          * memory returned below could otherwise be lent to it. */
@@ -281,8 +283,9 @@ static void save_on_disk(void *userdata, int error) {
         /* the ingest added the rank's catalog rows */
         s->manifest = manifest_free(s->manifest);
         ckpt_state_update(srv, s->step);
-        log_debug("job %s step %" PRIu64 " rank %u: on local disk (%" PRIu64 " bytes)",
-                  s->step->job, s->step->step, s->rank, s->bytes);
+        log_event(LOG_INFO, LOG_CTX(.id = LOG_ID_RANK_SAVED, .job = s->step->job,
+                                    LOG_STEP(s->step->step), LOG_RANK(s->rank)),
+                  "job %s step %" PRIu64 " rank %u: on local disk (%" PRIu64 " bytes)", s->step->job, s->step->step, s->rank, s->bytes);
         step_rank_landed(s->step);
         save_set_inactive(s);
         step_notify(srv, s->step);

@@ -329,15 +329,14 @@ static struct uid_errors *uid_errors_find(struct server *srv, uint32_t uid) {
         return NULL;
 }
 
-void server_job_error(struct server *srv, const char *job, const char *fmt, ...) {
+static void job_error_record(struct server *srv, const struct log_ctx *ctx, const char *fmt,
+                             va_list ap) {
         char msg[2 * CKPT_ERRMSG_MAX];
-        va_list ap;
+        const char *job = ctx->job;
         uint32_t owner;
 
-        va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        log_error("%s", msg);
+        log_event(LOG_ERR, ctx, "%s", msg);
         /* (void): -ENOENT: the job has no row yet (its first save failed); the message is
          * logged above either way */
         (void)catalog_job_error(srv->catalog, job);
@@ -353,6 +352,20 @@ void server_job_error(struct server *srv, const char *job, const char *fmt, ...)
         }
         e->count++;
         text_copy(e->last, sizeof(e->last), msg);
+}
+
+void server_job_error(struct server *srv, const char *job, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        job_error_record(srv, LOG_CTX(.job = job), fmt, ap);
+        va_end(ap);
+}
+
+void server_job_event(struct server *srv, const struct log_ctx *ctx, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        job_error_record(srv, ctx, fmt, ap);
+        va_end(ap);
 }
 
 /* STATUS shows everyone the daemon's own state (pool, load, tiers' health)

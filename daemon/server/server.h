@@ -39,6 +39,7 @@
 #include "remote/flush.h"
 #include "util/fd_budget.h"
 #include "util/list.h"
+#include "util/log.h"
 
 /* At SIGTERM, how long a client whose unfinished save was dropped has to
  * send its next request and be told -ESHUTDOWN, before the daemon exits
@@ -133,6 +134,10 @@ void server_check_drained(struct server *srv);
  * (a non-root uid never sees another uid's errors: they name jobs and
  * trainer pids). */
 void server_job_error(struct server *srv, const char *job, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+/* The same for an event with journal fields (ctx->job names the job; the
+ * record goes out through log_event(), util/log.h). */
+void server_job_event(struct server *srv, const struct log_ctx *ctx, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 /* Someone waits for pool memory: have save.c start checking and writing
  * every deferred chunk, and restore.c give back read-ahead memory. */

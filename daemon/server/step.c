@@ -23,6 +23,7 @@
 #include "server/step.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/msgid.h"
 
 /* How long a first SAVE_BEGIN of a step waits for the coordinator's word
  * on its world_size before it goes ahead without it. */
@@ -314,7 +315,8 @@ static void step_committed(void *userdata, int error) {
                 return;
         }
         st->committed = true; /* and in the catalog: the ingest marked it */
-        log_info("job %s step %" PRIu64 ": committed (%u ranks%s%s)", st->job, st->step,
+        log_event(LOG_INFO, LOG_CTX(.id = LOG_ID_STEP_COMMITTED, .job = st->job, LOG_STEP(st->step)),
+                  "job %s step %" PRIu64 ": committed (%u ranks%s%s)", st->job, st->step,
                  st->world_size, step_clustered(srv) ? ", the cluster's decision" : "",
                  st->commit_asked ? ", asked by ckpt_commit_async" : "");
         commit_request_done(st);
