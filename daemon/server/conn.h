@@ -56,6 +56,7 @@ struct conn {
         uint32_t id;
         bool hello;
         bool closing;
+        uint64_t read_asked_us; /* the READ being served came in (restore-read histogram) */
 
         /* the request being served asynchronously, if any */
         bool busy;

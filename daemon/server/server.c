@@ -22,6 +22,7 @@
 
 #include "ckptd-config.h"
 #include "crc32c.h"
+#include "metrics/metrics.h"
 #include "server/conn.h"
 #include "server/heal.h"
 #include "server/restore.h"
@@ -193,6 +194,7 @@ void conn_error(struct conn *c, int error, const char *fmt, ...) {
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
         text_copy(rep.error.message, sizeof(rep.error.message), msg);
+        metrics_count(METRIC_ERRORS_REQUEST, 1);
         if (error >= 0 || error <= -4096)
                 error = -EIO;
         rep.error.error = error;
@@ -338,6 +340,7 @@ void server_job_error(struct server *srv, const char *job, const char *fmt, ...)
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
         log_error("%s", msg);
+        metrics_count(METRIC_ERRORS_JOB, 1);
         /* (void): -ENOENT: the job has no row yet (its first save failed); the message is
          * logged above either way */
         (void)catalog_job_error(srv->catalog, job);
@@ -376,11 +379,7 @@ static void status_restrict(struct conn *c, struct ckpt_rep_status *st) {
         }
 }
 
-static void handle_status(struct conn *c) {
-        struct server *srv = c->srv;
-        struct ckpt_reply rep = { 0 };
-        struct ckpt_rep_status *st = &rep.status;
-
+void server_status_gather(struct server *srv, int64_t uid, struct ckpt_rep_status *st) {
         snprintf(st->daemon_version, sizeof(st->daemon_version), "%s", CKPTD_VERSION);
         st->uptime_ms = loop_now_ms() - srv->start_ms;
         st->slot_count = pool_slot_count(srv->pool);
@@ -395,7 +394,7 @@ static void handle_status(struct conn *c) {
         st->bytes_written = store_bytes_written(srv->store);
         st->bytes_read = store_bytes_read(srv->store);
         st->errors = log_error_count();
-        st->jobs = catalog_job_count(srv->catalog, conn_visible_uid(c));
+        st->jobs = catalog_job_count(srv->catalog, uid);
         const char *last = log_last_error();
         snprintf(st->last_error, sizeof(st->last_error), "%s", last ? last : "");
         snprintf(st->state_dir, sizeof(st->state_dir), "%s", srv->opts.state_dir ? srv->opts.state_dir : "");
@@ -421,11 +420,17 @@ static void handle_status(struct conn *c) {
                              &st->peers_total, &st->repl_steps_pending);
         }
         /* findings name jobs: a uid other than root sees its own jobs' */
-        scrub_status(srv->scrub, c->uid == 0 ? -1 : (int64_t)c->uid, st);
+        scrub_status(srv->scrub, uid, st);
         /* (void): a catalog error is logged there; the counts read 0 */
         (void)catalog_copy_fault_counts(srv->catalog, &st->copies_bad, &st->copies_repaired,
                                         &st->copies_unrepairable);
-        status_restrict(c, st);
+}
+
+static void handle_status(struct conn *c) {
+        struct ckpt_reply rep = { 0 };
+
+        server_status_gather(c->srv, conn_visible_uid(c), &rep.status);
+        status_restrict(c, &rep.status);
         conn_reply(c, &rep, -1);
 }
 
