@@ -24,6 +24,7 @@
 #include "crc32c.h"
 #include "metrics/metrics.h"
 #include "server/conn.h"
+#include "server/exposition.h"
 #include "server/heal.h"
 #include "server/restore.h"
 #include "server/save.h"
@@ -434,6 +435,39 @@ static void handle_status(struct conn *c) {
         conn_reply(c, &rep, -1);
 }
 
+/* Pages of one rendering: offset 0 renders, a later offset continues the
+ * document the connection holds (docs/protocol.md, METRICS). */
+static void handle_metrics(struct conn *c, const struct ckpt_req_metrics *req) {
+        if (req->offset == 0 || !c->metrics_doc) {
+                free(c->metrics_doc);
+                c->metrics_doc = NULL;
+                int r = exposition_render(c->srv, conn_visible_uid(c), &c->metrics_doc,
+                                          &c->metrics_len);
+                if (r < 0) {
+                        conn_error(c, r, "cannot render the metrics: %s", strerror(-r));
+                        return;
+                }
+        }
+        if (req->offset > c->metrics_len) {
+                conn_error(c, -EINVAL, "offset %" PRIu64 " is past the end of the metrics "
+                           "document (%zu bytes); start again at offset 0", req->offset,
+                           c->metrics_len);
+                return;
+        }
+        struct ckpt_reply *rep = calloc(1, sizeof(*rep));
+        if (!rep) {
+                conn_error(c, -ENOMEM, "out of memory");
+                return;
+        }
+        struct ckpt_rep_metrics *m = &rep->metrics;
+        m->total = c->metrics_len;
+        m->offset = req->offset;
+        m->length = (uint32_t)MIN((uint64_t)CKPT_METRICS_CHUNK, c->metrics_len - req->offset);
+        memcpy(m->text, c->metrics_doc + req->offset, m->length);
+        conn_reply(c, rep, -1);
+        free(rep);
+}
+
 static void handle_job_list(struct conn *c, const struct ckpt_req_list *req) {
         struct ckpt_reply *rep = calloc(1, sizeof(*rep));
         if (!rep) {
@@ -559,6 +593,9 @@ static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
                 break;
         case CKPT_MSG_STATUS:
                 handle_status(c);
+                break;
+        case CKPT_MSG_METRICS:
+                handle_metrics(c, &req->metrics);
                 break;
         case CKPT_MSG_JOB_LIST:
                 handle_job_list(c, &req->list);
@@ -824,6 +861,7 @@ static void server_reap(struct loop_hook *h) {
                 struct conn *c = list_entry(pos, struct conn, link);
                 list_unlink(&c->link);
                 free(c->slot_gen_sent);
+                free(c->metrics_doc);
                 free(c);
         }
 }
