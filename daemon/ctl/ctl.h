@@ -87,3 +87,4 @@ int cmd_unpin(int nargs, char **args);
 int cmd_restore(int nargs, char **args);
 int cmd_latest(int nargs, char **args);
 int cmd_verify(int nargs, char **args);
+int cmd_metrics(int nargs, char **args);
