@@ -793,31 +793,37 @@ int store_shard_verify(int fd, const struct manifest *m, const struct manifest_s
 }
 
 /* store_rank_verify's words for a bad shard (the VERIFY reply's and the
- * heal's texts): why stays "" when it is good. */
-static void shard_why(const struct manifest_shard *sh, const struct store_shard_fault *f,
+ * heal's texts): why stays "" when it is good.  Returns whether they start
+ * by naming the block ("block 2 failed its CRC32C"), which the copy's
+ * detail then follows the shard's name with directly. */
+static bool shard_why(const struct manifest_shard *sh, const struct store_shard_fault *f,
                       char *why, size_t why_size) {
         switch (f->bad) {
         case STORE_SHARD_GOOD:
                 why[0] = '\0';
-                break;
+                return false;
         case STORE_SHARD_SIZE:
                 snprintf(why, why_size, "the file has %" PRIu64 " bytes, the MANIFEST says %" PRIu64,
                          f->size, sh->size);
-                break;
+                return false;
+        case STORE_SHARD_MISSING:
+                snprintf(why, why_size, "the file is missing");
+                return false;
         case STORE_SHARD_SHORT:
                 snprintf(why, why_size, "block %" PRId64 ": short read", f->block);
-                break;
+                return true;
         case STORE_SHARD_CRC:
                 snprintf(why, why_size, "block %" PRId64 " failed its CRC32C", f->block);
-                break;
+                return true;
         case STORE_SHARD_IO:
-                if (f->block < 0)
-                        snprintf(why, why_size, "%s", strerror(-f->error));
-                else
-                        snprintf(why, why_size, "block %" PRId64 ": %s", f->block,
-                                 strerror(-f->error));
                 break;
         }
+        if (f->block < 0) {
+                snprintf(why, why_size, "%s", strerror(-f->error));
+                return false;
+        }
+        snprintf(why, why_size, "block %" PRId64 ": %s", f->block, strerror(-f->error));
+        return true;
 }
 
 int store_rank_verify(const struct store *s, const char *job, uint64_t step, uint32_t rank,
@@ -868,25 +874,19 @@ int store_rank_verify(const struct store *s, const char *job, uint64_t step, uin
                 struct store_shard_fault f;
                 char why[CKPT_NAME_MAX + 128] = "";
                 _cleanup_close_ int fd = openat(rank_fd, sh->name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-                int e;
                 if (fd < 0) {
-                        e = -errno;
-                        shard_fault(&f, e == -ENOENT ? STORE_SHARD_SIZE : STORE_SHARD_IO, -1,
+                        int e = -errno;
+                        shard_fault(&f, e == -ENOENT ? STORE_SHARD_MISSING : STORE_SHARD_IO, -1,
                                     e == -ENOENT ? -EBADMSG : e, 0);
-                        snprintf(why, sizeof(why), "%s",
-                                 e == -ENOENT ? "the file is missing" : strerror(-e));
-                } else {
-                        e = store_shard_verify(fd, m, sh, flags, &f);
-                        if (e == -ENOMEM && f.block < 0) {
-                                manifest_free(m);
-                                return -ENOMEM;
-                        }
-                        shard_why(sh, &f, why, sizeof(why));
+                } else if (store_shard_verify(fd, m, sh, flags, &f) == -ENOMEM && f.block < 0) {
+                        manifest_free(m);
+                        return -ENOMEM;
                 }
+                bool names_block = shard_why(sh, &f, why, sizeof(why));
                 if (why[0] && r == 0) {
                         /* the copy's detail is its first bad shard */
                         snprintf(detail, detail_size, "shard %s%s%s", sh->name,
-                                 strncmp(why, "block ", 6) ? ": " : " ", why);
+                                 names_block ? " " : ": ", why);
                         r = -EIO;
                 }
                 if (on_shard)

@@ -141,6 +141,7 @@ enum store_shard_bad {
         STORE_SHARD_SHORT, /* the file ended early while read (size: where) */
         STORE_SHARD_CRC,   /* a block failed its CRC32C */
         STORE_SHARD_IO,    /* it could not be examined or read (error says why) */
+        STORE_SHARD_MISSING, /* the MANIFEST lists it, there is no such file */
 };
 struct store_shard_fault {
         enum store_shard_bad bad;
