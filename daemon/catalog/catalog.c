@@ -411,10 +411,11 @@ static const char *const stmt_sql[STMT_MAX_] = {
                                  " WHERE k.state = ?1",
         /* Per job, the steps (and their bytes on this node) that reached
          * local (?1 LOCAL, ?2 COMMITTED), committed, remote (?3 DONE) and
-         * replicated (every replication row ?4 DONE), and the committed
-         * ones still owed to the store (below DONE); one pass over the
-         * checkpoints with the per-step byte sums and replication states
-         * as subqueries on their primary keys. */
+         * replicated (every replication row ?4 DONE), and the bytes of
+         * committed steps still owed to the store (below DONE): their
+         * bytes less the objects (?5 DONE) and parts already uploaded.
+         * One pass over the checkpoints with the per-step sums as
+         * subqueries on primary-key prefixes. */
         [STMT_JOB_TIERS] =
                 "SELECT job,"
                 " SUM(state IN (?1, ?2)), SUM(CASE WHEN state IN (?1, ?2) THEN b END),"
@@ -422,14 +423,19 @@ static const char *const stmt_sql[STMT_MAX_] = {
                 " SUM(state = ?2 AND rs = ?3), SUM(CASE WHEN state = ?2 AND rs = ?3 THEN b END),"
                 " SUM(state = ?2 AND rn > 0 AND rd = rn),"
                 " SUM(CASE WHEN state = ?2 AND rn > 0 AND rd = rn THEN b END),"
-                " SUM(CASE WHEN state = ?2 AND rs < ?3 THEN b END), MAX(uid)"
+                " SUM(CASE WHEN state = ?2 AND rs < ?3 THEN MAX(b - up, 0) END), MAX(uid)"
                 " FROM (SELECT k.job AS job, k.state AS state, k.remote_state AS rs,"
                 " (SELECT j.uid FROM jobs j WHERE j.name = k.job) AS uid,"
                 " (SELECT COALESCE(SUM(r.bytes), 0) FROM ranks r"
                 "  WHERE r.job = k.job AND r.step = k.step) AS b,"
                 " (SELECT COUNT(*) FROM replication p WHERE p.job = k.job AND p.step = k.step) AS rn,"
                 " (SELECT COUNT(*) FROM replication p WHERE p.job = k.job AND p.step = k.step"
-                "  AND p.state = ?4) AS rd"
+                "  AND p.state = ?4) AS rd,"
+                " (SELECT COALESCE(SUM(o.size), 0) FROM remote_objects o"
+                "  WHERE o.job = k.job AND o.step = k.step AND o.state = ?5) +"
+                " (SELECT COALESCE(SUM(t.size), 0) FROM remote_parts t JOIN remote_objects o"
+                "  ON o.job = t.job AND o.step = t.step AND o.rank = t.rank AND o.shard = t.shard"
+                "  WHERE t.job = k.job AND t.step = k.step AND o.state != ?5) AS up"
                 " FROM checkpoints k) GROUP BY job ORDER BY job",
         [STMT_ROW_COUNTS] = "SELECT (SELECT COUNT(*) FROM jobs), (SELECT COUNT(*) FROM checkpoints),"
                             " (SELECT COUNT(*) FROM ranks), (SELECT COUNT(*) FROM shards),"
@@ -1929,7 +1935,8 @@ int catalog_job_tiers_foreach(struct catalog *c, catalog_job_tiers_cb cb, void *
         int rc;
 
         if (bind_i64(s, 1, CKPT_STATE_LOCAL) || bind_i64(s, 2, CKPT_STATE_COMMITTED) ||
-            bind_i64(s, 3, CATALOG_REMOTE_DONE) || bind_i64(s, 4, CATALOG_REPL_DONE))
+            bind_i64(s, 3, CATALOG_REMOTE_DONE) || bind_i64(s, 4, CATALOG_REPL_DONE) ||
+            bind_i64(s, 5, CATALOG_OBJECT_DONE))
                 return sql_error(c->db, "sum the steps per tier");
         while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
                 struct catalog_job_tiers t = { 0 };

@@ -291,7 +291,9 @@ int catalog_committed_bytes(struct catalog *c, uint64_t *out);
  * replication target acknowledged).  A committed step counts in local too.
  * steps[CKPT_TIER_STAGED] and bytes[CKPT_TIER_STAGED] stay 0: what is
  * staged lives in the pool, not in the catalog.  remote_backlog_bytes:
- * committed steps not yet in the store (nor failed there). */
+ * what committed steps not yet in the store (nor failed there) still have
+ * to upload: their bytes less the shard objects and multipart parts
+ * already uploaded. */
 struct catalog_job_tiers {
         char job[CKPT_NAME_MAX + 1];
         uint32_t uid; /* the job's owner */

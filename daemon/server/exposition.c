@@ -189,7 +189,7 @@ static void render_remote(struct text *t, const struct ckpt_rep_status *st,
         if (!st->remote_enabled)
                 return;
         gauge(t, "ckptd_remote_backlog_bytes",
-              "Bytes of committed steps not yet in the object store", backlog_bytes);
+              "Bytes committed steps still have to upload to the object store", backlog_bytes);
         gauge(t, "ckptd_remote_steps_pending", "Committed steps whose COMMIT object is not "
               "yet in the store", st->remote_steps_pending);
         gauge(t, "ckptd_remote_steps_failed", "Steps whose flush stopped on a permanent error",
