@@ -407,11 +407,18 @@ static const struct key keys[] = {
           .def = "yes",
           .help = "read at I/O class idle, in the disk's spare time only (no: the default "
                   "class, so that the rate is met on a disk that is never idle)" },
+
+        { .section = "metrics", .name = "listen", .type = TYPE_ADDRESS,
+          .offset = FIELD(metrics_listen, struct node_address), .empty_ok = true, .def = "",
+          .metavar = "HOST:PORT",
+          .help = "where GET /metrics is served over HTTP, e.g. 127.0.0.1:9464 (loopback: "
+                  "only this node's scraper or node_exporter; empty: no HTTP endpoint, "
+                  "`ckptctl metrics` still works)" },
 };
 
 /* Sections accepted in the file, in the order help lists them. */
 static const char *const sections[] = { "daemon", "pool", "local", "remote", "cluster",
-                                        "scrub" };
+                                        "scrub", "metrics" };
 
 static void *field_ptr(struct config *c, const struct key *k) {
         return (char *)c + k->offset;

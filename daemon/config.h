@@ -116,6 +116,8 @@ struct config {
         uint64_t scrub_rate;         /* bytes/s: 50M; 0 ("unlimited"): no limit */
         uint64_t scrub_interval_ms;  /* pass start to pass start: 24h, 1s..8760h */
         bool scrub_idle_priority;    /* read at I/O class idle: yes */
+        /* [metrics] listen: host NULL (the default): no HTTP endpoint */
+        struct node_address metrics_listen;
 };
 
 /* Fill embedded defaults (allocates the path strings).  [cluster]

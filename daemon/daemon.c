@@ -25,6 +25,7 @@
 #include "io/loop.h"
 #include "io/worker.h"
 #include "local/store.h"
+#include "metrics/endpoint.h"
 #include "pool/pool.h"
 #include "peer/auth.h"
 #include "peer/peers.h"
@@ -35,6 +36,7 @@
 #include "remote/flush.h"
 #include "remote/s3.h"
 #include "scrub/scrub.h"
+#include "server/exposition.h"
 #include "server/heal.h"
 #include "server/save.h"
 #include "server/server.h"
@@ -62,6 +64,7 @@ struct daemon {
         struct replica_area *areas;
         size_t nareas;
         struct scrub *scrub;
+        struct metrics_endpoint *metrics; /* NULL: [metrics] listen is empty */
         /* the cluster-wide commit: node 0's coordinator, and the messages
          * between this node and its own coordinator (delivered from a
          * timer, never inside the call that sends them) */
@@ -78,6 +81,24 @@ struct daemon {
         uint64_t status_ms;
         char status[256];
 };
+
+/* ---- metrics ---------------------------------------------------------------------- */
+
+/* The HTTP endpoint's scrape: everything, every job (whoever may reach the
+ * port is the operator's choice, ckptd.conf(5) [metrics] listen). */
+static int daemon_metrics_render(void *userdata, char **out, size_t *len) {
+        struct daemon *d = userdata;
+        return exposition_render(d->server, -1, out, len);
+}
+
+static int daemon_metrics_open(struct daemon *d) {
+        const struct node_address *a = &d->cfg->metrics_listen;
+
+        if (!a->host)
+                return 0;
+        return metrics_endpoint_new(&d->metrics, d->loop, a->host, a->port,
+                                    daemon_metrics_render, d);
+}
 
 /* ---- reconcile ------------------------------------------------------------------- */
 
@@ -990,6 +1011,9 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
         }
         if (r < 0)
                 goto fail;
+        r = daemon_metrics_open(d);
+        if (r < 0)
+                goto fail;
 
         uint64_t usec = 0;
         if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
@@ -1026,6 +1050,8 @@ struct daemon *daemon_free(struct daemon *d) {
                 loop_watch_del(d->loop, &d->signal_watch);
                 close(d->signal_fd);
         }
+        /* first: a scrape reads the server and everything it points to */
+        d->metrics = metrics_endpoint_free(d->metrics);
         /* before what it borrows (catalogs, stores); it waits for its read */
         if (d->server)
                 d->server->scrub = NULL;

@@ -43,14 +43,17 @@
  * counts of corrupt copies (copies_bad, copies_repaired,
  * copies_unrepairable), the scrub_* fields and the audit_* fields;
  * version 6 from 5 in the VERIFY reply, whose entries are one per shard of
- * each copy (with the shard's name) and which counts the copies. */
-#define CKPT_PROTO_VERSION 6     /* the newest */
+ * each copy (with the shard's name) and which counts the copies;
+ * version 7 from 6 in the request METRICS, which earlier versions do not
+ * have. */
+#define CKPT_PROTO_VERSION 7     /* the newest */
 #define CKPT_PROTO_VERSION_MIN 2 /* the oldest */
 #define CKPT_PROTO_VERSION_REPLACED 3 /* the first with SAVE_BEGIN's `replaced` */
 #define CKPT_PROTO_VERSION_COMMIT_ASYNC 4 /* the first with COMMIT_ASYNC */
 #define CKPT_PROTO_VERSION_SCRUB 5 /* the first with STATUS's scrub_* and audit_* fields */
 #define CKPT_PROTO_VERSION_COPY_FAULTS 5 /* the first with VERIFY and STATUS's copy counts */
 #define CKPT_PROTO_VERSION_VERIFY_SHARDS 6 /* the first with VERIFY's per-shard entries */
+#define CKPT_PROTO_VERSION_METRICS 7 /* the first with METRICS */
 #define CKPT_HDR_SIZE 16
 /* Fits the default net.core.wmem_max so no process needs SO_SNDBUFFORCE. */
 #define CKPT_MSG_MAX 65536
@@ -90,6 +93,8 @@ enum ckpt_msg_type {
         CKPT_MSG_LATEST_RANK = 20,
         CKPT_MSG_COMMIT_ASYNC = 21, /* from version 4 on */
         CKPT_MSG_VERIFY = 22,       /* from version 5 on */
+        /* 23, 24 and 26 are assigned in other branches (issue 14) */
+        CKPT_MSG_METRICS = 25,      /* from version 7 on */
         CKPT_MSG_REQUEST_MAX_,
 
         /* A reply has the request's type with this bit set ... */
@@ -275,6 +280,14 @@ struct ckpt_req_verify {
         uint8_t repair;
 };
 
+/* METRICS: the bytes of the metrics document (docs/ckptd.8, METRICS)
+ * from `offset` on.  offset 0 renders a new document and keeps it with the
+ * connection; a later offset reads that same document, so the pages of
+ * one document are consistent (offset past its end: -EINVAL). */
+struct ckpt_req_metrics {
+        uint64_t offset;
+};
+
 struct ckpt_request {
         struct ckpt_hdr hdr;
         union {
@@ -294,6 +307,7 @@ struct ckpt_request {
                 struct ckpt_req_pin pin;
                 struct ckpt_req_latest_rank latest_rank;
                 struct ckpt_req_verify verify;
+                struct ckpt_req_metrics metrics;
                 /* STATUS has an empty body. */
         };
 };
@@ -507,6 +521,17 @@ struct ckpt_rep_verify {
         struct ckpt_verify_entry entries[CKPT_VERIFY_PAGE];
 };
 
+/* METRICS reply: length bytes of the document of `total` bytes, from
+ * `offset` (the request's) on; the text is Prometheus' text format 0.0.4,
+ * not NUL-terminated on the wire.  offset + length == total: the last
+ * page. */
+#define CKPT_METRICS_CHUNK 32768
+struct ckpt_rep_metrics {
+        uint64_t total, offset;
+        uint32_t length; /* <= CKPT_METRICS_CHUNK */
+        char text[CKPT_METRICS_CHUNK];
+};
+
 struct ckpt_reply {
         struct ckpt_hdr hdr;
         union {
@@ -524,6 +549,7 @@ struct ckpt_reply {
                 struct ckpt_rep_ckpt_list ckpt_list;
                 struct ckpt_rep_fetch fetch;
                 struct ckpt_rep_verify verify;
+                struct ckpt_rep_metrics metrics;
                 /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE,
                  * PIN, COMMIT_ASYNC: empty body */
         };

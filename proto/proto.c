@@ -40,8 +40,12 @@ static void check_count(struct check *c, uint32_t total, uint32_t count, uint32_
         check_bad(c, count > page || count > total);
 }
 
+static const char *const request_names[CKPT_MSG_REQUEST_MAX_];
+
+/* The numbering has gaps (numbers assigned to messages of other
+ * branches): a number without a name is no type. */
 static bool is_request_type(uint16_t type) {
-        return type >= CKPT_MSG_HELLO && type < CKPT_MSG_REQUEST_MAX_;
+        return type >= CKPT_MSG_HELLO && type < CKPT_MSG_REQUEST_MAX_ && request_names[type];
 }
 
 static bool is_reply_type(uint16_t type) {
@@ -159,6 +163,9 @@ static int check_request(const struct ckpt_request *m) {
                         check_rank(&c, m->verify.rank);
                 check_bool(&c, m->verify.repair);
                 break;
+        case CKPT_MSG_METRICS:
+                check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_METRICS);
+                break;
         default:
                 check_bad(&c, true);
         }
@@ -256,6 +263,9 @@ static void put_request_body(struct wbuf *w, const struct ckpt_request *m) {
                 w_u32(w, m->verify.rank);
                 w_u8(w, m->verify.repair);
                 break;
+        case CKPT_MSG_METRICS:
+                w_u64(w, m->metrics.offset);
+                break;
         default: /* STATUS: empty */
                 break;
         }
@@ -351,6 +361,9 @@ static void get_request_body(struct rbuf *r, struct ckpt_request *m) {
                 m->verify.step = r_u64(r);
                 m->verify.rank = r_u32(r);
                 m->verify.repair = r_u8(r);
+                break;
+        case CKPT_MSG_METRICS:
+                m->metrics.offset = r_u64(r);
                 break;
         default: /* STATUS: empty */
                 break;
@@ -458,6 +471,13 @@ static int check_reply(const struct ckpt_reply *m) {
                         check_name(&c, &l->entries[i].name);
                         check_inval(&c, l->entries[i].latest_committed < -1);
                 }
+                break;
+        }
+        case CKPT_MSG_METRICS: {
+                const struct ckpt_rep_metrics *mt = &m->metrics;
+                check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_METRICS);
+                check_bad(&c, mt->length > CKPT_METRICS_CHUNK);
+                check_inval(&c, mt->offset > mt->total || mt->length > mt->total - mt->offset);
                 break;
         }
         case CKPT_MSG_VERIFY: {
@@ -679,6 +699,12 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                                 w_cstr(w, e->shard, CKPT_NAME_MAX);
                 }
                 break;
+        case CKPT_MSG_METRICS:
+                w_u64(w, m->metrics.total);
+                w_u64(w, m->metrics.offset);
+                w_u32(w, m->metrics.length);
+                w_bytes(w, m->metrics.text, m->metrics.length);
+                break;
         default: /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE */
                 break;
         }
@@ -877,6 +903,19 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                 }
                 break;
         }
+        case CKPT_MSG_METRICS: {
+                struct ckpt_rep_metrics *mt = &m->metrics;
+                mt->total = r_u64(r);
+                mt->offset = r_u64(r);
+                mt->length = r_u32(r);
+                /* the length sizes the copy: judged before it */
+                if (mt->length > CKPT_METRICS_CHUNK) {
+                        r_fail(r, -EBADMSG);
+                        break;
+                }
+                r_bytes(r, mt->text, mt->length);
+                break;
+        }
         default: /* empty bodies */
                 break;
         }
@@ -1039,6 +1078,7 @@ static const char *const request_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_LATEST_RANK] = "LATEST_RANK",
         [CKPT_MSG_COMMIT_ASYNC] = "COMMIT_ASYNC",
         [CKPT_MSG_VERIFY] = "VERIFY",
+        [CKPT_MSG_METRICS] = "METRICS",
 };
 
 static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
@@ -1064,6 +1104,7 @@ static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_LATEST_RANK] = "LATEST_RANK_REPLY",
         [CKPT_MSG_COMMIT_ASYNC] = "COMMIT_ASYNC_REPLY",
         [CKPT_MSG_VERIFY] = "VERIFY_REPLY",
+        [CKPT_MSG_METRICS] = "METRICS_REPLY",
 };
 
 /* Never NULL, so it can go straight into a log format. */

@@ -14,8 +14,10 @@ for arg in "$@"; do
         --test)
                 # systemd: systemd-analyze and systemd-socket-activate for the
                 # unit tests; clang + libclang-rt: libFuzzer; e2fsprogs and
-                # util-linux: the loop-mounted ext4 of the disk-full test.
-                pkgs+=(systemd clang libclang-rt-14-dev e2fsprogs util-linux procps sqlite3) ;;
+                # util-linux: the loop-mounted ext4 of the disk-full test;
+                # prometheus: promtool, which validates the metrics.
+                pkgs+=(systemd clang libclang-rt-14-dev e2fsprogs util-linux procps sqlite3
+                       prometheus) ;;
         --remote)
                 pkgs+=(radosgw ceph-mon ceph-osd) ;;
         *)

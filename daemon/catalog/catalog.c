@@ -259,6 +259,8 @@ enum stmt_id {
         STMT_FAULT_UNREPAIRABLE,
         STMT_FAULT_COUNTS,
         STMT_FAULT_OPEN,
+        STMT_JOB_TIERS,
+        STMT_ROW_COUNTS,
         STMT_INTEGRITY, /* last: catalog_free takes it as "open got this far" */
         STMT_MAX_,
 };
@@ -407,6 +409,38 @@ static const char *const stmt_sql[STMT_MAX_] = {
         [STMT_COMMITTED_BYTES] = "SELECT COALESCE(SUM(r.bytes), 0) FROM ranks r"
                                  " JOIN checkpoints k ON k.job = r.job AND k.step = r.step"
                                  " WHERE k.state = ?1",
+        /* Per job, the steps (and their bytes on this node) that reached
+         * local (?1 LOCAL, ?2 COMMITTED), committed, remote (?3 DONE) and
+         * replicated (every replication row ?4 DONE), and the bytes of
+         * committed steps still owed to the store (below DONE): their
+         * bytes less the objects (?5 DONE) and parts already uploaded.
+         * One pass over the checkpoints with the per-step sums as
+         * subqueries on primary-key prefixes. */
+        [STMT_JOB_TIERS] =
+                "SELECT job,"
+                " SUM(state IN (?1, ?2)), SUM(CASE WHEN state IN (?1, ?2) THEN b END),"
+                " SUM(state = ?2), SUM(CASE WHEN state = ?2 THEN b END),"
+                " SUM(state = ?2 AND rs = ?3), SUM(CASE WHEN state = ?2 AND rs = ?3 THEN b END),"
+                " SUM(state = ?2 AND rn > 0 AND rd = rn),"
+                " SUM(CASE WHEN state = ?2 AND rn > 0 AND rd = rn THEN b END),"
+                " SUM(CASE WHEN state = ?2 AND rs < ?3 THEN MAX(b - up, 0) END), MAX(uid)"
+                " FROM (SELECT k.job AS job, k.state AS state, k.remote_state AS rs,"
+                " (SELECT j.uid FROM jobs j WHERE j.name = k.job) AS uid,"
+                " (SELECT COALESCE(SUM(r.bytes), 0) FROM ranks r"
+                "  WHERE r.job = k.job AND r.step = k.step) AS b,"
+                " (SELECT COUNT(*) FROM replication p WHERE p.job = k.job AND p.step = k.step) AS rn,"
+                " (SELECT COUNT(*) FROM replication p WHERE p.job = k.job AND p.step = k.step"
+                "  AND p.state = ?4) AS rd,"
+                " (SELECT COALESCE(SUM(o.size), 0) FROM remote_objects o"
+                "  WHERE o.job = k.job AND o.step = k.step AND o.state = ?5) +"
+                " (SELECT COALESCE(SUM(t.size), 0) FROM remote_parts t JOIN remote_objects o"
+                "  ON o.job = t.job AND o.step = t.step AND o.rank = t.rank AND o.shard = t.shard"
+                "  WHERE t.job = k.job AND t.step = k.step AND o.state != ?5) AS up"
+                " FROM checkpoints k) GROUP BY job ORDER BY job",
+        [STMT_ROW_COUNTS] = "SELECT (SELECT COUNT(*) FROM jobs), (SELECT COUNT(*) FROM checkpoints),"
+                            " (SELECT COUNT(*) FROM ranks), (SELECT COUNT(*) FROM shards),"
+                            " (SELECT COUNT(*) FROM remote_objects),"
+                            " (SELECT COUNT(*) FROM replication)",
         /* detected_at is the first detection of the fault being recorded:
          * kept while the copy stays bad or unrepairable, renewed when a
          * repaired copy goes bad again */
@@ -1891,6 +1925,51 @@ int catalog_committed_bytes(struct catalog *c, uint64_t *out) {
         if (bind_i64(s, 1, CKPT_STATE_COMMITTED) || sqlite3_step(s) != SQLITE_ROW)
                 return sql_error(c->db, "sum the committed bytes");
         *out = col_u64(s, 0);
+        return 0;
+}
+
+/* ---- what the metrics show ---------------------------------------------- */
+
+int catalog_job_tiers_foreach(struct catalog *c, catalog_job_tiers_cb cb, void *userdata) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_JOB_TIERS];
+        int rc;
+
+        if (bind_i64(s, 1, CKPT_STATE_LOCAL) || bind_i64(s, 2, CKPT_STATE_COMMITTED) ||
+            bind_i64(s, 3, CATALOG_REMOTE_DONE) || bind_i64(s, 4, CATALOG_REPL_DONE) ||
+            bind_i64(s, 5, CATALOG_OBJECT_DONE))
+                return sql_error(c->db, "sum the steps per tier");
+        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+                struct catalog_job_tiers t = { 0 };
+                col_text_copy(s, 0, t.job, sizeof(t.job));
+                static const uint8_t tiers[] = { CKPT_TIER_LOCAL, CKPT_TIER_COMMITTED,
+                                                 CKPT_TIER_REMOTE, CKPT_TIER_REPLICATED };
+                for (size_t i = 0; i < sizeof(tiers); i++) {
+                        t.steps[tiers[i]] = col_u64(s, 1 + 2 * (int)i);
+                        t.bytes[tiers[i]] = col_u64(s, 2 + 2 * (int)i);
+                }
+                t.remote_backlog_bytes = col_u64(s, 9);
+                t.uid = col_u32(s, 10);
+                int r = cb(userdata, &t);
+                if (r < 0)
+                        return r;
+        }
+        if (rc != SQLITE_DONE)
+                return sql_error(c->db, "sum the steps per tier");
+        return 0;
+}
+
+int catalog_row_counts(struct catalog *c, struct catalog_rows *out) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_ROW_COUNTS];
+
+        *out = (struct catalog_rows){ 0 };
+        if (sqlite3_step(s) != SQLITE_ROW)
+                return sql_error(c->db, "count the catalog's rows");
+        out->jobs = col_u64(s, 0);
+        out->checkpoints = col_u64(s, 1);
+        out->ranks = col_u64(s, 2);
+        out->shards = col_u64(s, 3);
+        out->remote_objects = col_u64(s, 4);
+        out->replication = col_u64(s, 5);
         return 0;
 }
 

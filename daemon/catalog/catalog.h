@@ -284,6 +284,32 @@ int catalog_committed_rank_next(struct catalog *c, const char *job, uint64_t ste
 /* Bytes of the ranks of committed steps (their shards' sizes). */
 int catalog_committed_bytes(struct catalog *c, uint64_t *out);
 
+/* ---- what the metrics show (server/exposition.c) ------------------------
+ * Per job, the steps this node holds that have reached each tier and the
+ * bytes of their ranks here: local (on disk, committed or not), committed,
+ * remote (the global COMMIT object is in the store), replicated (every
+ * replication target acknowledged).  A committed step counts in local too.
+ * steps[CKPT_TIER_STAGED] and bytes[CKPT_TIER_STAGED] stay 0: what is
+ * staged lives in the pool, not in the catalog.  remote_backlog_bytes:
+ * what committed steps not yet in the store (nor failed there) still have
+ * to upload: their bytes less the shard objects and multipart parts
+ * already uploaded. */
+struct catalog_job_tiers {
+        char job[CKPT_NAME_MAX + 1];
+        uint32_t uid; /* the job's owner */
+        uint64_t steps[CKPT_TIER_MAX_], bytes[CKPT_TIER_MAX_];
+        uint64_t remote_backlog_bytes;
+};
+typedef int (*catalog_job_tiers_cb)(void *userdata, const struct catalog_job_tiers *t);
+/* Every job, by name.  The callback must not call into the catalog; a
+ * negative return stops the walk and is returned. */
+int catalog_job_tiers_foreach(struct catalog *c, catalog_job_tiers_cb cb, void *userdata);
+
+struct catalog_rows {
+        uint64_t jobs, checkpoints, ranks, shards, remote_objects, replication;
+};
+int catalog_row_counts(struct catalog *c, struct catalog_rows *out);
+
 /* ---- copy faults (schema 7) ---------------------------------------------
  * A copy of a rank on this node found corrupt (a block failing its CRC32C,
  * a shard file missing or of the wrong size, a MANIFEST that does not

@@ -91,3 +91,4 @@ int cmd_verify(int nargs, char **args);
 int cmd_drain(int nargs, char **args);
 /* status --watch [--interval S] (watch.c); args are status's */
 int status_watch(int nargs, char **args);
+int cmd_metrics(int nargs, char **args);

@@ -56,6 +56,9 @@ static const struct ctl_command commands[] = {
         { "pin", "pin JOB STEP", "keep a step whatever retention says (local and store)", 2, 2,
           cmd_pin },
         { "unpin", "unpin JOB STEP", "let retention decide again", 2, 2, cmd_unpin },
+        { "metrics", "metrics", "the metrics in Prometheus' text format (what GET\n"
+          "/metrics serves), for node_exporter's textfile\n"
+          "collector; --json changes only how errors print", 0, 0, cmd_metrics },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -439,6 +439,19 @@ void peers_status(struct peers *ps, char *text, size_t size, uint32_t *connected
         }
 }
 
+uint32_t peers_target_count(const struct peers *ps) {
+        return (uint32_t)ps->ntargets;
+}
+
+void peers_target(const struct peers *ps, uint32_t i, uint32_t *node, bool *up,
+                  uint32_t *steps_owed) {
+        const struct dialer *t = &ps->targets[i];
+
+        *node = t->node;
+        *up = dialer_up(t);
+        *steps_owed = ps->repl.targets[i].steps_pending;
+}
+
 void peers_pause(struct peers *ps, bool paused) {
         link_env_pause(&ps->links, paused);
 }

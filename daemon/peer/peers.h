@@ -166,6 +166,13 @@ int peers_fetch_rank_into(struct peers *ps, struct replica_area *into, const cha
 void peers_status(struct peers *ps, char *text, size_t size, uint32_t *connected,
                   uint32_t *total, uint32_t *pending_steps);
 
+/* The same per replication target, for the metrics: how many targets,
+ * and of target i (< peers_target_count) its node index, whether its link
+ * is up and the steps owed to it (refused ones included, as above). */
+uint32_t peers_target_count(const struct peers *ps);
+void peers_target(const struct peers *ps, uint32_t i, uint32_t *node, bool *up,
+                  uint32_t *steps_owed);
+
 void peers_set_keep(struct peers *ps, uint32_t keep);
 
 /* Hold outgoing rank data between frames (saves are staging here); the

@@ -56,6 +56,11 @@ struct conn {
         uint32_t id;
         bool hello;
         bool closing;
+        uint64_t read_asked_us; /* the READ being served came in (restore-read histogram) */
+        /* the metrics document METRICS pages through (offset 0 renders it
+         * anew); owned, freed with the connection */
+        char *metrics_doc;
+        size_t metrics_len;
 
         /* the request being served asynchronously, if any */
         bool busy;

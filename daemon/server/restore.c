@@ -31,6 +31,7 @@
 #include "crc32c.h"
 #include "server/conn.h"
 #include "server/heal.h"
+#include "metrics/metrics.h"
 #include "server/restore.h"
 #include "server/save.h"
 #include "server/server.h"
@@ -1214,6 +1215,9 @@ static void read_finish(struct read_op *op) {
         }
         op->has_window = false;
         c->pending = NULL;
+        metrics_count(METRIC_READS, 1);
+        metrics_count(METRIC_RESTORED_BYTES, op->length);
+        metrics_observe_us(METRIC_READ_SECONDS, metrics_now_us() - c->read_asked_us);
         conn_reply_slot(c, &c->reads[lease], op->offset - op->span_start, op->offset, op->length);
         /* a restore reads on: have the next window on its way while the
          * client copies this one */
@@ -1465,6 +1469,7 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
         bool eof;
         int error;
 
+        c->read_asked_us = metrics_now_us();
         if (srv->draining) {
                 conn_error(c, -ESHUTDOWN, "ckptd is shutting down; retry when it is back");
                 return;

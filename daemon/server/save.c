@@ -45,6 +45,7 @@
 #include "crc32c.h"
 #include "retention/retention.h"
 #include "server/conn.h"
+#include "metrics/metrics.h"
 #include "server/save.h"
 #include "server/server.h"
 #include "util/cleanup.h"
@@ -232,6 +233,7 @@ void save_fail(struct save *s, int error, const char *fmt, ...) {
         vsnprintf(s->errmsg, sizeof(s->errmsg), fmt, ap);
         va_end(ap);
         s->error = error;
+        metrics_count(METRIC_SAVES_FAILED, 1);
         bool was_writing = s->state == SAVE_WRITING;
         s->state = SAVE_FAILED;
         server_job_event(srv, LOG_CTX(.id = LOG_ID_SAVE_FAILED, .job = s->step->job,
@@ -527,6 +529,7 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
         s->uid = (uint32_t)c->uid;
         s->rank = req->rank;
         s->state = SAVE_STAGING;
+        s->begun_us = metrics_now_us();
         r = conn_take_files(c, STORE_RANK_DIR_FDS, "a new save");
         if (r < 0) {
                 free(s);
@@ -913,6 +916,9 @@ void save_handle_finish(struct conn *c, const struct ckpt_req_save_id *req) {
         conn_drop_save(c, s);
         s->state = SAVE_FINISHED;
         s->conn = NULL;
+        metrics_count(METRIC_SAVES_FINISHED, 1);
+        metrics_count(METRIC_SAVED_BYTES, s->bytes);
+        metrics_observe_us(METRIC_SAVE_STAGING_SECONDS, metrics_now_us() - s->begun_us);
         conn_reply_empty(c);
         save_check_deferred(s);
         save_maybe_finalize(s);

@@ -73,6 +73,7 @@ struct save {
         uint32_t files;           /* descriptors taken from srv->files for the rank writer */
         struct manifest *manifest;
         bool replaced;            /* it replaces an earlier copy of the rank (the reply says so) */
+        uint64_t begun_us;        /* SAVE_BEGIN, for the staging-time histogram */
 };
 
 void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req);

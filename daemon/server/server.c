@@ -22,7 +22,9 @@
 
 #include "ckptd-config.h"
 #include "crc32c.h"
+#include "metrics/metrics.h"
 #include "server/conn.h"
+#include "server/exposition.h"
 #include "server/heal.h"
 #include "server/restore.h"
 #include "server/save.h"
@@ -193,6 +195,7 @@ void conn_error(struct conn *c, int error, const char *fmt, ...) {
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
         text_copy(rep.error.message, sizeof(rep.error.message), msg);
+        metrics_count(METRIC_ERRORS_REQUEST, 1);
         if (error >= 0 || error <= -4096)
                 error = -EIO;
         rep.error.error = error;
@@ -337,6 +340,7 @@ static void job_error_record(struct server *srv, const struct log_ctx *ctx, cons
 
         vsnprintf(msg, sizeof(msg), fmt, ap);
         log_event(LOG_ERR, ctx, "%s", msg);
+        metrics_count(METRIC_ERRORS_JOB, 1);
         /* (void): -ENOENT: the job has no row yet (its first save failed); the message is
          * logged above either way */
         (void)catalog_job_error(srv->catalog, job);
@@ -389,11 +393,7 @@ static void status_restrict(struct conn *c, struct ckpt_rep_status *st) {
         }
 }
 
-static void handle_status(struct conn *c) {
-        struct server *srv = c->srv;
-        struct ckpt_reply rep = { 0 };
-        struct ckpt_rep_status *st = &rep.status;
-
+void server_status_gather(struct server *srv, int64_t uid, struct ckpt_rep_status *st) {
         snprintf(st->daemon_version, sizeof(st->daemon_version), "%s", CKPTD_VERSION);
         st->uptime_ms = loop_now_ms() - srv->start_ms;
         st->slot_count = pool_slot_count(srv->pool);
@@ -408,7 +408,7 @@ static void handle_status(struct conn *c) {
         st->bytes_written = store_bytes_written(srv->store);
         st->bytes_read = store_bytes_read(srv->store);
         st->errors = log_error_count();
-        st->jobs = catalog_job_count(srv->catalog, conn_visible_uid(c));
+        st->jobs = catalog_job_count(srv->catalog, uid);
         const char *last = log_last_error();
         snprintf(st->last_error, sizeof(st->last_error), "%s", last ? last : "");
         snprintf(st->state_dir, sizeof(st->state_dir), "%s", srv->opts.state_dir ? srv->opts.state_dir : "");
@@ -434,12 +434,51 @@ static void handle_status(struct conn *c) {
                              &st->peers_total, &st->repl_steps_pending);
         }
         /* findings name jobs: a uid other than root sees its own jobs' */
-        scrub_status(srv->scrub, c->uid == 0 ? -1 : (int64_t)c->uid, st);
+        scrub_status(srv->scrub, uid, st);
         /* (void): a catalog error is logged there; the counts read 0 */
         (void)catalog_copy_fault_counts(srv->catalog, &st->copies_bad, &st->copies_repaired,
                                         &st->copies_unrepairable);
-        status_restrict(c, st);
+}
+
+static void handle_status(struct conn *c) {
+        struct ckpt_reply rep = { 0 };
+
+        server_status_gather(c->srv, conn_visible_uid(c), &rep.status);
+        status_restrict(c, &rep.status);
         conn_reply(c, &rep, -1);
+}
+
+/* Pages of one rendering: offset 0 renders, a later offset continues the
+ * document the connection holds (docs/protocol.md, METRICS). */
+static void handle_metrics(struct conn *c, const struct ckpt_req_metrics *req) {
+        if (req->offset == 0 || !c->metrics_doc) {
+                free(c->metrics_doc);
+                c->metrics_doc = NULL;
+                int r = exposition_render(c->srv, conn_visible_uid(c), &c->metrics_doc,
+                                          &c->metrics_len);
+                if (r < 0) {
+                        conn_error(c, r, "cannot render the metrics: %s", strerror(-r));
+                        return;
+                }
+        }
+        if (req->offset > c->metrics_len) {
+                conn_error(c, -EINVAL, "offset %" PRIu64 " is past the end of the metrics "
+                           "document (%zu bytes); start again at offset 0", req->offset,
+                           c->metrics_len);
+                return;
+        }
+        struct ckpt_reply *rep = calloc(1, sizeof(*rep));
+        if (!rep) {
+                conn_error(c, -ENOMEM, "out of memory");
+                return;
+        }
+        struct ckpt_rep_metrics *m = &rep->metrics;
+        m->total = c->metrics_len;
+        m->offset = req->offset;
+        m->length = (uint32_t)MIN((uint64_t)CKPT_METRICS_CHUNK, c->metrics_len - req->offset);
+        memcpy(m->text, c->metrics_doc + req->offset, m->length);
+        conn_reply(c, rep, -1);
+        free(rep);
 }
 
 static void handle_job_list(struct conn *c, const struct ckpt_req_list *req) {
@@ -567,6 +606,9 @@ static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
                 break;
         case CKPT_MSG_STATUS:
                 handle_status(c);
+                break;
+        case CKPT_MSG_METRICS:
+                handle_metrics(c, &req->metrics);
                 break;
         case CKPT_MSG_JOB_LIST:
                 handle_job_list(c, &req->list);
@@ -832,6 +874,7 @@ static void server_reap(struct loop_hook *h) {
                 struct conn *c = list_entry(pos, struct conn, link);
                 list_unlink(&c->link);
                 free(c->slot_gen_sent);
+                free(c->metrics_doc);
                 free(c);
         }
 }

@@ -139,6 +139,12 @@ void server_job_error(struct server *srv, const char *job, const char *fmt, ...)
  * record goes out through log_event(), util/log.h). */
 void server_job_event(struct server *srv, const struct log_ctx *ctx, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+/* What STATUS reports, gathered from the modules that own it (the pool,
+ * the store, the flusher, the peers, the scrub, the catalog), for STATUS
+ * and the metrics (server/exposition.c).  uid -1: every job counts; else
+ * the jobs and scrub findings of that uid.  The last error fields are the
+ * daemon's (the caller restricts them). */
+void server_status_gather(struct server *srv, int64_t uid, struct ckpt_rep_status *st);
 /* Someone waits for pool memory: have save.c start checking and writing
  * every deferred chunk, and restore.c give back read-ahead memory. */
 void server_relieve_memory(struct server *srv);

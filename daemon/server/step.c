@@ -20,6 +20,7 @@
 #include "server/conn.h"
 #include "server/save.h"
 #include "server/server.h"
+#include "metrics/metrics.h"
 #include "server/step.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -315,6 +316,8 @@ static void step_committed(void *userdata, int error) {
                 return;
         }
         st->committed = true; /* and in the catalog: the ingest marked it */
+        metrics_count(METRIC_STEPS_COMMITTED, 1);
+        metrics_observe_us(METRIC_COMMIT_SECONDS, metrics_now_us() - st->commit_started_us);
         log_event(LOG_INFO, LOG_CTX(.id = LOG_ID_STEP_COMMITTED, .job = st->job, LOG_STEP(st->step)),
                   "job %s step %" PRIu64 ": committed (%u ranks%s%s)", st->job, st->step,
                  st->world_size, step_clustered(srv) ? ", the cluster's decision" : "",
@@ -432,6 +435,7 @@ static int step_commit_now(struct step_state *st, const char **why) {
                 st->record.ranks[i] = i;
         st->record.nranks = st->world_size;
         st->committing = true;
+        st->commit_started_us = metrics_now_us();
         ingest_commit_step(&st->commit, srv->store, srv->catalog, &st->record, step_committed,
                            st);
         return 1;
@@ -927,6 +931,7 @@ static void cluster_record(struct server *srv, const char *job, const struct pee
         st->record.committed_at = m->committed_at;
         st->record.nranks = (uint32_t)n;
         st->committing = true;
+        st->commit_started_us = metrics_now_us();
         ingest_commit_step(&st->commit, srv->store, srv->catalog, &st->record, step_committed,
                            st);
 }

@@ -60,6 +60,7 @@ struct step_state {
         bool decision_due;
         int64_t decision_at;
         char cluster_why[CKPT_ERRMSG_MAX + 1]; /* the coordinator's last word on it */
+        uint64_t commit_started_us; /* for the commit-latency histogram */
 };
 
 struct step_state *step_find(struct server *srv, const char *job, uint64_t step);

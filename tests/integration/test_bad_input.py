@@ -115,32 +115,33 @@ def main(tmp):
 
     # ---- wrong protocol version: EPROTONOSUPPORT naming the supported ones
     # (version 1 is the protocol before the object-store tier: refused too)
-    for v, t in [(7, "status"), (1, "status"), (0, "status"), (0xffff, "hello"),
-                 (7, "save-begin")]:
+    for v, t in [(8, "status"), (1, "status"), (0, "status"), (0xffff, "hello"),
+                 (8, "save-begin")]:
         lines = raw(d, "bad-version", v, t)
         msg = expect_error(lines, "EPROTONOSUPPORT", -93, what="version %d %s" % (v, t))
-        check("versions 2..6" in msg and str(v) in msg,
-              "version %d: message must name the supported versions 2..6 and the one sent: %r"
+        check("versions 2..7" in msg and str(v) in msg,
+              "version %d: message must name the supported versions 2..7 and the one sent: %r"
               % (v, msg))
     # before HELLO too: the version is checked first
-    lines = raw(d, "--no-hello", "bad-version", 7, "hello")
-    expect_error(lines, "EPROTONOSUPPORT", -93, "versions 2..6",
-                 what="version 7 HELLO, no HELLO yet")
+    lines = raw(d, "--no-hello", "bad-version", 8, "hello")
+    expect_error(lines, "EPROTONOSUPPORT", -93, "versions 2..7",
+                 what="version 8 HELLO, no HELLO yet")
     # HELLO offering only versions the daemon does not speak
-    lines = raw(d, "--no-hello", "hello-range", 7, 8)
-    msg = expect_error(lines, "EPROTONOSUPPORT", -93, what="HELLO 7..8")
-    check("2..6" in msg and "7..8" in msg, "HELLO 7..8: message names neither side: %r" % msg)
+    lines = raw(d, "--no-hello", "hello-range", 8, 9)
+    msg = expect_error(lines, "EPROTONOSUPPORT", -93, what="HELLO 8..9")
+    check("2..7" in msg and "8..9" in msg, "HELLO 8..9: message names neither side: %r" % msg)
     # every version is spoken: a request is answered in its header's version,
     # and HELLO settles the newest both sides speak
-    for v in (2, 3, 4, 5, 6):
+    for v in (2, 3, 4, 5, 6, 7):
         expect_ok(raw(d, "bad-version", v, "status"), what="STATUS in version %d" % v)
     # a version-2 client's SAVE_BEGIN gets the version-2 reply (no `replaced`),
     # which its decoder reads
     expect_ok(raw(d, "bad-version", 2, "save-begin"), what="SAVE_BEGIN in version 2")
     for lo, hi, hv, want in [(2, 2, 2, "proto=2 version=2"), (2, 3, 2, "proto=3 version=2"),
-                             (1, 9, 3, "proto=6 version=3"), (3, 3, 3, "proto=3 version=3"),
+                             (1, 9, 3, "proto=7 version=3"), (3, 3, 3, "proto=3 version=3"),
                              (2, 4, 2, "proto=4 version=2"), (4, 4, 4, "proto=4 version=4"),
-                             (2, 5, 5, "proto=5 version=5"), (2, 6, 6, "proto=6 version=6")]:
+                             (2, 5, 5, "proto=5 version=5"), (2, 6, 6, "proto=6 version=6"),
+                             (2, 7, 7, "proto=7 version=7")]:
         lines = raw(d, "--no-hello", "hello-range", lo, hi, hv)
         check(any(l.startswith("OK HELLO_REPLY") and l.endswith(want) for l in lines),
               "HELLO %d..%d in a version-%d header: %s, want %s" % (lo, hi, hv, lines, want))
@@ -152,7 +153,8 @@ def main(tmp):
         expect_error(lines, "EBADMSG", -74, "malformed", seq=False, what="bad magic %s" % t)
 
     # ---- unknown types (and a reply type sent as a request)
-    for t in (0, 18, 99, 0x7fff, 0x8001, 0x800f, 0xfffe, 0xffff):
+    # (23 and 24: numbers left to messages of other changes, no type here)
+    for t in (0, 18, 23, 24, 99, 0x7fff, 0x8001, 0x800f, 0xfffe, 0xffff):
         lines = raw(d, "unknown-type", t)
         expect_error(lines, "EBADMSG", -74, "malformed", what="unknown type %#x" % t)
     log("magic/type: ok")

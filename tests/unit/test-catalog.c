@@ -1213,6 +1213,75 @@ static void test_replication(void) {
         unlink_db(path);
 }
 
+struct tiers_seen {
+        struct catalog_job_tiers t[4];
+        int n;
+};
+
+static int tiers_cb(void *userdata, const struct catalog_job_tiers *t) {
+        struct tiers_seen *s = userdata;
+        if (s->n < 4)
+                s->t[s->n] = *t;
+        s->n++;
+        return 0;
+}
+
+/* What the metrics read: per job (by name) the steps and bytes that
+ * reached each tier, a committed step counted in local too; the store's
+ * backlog less the objects and parts already uploaded; replicated only
+ * when every target acknowledged; the rows of the tables. */
+static void test_job_tiers(void) {
+        struct catalog *c = NULL;
+        struct tiers_seen s = { 0 };
+        struct catalog_rows rows;
+        char path[128];
+
+        side_path(path, sizeof(path), "tiers.db");
+        EXPECT(catalog_open(&c, path), 0);
+        EXPECT(catalog_job_tiers_foreach(c, tiers_cb, &s), 0);
+        EXPECT(s.n, 0);
+        remote_rank(c, "b", 1, CKPT_STATE_COMMITTED); /* 300 bytes each */
+        remote_rank(c, "b", 2, CKPT_STATE_COMMITTED);
+        remote_rank(c, "b", 3, CKPT_STATE_LOCAL);
+        remote_rank(c, "a", 1, CKPT_STATE_COMMITTED);
+        EXPECT(catalog_ckpt_remote_set(c, "b", 1, CATALOG_REMOTE_DONE, NULL), 0);
+        /* step 2 under way: object a (100) uploaded, b (200) has a 50-byte part */
+        EXPECT(catalog_remote_object_set(c, "b", 2, 0, "a", "k/a", 100, CATALOG_OBJECT_DONE,
+                                         NULL, 0, "e1", NULL), 0);
+        EXPECT(catalog_remote_object_set(c, "b", 2, 0, "b", "k/b", 200,
+                                         CATALOG_OBJECT_UPLOADING, "up1", 50, NULL, NULL), 0);
+        EXPECT(catalog_remote_part_add(c, "b", 2, 0, "b", 1, "p1", 50), 0);
+        EXPECT(catalog_ckpt_remote_set(c, "b", 2, CATALOG_REMOTE_FLUSHING, NULL), 0);
+        EXPECT(catalog_repl_set(c, "b", 1, 4, CATALOG_REPL_DONE, NULL), 0);
+        EXPECT(catalog_repl_set(c, "b", 2, 4, CATALOG_REPL_DONE, NULL), 0);
+        EXPECT(catalog_repl_set(c, "b", 2, 5, CATALOG_REPL_PENDING, NULL), 0);
+
+        EXPECT(catalog_job_tiers_foreach(c, tiers_cb, &s), 0);
+        EXPECT(s.n, 2);
+        const struct catalog_job_tiers *a = &s.t[0], *b = &s.t[1];
+        CHECK(strcmp(a->job, "a") == 0 && strcmp(b->job, "b") == 0);
+        EXPECT(a->uid, 1000);
+        EXPECT(a->steps[CKPT_TIER_COMMITTED], 1);
+        EXPECT(a->remote_backlog_bytes, 300);
+        EXPECT(b->steps[CKPT_TIER_LOCAL], 3);
+        EXPECT(b->bytes[CKPT_TIER_LOCAL], 900);
+        EXPECT(b->steps[CKPT_TIER_COMMITTED], 2);
+        EXPECT(b->bytes[CKPT_TIER_COMMITTED], 600);
+        EXPECT(b->steps[CKPT_TIER_REMOTE], 1);
+        EXPECT(b->bytes[CKPT_TIER_REMOTE], 300);
+        EXPECT(b->steps[CKPT_TIER_REPLICATED], 1); /* step 2 still owed to node 5 */
+        EXPECT(b->bytes[CKPT_TIER_REPLICATED], 300);
+        EXPECT(b->steps[CKPT_TIER_STAGED], 0);
+        EXPECT(b->remote_backlog_bytes, 300 - 100 - 50);
+
+        EXPECT(catalog_row_counts(c, &rows), 0);
+        CHECK(rows.jobs == 2 && rows.checkpoints == 4 && rows.ranks == 4 && rows.shards == 8 &&
+              rows.remote_objects == 2 && rows.replication == 3);
+        EXPECT(catalog_check(c), 0);
+        c = catalog_free(c);
+        unlink_db(path);
+}
+
 /* Schema 4: commit requests (ckpt_commit_async) — recorded only for a
  * known checkpoint, idempotent, kept across a reopen, gone with their
  * checkpoint row. */
@@ -1445,6 +1514,7 @@ int main(void) {
         test_refuse_newer();
         test_remote();
         test_replication();
+        test_job_tiers();
         test_commit_requests();
         test_scrub_progress();
         test_copy_faults();

@@ -757,7 +757,7 @@ static void check_file_error(const char *text, const char *want_fmt) {
 static void test_file_errors(void) {
         check_file_error("[daemon]\nworkers = 4\n[bogus]\nkey = 1\n[pool]\nsize = 2G\n",
                          "PATH:3: unknown section [bogus] (known: [daemon], [pool], [local], "
-                         "[remote], [cluster], [scrub])\n");
+                         "[remote], [cluster], [scrub], [metrics])\n");
         check_file_error("[pool]\nsize = 2G\n\n# c\ncolour = blue\n",
                          "PATH:5: unknown key 'colour' in section [pool]\n");
         /* A key of another section is unknown here. */
@@ -775,7 +775,7 @@ static void test_file_errors(void) {
         check_file_error("[pool]\n = 1G\n", "PATH:2: missing key name before '='\n");
         check_file_error("\nsize = 1G\n",
                          "PATH:2: key 'size' outside of a section (put it under [daemon], "
-                         "[pool], [local], [remote], [cluster] or [scrub])\n");
+                         "[pool], [local], [remote], [cluster], [scrub] or [metrics])\n");
         check_file_error("[pool]\nsize =\n",
                          "PATH:2: missing value for [pool] size (expected a whole number of "
                          "bytes with an optional K, M, G or T suffix)\n");

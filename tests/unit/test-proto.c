@@ -195,6 +195,9 @@ static void make_request(struct ckpt_request *m, uint16_t type) {
                 m->latest_rank.rank = CKPT_WORLD_MAX - 1;
                 m->latest_rank.below = 0x7fffffffffffff00ull;
                 break;
+        case CKPT_MSG_METRICS:
+                m->metrics.offset = 0x0102030405060708ull;
+                break;
         case CKPT_MSG_VERIFY:
                 set_name(&m->verify.job, "verify-job");
                 m->verify.step = 0x7fffffffffffff01ull;
@@ -355,6 +358,13 @@ static void make_reply(struct ckpt_reply *m, uint16_t type, uint32_t count) {
                         e->replicas = (uint8_t)(i % 256);
                 }
                 break;
+        case CKPT_MSG_METRICS:
+                m->metrics.total = 0x0000000100000000ull;
+                m->metrics.offset = 0x00000000ffff0000ull;
+                m->metrics.length = count * 256 < CKPT_METRICS_CHUNK ? count * 256 : CKPT_METRICS_CHUNK;
+                for (uint32_t i = 0; i < m->metrics.length; i++)
+                        m->metrics.text[i] = (char)(i % 95 + 32);
+                break;
         default: /* empty bodies */
                 break;
         }
@@ -442,11 +452,20 @@ static const uint16_t reply_types[] = {
         CKPT_MSG_FETCH | CKPT_MSG_REPLY,
         CKPT_MSG_LATEST_RANK | CKPT_MSG_REPLY,
         CKPT_MSG_COMMIT_ASYNC | CKPT_MSG_REPLY,
+        CKPT_MSG_METRICS | CKPT_MSG_REPLY,
 };
+
+/* Numbers below CKPT_MSG_REQUEST_MAX_ that this branch leaves to others
+ * (issue 14: 23, 24 and 26 go to messages of other branches); they are no
+ * type here, and the merge that brings them in empties this list. */
+static bool type_reserved(uint16_t t) {
+        return t == 23 || t == 24;
+}
 
 static void test_roundtrips(void) {
         for (uint16_t t = CKPT_MSG_HELLO; t < CKPT_MSG_REQUEST_MAX_; t++)
-                roundtrip_request(t);
+                if (!type_reserved(t))
+                        roundtrip_request(t);
         for (size_t i = 0; i < sizeof(reply_types) / sizeof(reply_types[0]); i++) {
                 roundtrip_reply(reply_types[i], CKPT_LIST_PAGE);
                 roundtrip_reply(reply_types[i], 0);
@@ -786,8 +805,9 @@ static void test_verify_shards(void) {
 static void test_versions(void) {
         /* every reply in version 2 round-trips, and stays version 2 */
         for (size_t i = 0; i < sizeof(reply_types) / sizeof(reply_types[0]); i++) {
-                if (reply_types[i] == (CKPT_MSG_COMMIT_ASYNC | CKPT_MSG_REPLY))
-                        continue; /* version 4 on: below */
+                if (reply_types[i] == (CKPT_MSG_COMMIT_ASYNC | CKPT_MSG_REPLY) ||
+                    reply_types[i] == (CKPT_MSG_METRICS | CKPT_MSG_REPLY))
+                        continue; /* version 4 and 7 on: below and in test_metrics() */
                 make_reply(&rep_a, reply_types[i], 3);
                 rep_a.hdr.version = 2;
                 if (reply_types[i] == (CKPT_MSG_SAVE_BEGIN | CKPT_MSG_REPLY))
@@ -808,8 +828,9 @@ static void test_versions(void) {
         }
         for (uint16_t t = CKPT_MSG_HELLO; t < CKPT_MSG_REQUEST_MAX_; t++) {
                 struct ckpt_request m, out;
-                if (t == CKPT_MSG_COMMIT_ASYNC || t == CKPT_MSG_VERIFY)
-                        continue; /* version 4 and 5 on: below */
+                if (t == CKPT_MSG_COMMIT_ASYNC || t == CKPT_MSG_VERIFY || t == CKPT_MSG_METRICS ||
+                    type_reserved(t))
+                        continue; /* version 4, 5 and 7 on: below */
                 make_request(&m, t);
                 m.hdr.version = 2;
                 int n = ckpt_request_encode(&m, buf, sizeof(buf));
@@ -1813,6 +1834,10 @@ static void test_enum_names(void) {
         CHECK(strcmp(ckpt_msg_type_name(CKPT_MSG_REQUEST_MAX_), "UNKNOWN") == 0, "max");
         CHECK(strcmp(ckpt_msg_type_name(0x8000), "UNKNOWN") == 0, "0x8000");
         for (uint16_t t = CKPT_MSG_HELLO; t < CKPT_MSG_REQUEST_MAX_; t++) {
+                if (type_reserved(t)) {
+                        CHECK(strcmp(ckpt_msg_type_name(t), "UNKNOWN") == 0, "reserved %u", t);
+                        continue;
+                }
                 CHECK(strcmp(ckpt_msg_type_name(t), "UNKNOWN") != 0, "type %u named", t);
                 CHECK(strcmp(ckpt_msg_type_name(t | CKPT_MSG_REPLY), "UNKNOWN") != 0, "reply %u named", t);
         }
@@ -1838,8 +1863,48 @@ static void test_enum_names(void) {
         CHECK(strcmp(ckpt_state_name(CKPT_STATE_MAX_), "unknown") == 0, "state max");
 }
 
+/* METRICS exists from version 7 on; its reply's length is bounded by
+ * the page and by what is left of the document; reserved numbers are no
+ * type at all. */
+static void test_metrics(void) {
+        struct ckpt_request m, out;
+        struct ckpt_reply rep, rout;
+
+        make_request(&m, CKPT_MSG_METRICS);
+        m.hdr.version = CKPT_PROTO_VERSION_METRICS - 1;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "METRICS v6 encoded");
+        m.hdr.version = 0;
+        int n = ckpt_request_encode(&m, buf, sizeof(buf));
+        CHECK(n == CKPT_HDR_SIZE + 8, "METRICS request is %d bytes", n);
+        buf[4] = CKPT_PROTO_VERSION_METRICS - 1; /* the header's version, by hand */
+        CHECK_RC(ckpt_request_decode(&out, buf, (size_t)n), -EBADMSG, "METRICS v6 decoded");
+        for (uint16_t t = 23; t <= 24; t++) {
+                buf[4] = CKPT_PROTO_VERSION;
+                buf[6] = (uint8_t)t;
+                buf[7] = 0;
+                CHECK_RC(ckpt_request_decode(&out, buf, (size_t)n), -EBADMSG, "type %u decoded", t);
+        }
+
+        make_reply(&rep, CKPT_MSG_METRICS | CKPT_MSG_REPLY, 1);
+        rep.metrics.total = 1000;
+        rep.metrics.offset = 900;
+        rep.metrics.length = 101;
+        CHECK_RC(ckpt_reply_encode(&rep, buf, sizeof(buf)), -EINVAL, "page past the end");
+        rep.metrics.length = 100;
+        n = ckpt_reply_encode(&rep, buf, sizeof(buf));
+        CHECK(n == CKPT_HDR_SIZE + 20 + 100, "METRICS reply is %d bytes", n);
+        CHECK_RC(ckpt_reply_decode(&rout, buf, (size_t)n), 0, "METRICS reply");
+        CHECK(rout.metrics.length == 100 && memcmp(rout.metrics.text, rep.metrics.text, 100) == 0,
+              "METRICS text differs");
+        /* a length above the page, whatever follows, is malformed */
+        buf[CKPT_HDR_SIZE + 16] = 0xff;
+        buf[CKPT_HDR_SIZE + 17] = 0xff;
+        CHECK_RC(ckpt_reply_decode(&rout, buf, (size_t)n), -EBADMSG, "length above the page");
+}
+
 int main(void) {
         test_roundtrips();
+        test_metrics();
         test_golden();
         test_versions();
         test_status_scrub();
