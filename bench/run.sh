@@ -46,7 +46,16 @@ DOCS=1
 KEEP=0
 SCRUB=1
 CMDLINE="bench/run.sh${*:+ $*}"
-TORCH_PY=/usr/bin/python3  # Debian's python3-torch lives here, not in pyenv's python
+# Debian's python3-torch lives in /usr/bin/python3, not in pyenv's python;
+# a machine with torch installed for the python3 on PATH instead uses that
+# one ($TORCH_PY overrides both)
+if [ -z "${TORCH_PY:-}" ]; then
+        TORCH_PY=/usr/bin/python3
+        if ! "$TORCH_PY" -c 'import torch' 2>/dev/null &&
+           command -v python3 >/dev/null && python3 -c 'import torch' 2>/dev/null; then
+                TORCH_PY=$(command -v python3)
+        fi
+fi
 
 die() { echo "run.sh: $*" >&2; exit 1; }
 
@@ -210,7 +219,7 @@ CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 MEM_GIB=$(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo)
 
 export RESULTS RUNS SIZE_B TENSORS CMDLINE FSTYPE FSSRC CPU MEM_GIB FIXED LOAD_START LOAD_END
-export POOL_B SLOT_B
+export POOL_B SLOT_B TORCH_PY
 export DURATION=$((T_END - T_START))
 export NPROC=$(nproc) KERNEL=$(uname -r) DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 export TORCH_VERSION=$(grep -h '^torch_version=' "$RESULTS"/run-*.txt | head -1 | cut -d= -f2)
@@ -307,7 +316,7 @@ release build.
 
 Machine: {env["NPROC"]} CPUs ({env["CPU"]}), {env["MEM_GIB"]} GiB RAM, kernel
 {env["KERNEL"]}; state dir, fio and torch files on {env["FSTYPE"]} ({env["FSSRC"]});
-{env["FIO_VERSION"]}, torch {env["TORCH_VERSION"]} (Debian python3-torch). Load average
+{env["FIO_VERSION"]}, torch {env["TORCH_VERSION"]} ({env["TORCH_PY"]}). Load average
 {env["LOAD_START"]} at the start, {env["LOAD_END"]} at the end: **this machine is
 shared with other jobs and noisy**, so single numbers move by tens of percent
 between runs; each ratio compares measurements taken seconds apart in the
