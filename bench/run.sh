@@ -144,6 +144,16 @@ trap 'exit 130' INT TERM
 # ---- daemon -------------------------------------------------------------------
 DAEMON_ARGS=(--state-dir "$STATE" --socket "$SOCK" --pool-size "$POOL_B"
              --pool-slot-size "$SLOT_B" --local-keep 2 --log-level notice)
+# Restore (4.) and the random reads (4c.) measure the disk: a daemon with a
+# memory tier ([pool] memory_tier, issue 13) would serve the step just saved
+# from its slots instead.  Off where this ckptd has it (its --help lists
+# every key as a flag); bench/memtier.sh measures the tier itself.
+if "$CKPTD" --help 2>/dev/null | grep -q -- '--pool-memory-tier='; then
+        DAEMON_ARGS+=(--pool-memory-tier=no)
+        MEMORY_TIER="off (--pool-memory-tier=no)"
+else
+        MEMORY_TIER="none in this build"
+fi
 "$CKPTD" "${DAEMON_ARGS[@]}" >"$RESULTS/ckptd.log" 2>&1 &
 CKPTD_PID=$!
 wait_for_socket "$SOCK" "$CKPTD_PID" "$RESULTS/ckptd.log"
@@ -219,7 +229,7 @@ CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 MEM_GIB=$(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo)
 
 export RESULTS RUNS SIZE_B TENSORS CMDLINE FSTYPE FSSRC CPU MEM_GIB FIXED LOAD_START LOAD_END
-export POOL_B SLOT_B TORCH_PY
+export POOL_B SLOT_B TORCH_PY MEMORY_TIER
 export DURATION=$((T_END - T_START))
 export NPROC=$(nproc) KERNEL=$(uname -r) DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 export TORCH_VERSION=$(grep -h '^torch_version=' "$RESULTS"/run-*.txt | head -1 | cut -d= -f2)
@@ -239,7 +249,7 @@ keys = ["memcpy_s", "staging_s", "staging_copy_s", "staging_finish_s", "small_st
         "zerocopy_s", "torch_save_s", "clone_s", "bg_save_s",
         "local_mbps", "local_from_begin_s", "local_after_finish_s", "fio_write_mbps",
         "restore_mbps", "restore_parallel_mbps", "fio_read_mbps", "daemon_cpu_s_per_gb",
-        "fio_write_cpu_s_per_gb"]
+        "fio_write_cpu_s_per_gb", "random_reads", "random_read_s", "random_read_disk_bytes"]
 missing = [k for k in keys if any(k not in r for r in runs)]
 if missing:
     raise SystemExit("run.sh: runs lack " + ", ".join(missing))
@@ -282,10 +292,24 @@ row("3b. wall time begin → tier local / finish → tier local",
     "(info)", None)
 r = med["restore_mbps"] / med["fio_read_mbps"]
 row("4. restore (ckpt_read of the step) ÷ fio read",
-    mbps(med["restore_mbps"]), mbps(med["fio_read_mbps"]), r, "≥ 0.85", r >= 0.85)
+    mbps(med["restore_mbps"]), mbps(med["fio_read_mbps"]), r, "≥ 0.90", r >= 0.90)
 r = med["restore_parallel_mbps"] / med["fio_read_mbps"]
 row("4b. restore with 2 connections in parallel ÷ fio read",
     mbps(med["restore_parallel_mbps"]), mbps(med["fio_read_mbps"]), r, "(info)", None)
+# issue 13: a random small read costs a few 1 MiB blocks, not a window
+nreads = int(med["random_reads"])
+worst = max(rr["random_read_disk_bytes"] for rr in runs)
+if min(rr["random_read_disk_bytes"] for rr in runs) < 0:
+    row(f"4c. disk bytes read for {nreads:,} random 4 KiB ckpt_reads of the step "
+        "(÷ 1 MiB blocks per read)", "unreadable (/proc/PID/io)", f"{nreads:,} × 1 MiB", None,
+        "≤ 4", None)
+else:
+    v = med["random_read_disk_bytes"]
+    r = v / (nreads * (1 << 20))
+    row(f"4c. disk bytes read for {nreads:,} random 4 KiB ckpt_reads of the step "
+        "(÷ 1 MiB blocks per read)",
+        f"{v / (1 << 20):.0f} MiB (worst run {worst / (1 << 20):.0f})",
+        f"{nreads:,} × 1 MiB", r, "≤ 4", worst <= 4 * nreads * (1 << 20))
 v = med["daemon_cpu_s_per_gb"]
 row("5. daemon CPU (utime+stime) per GB written (reference: fio's own CPU per GB)",
     f"{v:.3f} s/GB", f'{med["fio_write_cpu_s_per_gb"]:.3f} s/GB', None, "≤ 0.05", v <= 0.05)
@@ -296,7 +320,9 @@ table += ["| " + " | ".join(r) + " |" for r in rows]
 
 per_run_keys = ["memcpy_s", "staging_s", "zerocopy_s", "torch_save_s", "clone_s",
                 "local_mbps", "fio_write_mbps", "restore_mbps", "restore_parallel_mbps",
-                "fio_read_mbps", "daemon_cpu_s_per_gb"]
+                "fio_read_mbps", "random_read_disk_mib", "daemon_cpu_s_per_gb"]
+for rr in runs:
+    rr["random_read_disk_mib"] = rr["random_read_disk_bytes"] / (1 << 20)
 per_run = ["| run | " + " | ".join(per_run_keys) + " |", "|" + "---|" * (len(per_run_keys) + 1)]
 for i, rr in enumerate(runs, 1):
     per_run.append(f"| {i} | " + " | ".join(f"{rr[k]:.3f}" if k.endswith("_s") or "cpu" in k
@@ -311,8 +337,8 @@ Command: `{env["CMDLINE"]}` — {env["DATE"]}, {env["RUNS"]} runs, medians
 
 Saved per checkpoint: {gib:g} GiB = {env["TENSORS"]} float32 tensors of
 {mib(int(env["SIZE_B"]) // int(env["TENSORS"]))}; ckptd `--pool-size {mib(env["POOL_B"])}
---pool-slot-size {mib(env["SLOT_B"])} --local-keep 2` (fixed buffers: {env["FIXED"]}),
-release build.
+--pool-slot-size {mib(env["SLOT_B"])} --local-keep 2` (fixed buffers: {env["FIXED"]};
+memory tier: {env["MEMORY_TIER"]}), release build.
 
 Machine: {env["NPROC"]} CPUs ({env["CPU"]}), {env["MEM_GIB"]} GiB RAM, kernel
 {env["KERNEL"]}; state dir, fio and torch files on {env["FSTYPE"]} ({env["FSSRC"]});
