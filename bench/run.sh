@@ -148,7 +148,9 @@ DAEMON_ARGS=(--state-dir "$STATE" --socket "$SOCK" --pool-size "$POOL_B"
 # memory tier ([pool] memory_tier, issue 13) would serve the step just saved
 # from its slots instead.  Off where this ckptd has it (its --help lists
 # every key as a flag); bench/memtier.sh measures the tier itself.
-if "$CKPTD" --help 2>/dev/null | grep -q -- '--pool-memory-tier='; then
+# (captured first: with pipefail, grep -q leaving early could fail the test)
+CKPTD_HELP=$("$CKPTD" --help 2>&1 || true)
+if [[ "$CKPTD_HELP" == *--pool-memory-tier=* ]]; then
         DAEMON_ARGS+=(--pool-memory-tier=no)
         MEMORY_TIER="off (--pool-memory-tier=no)"
 else
