@@ -9,13 +9,14 @@
  * (N bytes as K equal tensors), and prints one `key=value` line per number;
  * the reference side (fio, torch) and the medians are run.sh's job.
  *
- *   ckpt-bench [OPTIONS] all|memcpy|stage|zerocopy|restore|flush-stage|commit
+ *   ckpt-bench [OPTIONS] all|memcpy|stage|zerocopy|restore|random-read|flush-stage|commit
  *
  *   --socket PATH      the daemon's socket ($CKPT_SOCKET if unset)
  *   --job NAME         job to save under (default: bench)
  *   --size BYTES       bytes per save (K/M/G suffixes; default 1G)
  *   --tensors K        shards per save (default 64)
- *   --daemon-pid PID   read the daemon's CPU time from /proc/PID/stat
+ *   --daemon-pid PID   read the daemon's CPU time from /proc/PID/stat, and
+ *                      (random-read) its disk reads from /proc/PID/io
  *   --no-commit        leave steps uncommitted (default: commit each, so
  *                      the daemon's retention keeps the disk bounded)
  *   --restore-streams N  also time a restore with N connections reading
@@ -37,6 +38,14 @@
  * on the same connection, so the pool slots are already mapped here and the
  * timed save measures the steady state a trainer sees from its second save
  * on.  Steps are numbered after the job's latest committed step.
+ *
+ * random-read (part of all, after restore) makes RANDOM_READS ckpt_reads of
+ * 4 KiB at random 4 KiB-aligned offsets of random shards of the saved
+ * step, on the one connection, and prints the bytes the daemon read from
+ * disk meanwhile (random_read_disk_bytes, from /proc/PID/io read_bytes:
+ * the daemon reads O_DIRECT, so that is what its read-ahead cost; -1
+ * without --daemon-pid or when unreadable).  Issue 13's bound: at most
+ * 4 blocks of 1 MiB per read.
  *
  * flush-stage (bench/remote.sh, a daemon with the object-store tier on) is
  * not part of `all`: it times one staging with the daemon idle, then
@@ -154,6 +163,22 @@ static double proc_cpu_s(long pid) {
                    &stime) != 2)
                 return -1;
         return (double)(utime + stime) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Bytes a process has read from block devices (/proc/PID/io read_bytes),
+ * -1 if unreadable (another user's process without ptrace rights). */
+static int64_t proc_read_bytes(long pid) {
+        char path[64], line[128];
+        int64_t v = -1;
+        snprintf(path, sizeof(path), "/proc/%ld/io", pid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return -1;
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "read_bytes: %" SCNd64, &v) == 1)
+                        break;
+        fclose(f);
+        return v;
 }
 
 static void shard_name(char *buf, size_t len, uint32_t i) {
@@ -400,9 +425,9 @@ static int restore_pass(struct bench *b, const struct ckpt_shard_info *list,
         return r;
 }
 
-static int mode_restore(struct bench *b) {
-        struct ckpt_shard_info *list;
-        size_t count;
+/* The shards of the step restore and random-read read (saved first if
+ * this process has saved none), sorted by name: shard i is tensor i. */
+static int saved_shard_list(struct bench *b, struct ckpt_shard_info **list, size_t *count) {
         int r;
 
         if (!b->have_saved) {
@@ -411,9 +436,18 @@ static int mode_restore(struct bench *b) {
                 if (r < 0)
                         return r;
         }
-        r = ckpt_shard_list(b->conn, b->job, b->saved_step, 0, &list, &count);
+        r = ckpt_shard_list(b->conn, b->job, b->saved_step, 0, list, count);
+        return r < 0 ? fail(b, "shard_list", r) : 0;
+}
+
+static int mode_restore(struct bench *b) {
+        struct ckpt_shard_info *list;
+        size_t count;
+        int r;
+
+        r = saved_shard_list(b, &list, &count);
         if (r < 0)
-                return fail(b, "shard_list", r);
+                return r;
         uint64_t *offsets = calloc(count ? count : 1, sizeof(*offsets));
         uint64_t total = 0;
         for (size_t i = 0; offsets && i < count; i++) {
@@ -470,6 +504,59 @@ static int mode_restore(struct bench *b) {
  * step, in both jobs).  A's wait for CKPT_REMOTE tells whether the flush was
  * still running when B's staging ended (flush_overlapped=1).
  */
+#define RANDOM_READS 1000
+#define RANDOM_READ_SIZE 4096
+
+/* See the top of the file.  The offsets come from a fixed seed, so every
+ * run reads the same places. */
+static int mode_random_read(struct bench *b) {
+        struct ckpt_shard_info *list;
+        size_t count;
+        uint64_t x = 0x9e3779b97f4a7c15ull; /* xorshift64 state */
+        char buf[RANDOM_READ_SIZE];
+        int r;
+
+        r = saved_shard_list(b, &list, &count);
+        if (r < 0)
+                return r;
+        int64_t before = b->daemon_pid > 0 ? proc_read_bytes(b->daemon_pid) : -1;
+        double t0 = now_s();
+        for (int i = 0; i < RANDOM_READS && count > 0; i++) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                /* shard i of the list (by name) is tensor i, at i x tensor_size in src */
+                size_t idx = x % count;
+                const struct ckpt_shard_info *sh = &list[idx];
+                uint64_t units = sh->size / RANDOM_READ_SIZE;
+                uint64_t off = units ? (x >> 20) % units * RANDOM_READ_SIZE : 0;
+                uint64_t len = sh->size - off < RANDOM_READ_SIZE ? sh->size - off : RANDOM_READ_SIZE;
+                int64_t got = ckpt_read(b->conn, b->job, b->saved_step, 0, sh->name, off, buf, len);
+                if (got < 0 || (uint64_t)got != len) {
+                        fprintf(stderr, "ckpt-bench: random read of %s at %" PRIu64 ": %s\n",
+                                sh->name, off, got < 0 ? ckpt_last_error(b->conn) : "short read");
+                        ckpt_shard_list_free(list);
+                        return got < 0 ? (int)got : -EIO;
+                }
+                if (memcmp(buf, b->src + idx * b->tensor_size + off, len) != 0) {
+                        fprintf(stderr, "ckpt-bench: random read of %s at %" PRIu64 " returned "
+                                "other bytes than saved\n", sh->name, off);
+                        ckpt_shard_list_free(list);
+                        return -EIO;
+                }
+        }
+        double secs = now_s() - t0;
+        /* a read-ahead still in flight would be counted late: let it land */
+        usleep(300 * 1000);
+        int64_t after = b->daemon_pid > 0 ? proc_read_bytes(b->daemon_pid) : -1;
+        ckpt_shard_list_free(list);
+        printf("random_reads=%d\n", RANDOM_READS);
+        printf("random_read_s=%.6f\n", secs);
+        printf("random_read_disk_bytes=%" PRId64 "\n",
+               before >= 0 && after >= 0 ? after - before : (int64_t)-1);
+        return 0;
+}
+
 static int mode_flush_stage(struct bench *b) {
         struct save_times idle, a, busy;
         char idle_job[256];
@@ -925,7 +1012,8 @@ static void usage(FILE *f) {
                    "[--base-sockets P0,P1,..]\n"
                    "                  [--ranks-per-node R]"
                    " [--steps N] [--warmup W] [--timeout MS]\n"
-                   "                  all|memcpy|stage|zerocopy|restore|flush-stage|commit\n");
+                   "                  all|memcpy|stage|zerocopy|restore|random-read|flush-stage|"
+                   "commit\n");
 }
 
 int main(int argc, char **argv) {
@@ -989,8 +1077,8 @@ int main(int argc, char **argv) {
         }
         const char *mode = argv[optind];
         if (strcmp(mode, "all") && strcmp(mode, "memcpy") && strcmp(mode, "stage") &&
-            strcmp(mode, "zerocopy") && strcmp(mode, "restore") && strcmp(mode, "flush-stage") &&
-            strcmp(mode, "commit")) {
+            strcmp(mode, "zerocopy") && strcmp(mode, "restore") && strcmp(mode, "random-read") &&
+            strcmp(mode, "flush-stage") && strcmp(mode, "commit")) {
                 usage(stderr);
                 return 2;
         }
@@ -1042,6 +1130,8 @@ int main(int argc, char **argv) {
                 r = mode_zerocopy(&b);
         if (r >= 0 && (all || !strcmp(mode, "restore")))
                 r = mode_restore(&b);
+        if (r >= 0 && (all || !strcmp(mode, "random-read")))
+                r = mode_random_read(&b);
         if (r >= 0 && flush_stage)
                 r = mode_flush_stage(&b);
         ckpt_disconnect(b.conn);

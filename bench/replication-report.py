@@ -47,8 +47,17 @@ rows.append((f"1. replication of a {gib:g} GiB step ({env['RANKS']} ranks x {env
              "commit → tier replicated ÷ limit",
              fmt(rp, "%.0f MB/s") + fmt(med("repl_s"), " (%.2f s)"), fmt(lim, "%.0f MB/s"),
              fmt(r1, "%.2f"), "≥ 0.80", met(None if r1 is None else r1 >= 0.80)))
-rows.append(("1a. the limit: min(fio O_DIRECT write, iperf3 loopback 1 stream)", "—",
+loop = env.get("DEVICES") == "loop"
+rows.append(("1a. the limit: min(fio O_DIRECT write on " +
+             ("node 1's own device" if loop else "the shared filesystem") +
+             ", iperf3 loopback 1 stream)", "—",
              f"{fmt(fio, '%.0f')} / {fmt(ipf, '%.0f')} MB/s", "—", "(info)", "—"))
+fsh = med("fio_write_shared_mbps")
+if fsh:
+    rows.append(("1a'. shared-disk variant: fio O_DIRECT write on the scratch dir's filesystem "
+                 "(the loop images' backing disk); replication ÷ min(it, iperf3)", "—",
+                 f"{fsh:.0f} MB/s", fmt(rp / min(fsh, ipf) if rp and ipf else None, "%.2f"),
+                 "(info)", "—"))
 mw, mr = med("fio_mixed_write_mbps"), med("fio_mixed_read_mbps")
 if mw:
     rows.append(("1b. replication ÷ fio write with a concurrent fio read on the same disk (both "
@@ -68,10 +77,14 @@ rows.append((f"2. restore of a lost node: empty state dir, start → {gib:g} GiB
              "(pulled from node 1) ÷ limit",
              fmt(rs, "%.0f MB/s") + fmt(med("restore_s"), " (%.2f s)"), fmt(lim, "%.0f MB/s"),
              fmt(r2, "%.2f"), "≥ 0.80", met(None if r2 is None else r2 >= 0.80)))
-rows.append(("2a. daemon CPU s per GB restored: sender (node 1) / receiver (node 0, its whole "
-             "life from start)",
+rows.append(("2a. daemon CPU s per GB restored: sender (node 1) / receiver (node 0, from its "
+             "socket up, pool ready); the receiver's start-up apart (start → socket up) and its "
+             "whole life per GB",
              f"{fmt(med('restore_sender_cpu_s_per_gb'), '%.3f')} / "
-             f"{fmt(med('restore_receiver_cpu_s_per_gb'), '%.3f')} s/GB", "—", "—", "(info)", "—"))
+             f"{fmt(med('restore_receiver_cpu_s_per_gb'), '%.3f')} s/GB; start-up "
+             f"{fmt(med('restore_receiver_startup_cpu_s'), '%.3f')} s; life "
+             f"{fmt(med('restore_receiver_life_cpu_s_per_gb'), '%.3f')} s/GB",
+             "—", "—", "(info)", "—"))
 rsk = med("restore_start_to_socket_s")
 rest = None
 if rsk is not None and med("restore_s"):
@@ -133,12 +146,12 @@ hdr = ("measurement", "ckptd", "reference", "ratio", "target", "met?")
 table = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
 table += ["| " + " | ".join(r) + " |" for r in rows]
 
-per_run_keys = ["fio_write_mbps", "fio_mixed_write_mbps", "iperf3_mbps", "repl_mbps", "repl_ratio", "restore_mbps",
+per_run_keys = ["fio_write_mbps", "fio_write_shared_mbps", "fio_mixed_write_mbps", "iperf3_mbps", "repl_mbps", "repl_ratio", "restore_mbps",
                 "restore_ratio", "restore_sep_mbps", "restore_sep_ratio", "stage_idle_s", "stage_busy_s", "stage_ratio",
                 "stage_pending_after", "stage_repl_left_s", "stage_repl_s", "control_stage_idle_s",
                 "control_stage_busy_s", "repl_sender_cpu_s_per_gb", "repl_receiver_cpu_s_per_gb",
                 "restore_sender_cpu_s_per_gb", "restore_receiver_cpu_s_per_gb",
-                "restore_start_to_socket_s"]
+                "restore_start_to_socket_s", "restore_receiver_startup_cpu_s"]
 per_run_keys = [k for k in per_run_keys if any(k in r for r in runs)]
 per_run = ["| run | " + " | ".join(per_run_keys) + " |", "|" + "---|" * (len(per_run_keys) + 1)]
 for i, r in enumerate(runs, 1):
@@ -148,8 +161,8 @@ for i, r in enumerate(runs, 1):
 head = (f"bench/replication.sh: {env['RUNS']} runs, medians; {gib:g} GiB step "
         f"({env['RANKS']} ranks x {env['SHARDS']} shards x {int(env['SHARD_B']) >> 20} MiB), "
         f"pool {int(env['POOL_B']) >> 20} MiB / slot {int(env['SLOT_B']) >> 20} MiB; "
-        f"{env['NPROC']} CPUs, kernel {env['KERNEL']}; state dirs and fio on {env['FSTYPE']} "
-        f"({env['FSSRC']}); build {env['BUILD']} ({env['BUILDTYPE']}); {env['FIO_VERSION']}, "
+        f"{env['NPROC']} CPUs, kernel {env['KERNEL']}; scratch dir on {env['FSTYPE']} "
+        f"({env['FSSRC']}), state dirs: {env.get('DEVICE_DESC', '?')}; build {env['BUILD']} ({env['BUILDTYPE']}); {env['FIO_VERSION']}, "
         f"{env['IPERF_VERSION']} ({env['IPERF_S']} s); load {env['LOAD_START']} -> "
         f"{env['LOAD_END']}; {env['DURATION']} s")
 print()
@@ -162,7 +175,9 @@ print()
 print("\n".join(per_run))
 
 summary = {"runs": env["RUNS"], "step_bytes": env["STEP_B"], "stage_bytes": env["STAGE_B"]}
-for k in ("repl_mbps", "restore_mbps", "restore_sep_mbps", "fio_write_mbps", "fio_mixed_write_mbps", "iperf3_mbps", "limit_mbps",
+summary["devices"] = env.get("DEVICES", "shared")
+for k in ("repl_mbps", "restore_mbps", "restore_sep_mbps", "fio_write_mbps", "fio_write_shared_mbps",
+          "fio_mixed_write_mbps", "iperf3_mbps", "limit_mbps",
           "stage_idle_s", "stage_busy_s", "control_stage_idle_s", "control_stage_busy_s",
           "repl_sender_cpu_s_per_gb", "repl_receiver_cpu_s_per_gb",
           "restore_sender_cpu_s_per_gb", "restore_receiver_cpu_s_per_gb"):

@@ -3,8 +3,11 @@
 #
 # replication.sh — ckptd's neighbour-replication benchmark: two daemons on
 # this machine, node 0 and node 1 of a two-node clique (J=1, F=2) talking
-# over loopback, each with its own state dir on the same filesystem.  It
-# measures, as medians of R runs:
+# over loopback, each with its state dir on a device of its own where the
+# machine allows (REPL_BENCH_DEVICES=loop: an ext4 image per node on a loop
+# device with direct I/O, which O_DIRECT works on, unlike a tmpfs), else
+# both on the scratch dir's filesystem (shared).  It measures, as medians
+# of R runs:
 #
 #   1. replication: a step of RANKS x SHARDS x SHARD_SIZE saved on node 0
 #      (every rank to tier local, in parallel), then commit -> tier
@@ -26,11 +29,16 @@
 #
 # each next to the physical limit measured in the same run: min(iperf3
 # over loopback, one stream for 10 s; fio O_DIRECT sequential write of the
-# step's size on the state dirs' filesystem).  For information, fio's write
-# with a concurrent read of the same size on the same disk: on one machine
-# node 0's reads of the step and node 1's writes share the disk.  Also the daemons' CPU
-# (utime+stime, /proc/PID/stat) per GB replicated and restored, sender and
-# receiver.
+# step's size on the receiver's device: node 1's for part 1, which node 0's
+# is like for part 2).  For information, fio's write on the scratch dir's
+# own filesystem (the shared-disk setup), and fio's write with a
+# concurrent read of the same size on that disk: loop images live on it
+# too, so node 0's reads of the step and node 1's writes still share the
+# physical disk.  Also the daemons' CPU (utime+stime, /proc/PID/stat) per
+# GB replicated and restored, sender and receiver, from the moment both
+# daemons are up with their pools set up (a daemon prefaults and clears its
+# pool at start): the restoring node's start-up (start -> socket up) is
+# reported apart.
 #
 #   bench/replication.sh      (no arguments; settings from the environment)
 #
@@ -48,6 +56,10 @@
 #   REPL_BENCH_CONTROL=0      skip part 3's control on a lone daemon
 #   REPL_BENCH_SEPARATE=0     skip part 2's restore from a holder on tmpfs
 #   REPL_BENCH_SHM=dir        the tmpfs for it (default /dev/shm)
+#   REPL_BENCH_DEVICES=loop|shared  each node's state dir on an ext4 loop
+#                             image of its own (needs root, losetup, mkfs.ext4),
+#                             or both on the scratch dir's filesystem; default
+#                             loop where possible, else shared
 #   REPL_BENCH_PROFILE=1      perf record -e cpu-clock -g on both daemons during
 #                             parts 1 and 2 of the last run (perf-*.txt in the
 #                             results dir; the CPU numbers of that run include perf)
@@ -76,6 +88,7 @@ SEPARATE=${REPL_BENCH_SEPARATE:-1}
 SHM=${REPL_BENCH_SHM:-/dev/shm}
 PROFILE=${REPL_BENCH_PROFILE:-0}
 KEEP=${REPL_BENCH_KEEP:-0}
+DEVICES=${REPL_BENCH_DEVICES:-auto}
 JOB=rbench
 CMDLINE="$(env | { grep -E '^(BUILD|REPL_BENCH_[A-Z_]*)=' || true; } | sort | tr '\n' ' ')bench/replication.sh"
 
@@ -119,6 +132,14 @@ fi
 if [ "$PROFILE" = 1 ]; then
         command -v perf >/dev/null || die "REPL_BENCH_PROFILE=1 needs perf"
 fi
+loop_ok() { [ "$(id -u)" = 0 ] && command -v losetup >/dev/null && command -v mkfs.ext4 >/dev/null &&
+            [ -e /dev/loop-control ]; }
+case "$DEVICES" in
+auto) if loop_ok; then DEVICES=loop; else DEVICES=shared; fi ;;
+loop) loop_ok || die "REPL_BENCH_DEVICES=loop needs root, losetup, mkfs.ext4 and /dev/loop-control" ;;
+shared) ;;
+*) die "REPL_BENCH_DEVICES must be loop or shared" ;;
+esac
 
 if [ "${REPL_BENCH_NO_BUILD:-0}" != 1 ]; then
         [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" --buildtype=release >&2
@@ -140,6 +161,10 @@ CKPTD_HELP=$("$CKPTD" --help 2>&1 || true)
 WORK=$(mktemp -d "${REPL_BENCH_DIR:-/var/tmp}/ckptd-repl.XXXXXX")
 # the step on node 0, its replica on node 1, part 3's steps, fio's file, margin
 need_kb=$(( (3 * STEP_B + 6 * STAGE_B) / 1024 + (1 << 20) ))
+# a loop image per node: its step or replica, part 3's, fio's file, margin
+# (sparse: blocks are taken as written)
+IMG_B=$(( 2 * STEP_B + 4 * STAGE_B + (1 << 30) ))
+[ "$DEVICES" = shared ] || need_kb=$(( need_kb + STEP_B / 1024 ))
 avail_kb=$(df -Pk "$WORK" | awk 'NR == 2 { print $4 }')
 [ "$avail_kb" -ge "$need_kb" ] || { rm -rf "$WORK"; die "$WORK: need $((need_kb >> 20)) GiB free"; }
 RESULTS=$SRC_ROOT/bench/results/repl-$(date +%Y%m%d-%H%M%S)
@@ -152,6 +177,8 @@ PSK=$WORK/psk
 [ "$(wc -c <"$PSK")" = 48 ] || die "could not write a 48-character key"
 
 PIDS=("" "")        # ckptd of node 0, node 1
+LOOPS=()            # loop devices attached here
+MOUNTS=()           # their mount points
 HOLDER=             # node 1's state dir while it is on the tmpfs
 PERF_PIDS=()
 IPERF_SRV=
@@ -170,6 +197,8 @@ cleanup() {
                 stop_pid "$p"
         done
         [ -z "$HOLDER" ] || rm -rf "$HOLDER"
+        for p in "${MOUNTS[@]}"; do umount "$p" 2>/dev/null || log "could not unmount $p"; done
+        for p in "${LOOPS[@]}"; do losetup -d "$p" 2>/dev/null || log "could not detach $p"; done
         if [ "$KEEP" = 1 ]; then
                 log "kept $WORK"
         else
@@ -178,6 +207,30 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# each node's device: an ext4 image on a loop device with direct I/O (the
+# daemon's O_DIRECT then reaches the image file's blocks without the page
+# cache in between), mounted at $WORK/devN
+if [ "$DEVICES" = loop ]; then
+        for i in 0 1; do
+                truncate -s "$IMG_B" "$WORK/node$i.img"
+                # inode tables and journal written now, not by ext4lazyinit
+                # in the background of the measurements
+                mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$WORK/node$i.img" ||
+                        die "mkfs.ext4 of $WORK/node$i.img failed"
+                dev=$(losetup --direct-io=on -f --show "$WORK/node$i.img") ||
+                        die "losetup of $WORK/node$i.img failed"
+                LOOPS+=("$dev")
+                mkdir -p "$WORK/dev$i"
+                mount "$dev" "$WORK/dev$i" || die "mount $dev $WORK/dev$i failed"
+                MOUNTS+=("$WORK/dev$i")
+                mkdir -p "$WORK/dev$i/fio"
+        done
+        DEVICE_DESC="node 0 on $(basename "${LOOPS[0]}"), node 1 on $(basename "${LOOPS[1]}") (ext4 images, loop --direct-io=on)"
+else
+        DEVICE_DESC="both on the scratch dir's filesystem"
+fi
+log "state dirs: $DEVICE_DESC"
 
 read -r P0 P1 PI < <(free_ports 3)
 PEERS=127.0.0.1:$P0,127.0.0.1:$P1
@@ -206,8 +259,16 @@ profile_stop() {
 
 sock_of() { echo "$WORK/node$1.sock"; }
 state_of() { # index: node 1's is on the tmpfs while HOLDER is set
-        if [ "$1" = 1 ] && [ -n "$HOLDER" ]; then echo "$HOLDER"; else echo "$WORK/node$1"; fi
+        if [ "$1" = 1 ] && [ -n "$HOLDER" ]; then
+                echo "$HOLDER"
+        elif [ "$DEVICES" = loop ]; then
+                echo "$WORK/dev$1/node$1"
+        else
+                echo "$WORK/node$1"
+        fi
 }
+# where fio measures node i's device
+fio_dir_of() { if [ "$DEVICES" = loop ]; then echo "$WORK/dev$1/fio"; else echo "$WORK/fio"; fi; }
 
 start_node() { # index [lone: without peers]; sets PIDS[index]
         local i=$1 args
@@ -286,7 +347,7 @@ mkdir -p "$WORK/fio"
 # Part 2: stop node 0, wipe it, start it and time start -> the step back
 # from node 1, then check every byte (untimed).  Keys PREFIX_s, _mbps, ...
 restore_node0() { # prefix; uses run, step, out
-        local pre=$1 restored=0 t_ready= t0 t1 c0s c1s c1r n_before n_now r p pids
+        local pre=$1 restored=0 t_ready= c_ready= t0 t1 c0s c1s c1r n_before n_now r p pids
         stop_node 0
         rm -rf "$(state_of 0)"
         profile_start "${PIDS[1]}" "$pre-sender"
@@ -298,7 +359,11 @@ restore_node0() { # prefix; uses run, step, out
         # list (polling ckptctl + python would take a core of these 2 CPUs)
         n_before=$(grep -c "peers: restored [0-9]* ranks from neighbours" "$RESULTS/node0.log" || true)
         for _ in $(seq 12000); do
-                [ -z "$t_ready" ] && [ -S "$(sock_of 0)" ] && t_ready=$(now)
+                # socket up: start-up done, pool prefaulted and cleared
+                if [ -z "$t_ready" ] && [ -S "$(sock_of 0)" ]; then
+                        t_ready=$(now)
+                        c_ready=$(cpu_s "${PIDS[0]}")
+                fi
                 n_now=$(grep -c "peers: restored [0-9]* ranks from neighbours" "$RESULTS/node0.log" || true)
                 if [ "$n_now" -gt "$n_before" ]; then
                         t1=$(now)
@@ -314,12 +379,14 @@ restore_node0() { # prefix; uses run, step, out
         c1s=$(cpu_s "${PIDS[1]}")
         c1r=$(cpu_s "${PIDS[0]}")   # node 0's whole life: start and restore
         profile_stop
-        [ -n "$t_ready" ] || t_ready=$t1
+        [ -n "$t_ready" ] || { t_ready=$t1; c_ready=$c1r; }
         awk -v p="$pre" -v b="$STEP_B" -v t0="$t0" -v t1="$t1" -v tr="$t_ready" -v c0s="$c0s" \
-            -v c1s="$c1s" -v c1r="$c1r" 'BEGIN {
+            -v c1s="$c1s" -v c1r="$c1r" -v cr="$c_ready" 'BEGIN {
                 printf "%s_s=%.3f\n%s_mbps=%.1f\n%s_start_to_socket_s=%.3f\n", p, t1 - t0, p, b / (t1 - t0) / 1e6, p, tr - t0
                 printf "%s_sender_cpu_s_per_gb=%.4f\n%s_receiver_cpu_s_per_gb=%.4f\n",
-                       p, (c1s - c0s) / (b / 1e9), p, c1r / (b / 1e9) }' >>"$out"
+                       p, (c1s - c0s) / (b / 1e9), p, (c1r - cr) / (b / 1e9)
+                printf "%s_receiver_startup_cpu_s=%.4f\n%s_receiver_life_cpu_s_per_gb=%.4f\n",
+                       p, cr, p, c1r / (b / 1e9) }' >>"$out"
         # the bytes came back (untimed): every rank against the generator
         pids=()
         for r in $(seq 0 $((RANKS - 1))); do
@@ -339,10 +406,18 @@ for run in $(seq "$RUNS"); do
         out=$RESULTS/run-$run.txt
         echo "run=$run" >"$out"
 
-        # ---- the limit: fio write on the state dirs' filesystem, iperf3 on loopback
-        rm -f "$WORK/fio/write.dat"
-        fio --name=write --filename="$WORK/fio/write.dat" --rw=write --end_fsync=1 \
+        # ---- the limit: fio write on the receiver's device, iperf3 on loopback
+        rfio=$(fio_dir_of 1)
+        rm -f "$rfio/write.dat"
+        fio --name=write --filename="$rfio/write.dat" --rw=write --end_fsync=1 \
                 "${FIO_COMMON[@]}" >"$RESULTS/fio-write-$run.json"
+        # (information) the same on the scratch dir's own filesystem, what
+        # the shared-disk setup's limit was (the mixed run below reads it)
+        if [ "$DEVICES" = loop ]; then
+                rm -f "$rfio/write.dat"
+                fio --name=write --filename="$WORK/fio/write.dat" --rw=write --end_fsync=1 \
+                        "${FIO_COMMON[@]}" >"$RESULTS/fio-write-shared-$run.json"
+        fi
         # (information) what this one-disk setup asks of the disk: node 0
         # reads the step while node 1 writes it, so also a write of the same
         # size with a concurrent read of the file just written
@@ -351,10 +426,14 @@ for run in $(seq "$RUNS"); do
                 --name=write --filename="$WORK/fio/write2.dat" --rw=write --end_fsync=1 \
                 >"$RESULTS/fio-mixed-$run.json"
         rm -f "$WORK/fio/write.dat" "$WORK/fio/write2.dat"
-        python3 - "$RESULTS/fio-write-$run.json" "$RESULTS/fio-mixed-$run.json" >>"$out" <<'PYEOF'
-import json, sys
+        python3 - "$RESULTS/fio-write-$run.json" "$RESULTS/fio-mixed-$run.json" \
+                "$RESULTS/fio-write-shared-$run.json" >>"$out" <<'PYEOF'
+import json, os, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]
 print("fio_write_mbps=%.1f" % (j["write"]["bw_bytes"] / 1e6))
+if os.path.exists(sys.argv[3]):
+    sh = json.load(open(sys.argv[3]))["jobs"][0]
+    print("fio_write_shared_mbps=%.1f" % (sh["write"]["bw_bytes"] / 1e6))
 cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100 * j["job_runtime"] / 1000
 print("fio_write_cpu_s_per_gb=%.4f" % (cpu / (j["write"]["io_bytes"] / 1e9)))
 m = {x["jobname"]: x for x in json.load(open(sys.argv[2]))["jobs"]}
@@ -427,8 +506,9 @@ PYEOF
         # disk node 0 writes to (untimed: the copy and node 1's restart)
         if [ "$SEPARATE" = 1 ]; then
                 stop_node 1
+                own=$(state_of 1)
                 HOLDER=$(mktemp -d "$SHM/ckptd-repl-holder.XXXXXX")
-                cp -a "$WORK/node1/." "$HOLDER/"
+                cp -a "$own/." "$HOLDER/"
                 start_node 1
                 wait_socket 1
                 restore_node0 restore_sep
@@ -494,7 +574,7 @@ fi
 FSTYPE=$(findmnt -n -o FSTYPE -T "$WORK" 2>/dev/null || echo "?")
 FSSRC=$(findmnt -n -o SOURCE -T "$WORK" 2>/dev/null || echo "?")
 export RESULTS RAW RUNS STEP_B STAGE_B RANKS SHARDS SHARD_B POOL_B SLOT_B BUILD BUILDTYPE IPERF_S
-export LOAD_START LOAD_END CMDLINE FSTYPE FSSRC PROFILE
+export LOAD_START LOAD_END CMDLINE FSTYPE FSSRC PROFILE DEVICES DEVICE_DESC
 export DURATION=$((T_END - T_START)) NPROC=$(nproc) KERNEL=$(uname -r)
 export FIO_VERSION=$(fio --version) IPERF_VERSION=$("$IPERF3" --version | head -1 | cut -d' ' -f1-2)
 python3 "$SRC_ROOT/bench/replication-report.py"

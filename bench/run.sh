@@ -46,7 +46,16 @@ DOCS=1
 KEEP=0
 SCRUB=1
 CMDLINE="bench/run.sh${*:+ $*}"
-TORCH_PY=/usr/bin/python3  # Debian's python3-torch lives here, not in pyenv's python
+# Debian's python3-torch lives in /usr/bin/python3, not in pyenv's python;
+# a machine with torch installed for the python3 on PATH instead uses that
+# one ($TORCH_PY overrides both)
+if [ -z "${TORCH_PY:-}" ]; then
+        TORCH_PY=/usr/bin/python3
+        if ! "$TORCH_PY" -c 'import torch' 2>/dev/null &&
+           command -v python3 >/dev/null && python3 -c 'import torch' 2>/dev/null; then
+                TORCH_PY=$(command -v python3)
+        fi
+fi
 
 die() { echo "run.sh: $*" >&2; exit 1; }
 
@@ -135,6 +144,18 @@ trap 'exit 130' INT TERM
 # ---- daemon -------------------------------------------------------------------
 DAEMON_ARGS=(--state-dir "$STATE" --socket "$SOCK" --pool-size "$POOL_B"
              --pool-slot-size "$SLOT_B" --local-keep 2 --log-level notice)
+# Restore (4.) and the random reads (4c.) measure the disk: a daemon with a
+# memory tier ([pool] memory_tier, issue 13) would serve the step just saved
+# from its slots instead.  Off where this ckptd has it (its --help lists
+# every key as a flag); bench/memtier.sh measures the tier itself.
+# (captured first: with pipefail, grep -q leaving early could fail the test)
+CKPTD_HELP=$("$CKPTD" --help 2>&1 || true)
+if [[ "$CKPTD_HELP" == *--pool-memory-tier=* ]]; then
+        DAEMON_ARGS+=(--pool-memory-tier=no)
+        MEMORY_TIER="off (--pool-memory-tier=no)"
+else
+        MEMORY_TIER="none in this build"
+fi
 "$CKPTD" "${DAEMON_ARGS[@]}" >"$RESULTS/ckptd.log" 2>&1 &
 CKPTD_PID=$!
 wait_for_socket "$SOCK" "$CKPTD_PID" "$RESULTS/ckptd.log"
@@ -210,7 +231,7 @@ CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 MEM_GIB=$(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo)
 
 export RESULTS RUNS SIZE_B TENSORS CMDLINE FSTYPE FSSRC CPU MEM_GIB FIXED LOAD_START LOAD_END
-export POOL_B SLOT_B
+export POOL_B SLOT_B TORCH_PY MEMORY_TIER
 export DURATION=$((T_END - T_START))
 export NPROC=$(nproc) KERNEL=$(uname -r) DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 export TORCH_VERSION=$(grep -h '^torch_version=' "$RESULTS"/run-*.txt | head -1 | cut -d= -f2)
@@ -230,7 +251,7 @@ keys = ["memcpy_s", "staging_s", "staging_copy_s", "staging_finish_s", "small_st
         "zerocopy_s", "torch_save_s", "clone_s", "bg_save_s",
         "local_mbps", "local_from_begin_s", "local_after_finish_s", "fio_write_mbps",
         "restore_mbps", "restore_parallel_mbps", "fio_read_mbps", "daemon_cpu_s_per_gb",
-        "fio_write_cpu_s_per_gb"]
+        "fio_write_cpu_s_per_gb", "random_reads", "random_read_s", "random_read_disk_bytes"]
 missing = [k for k in keys if any(k not in r for r in runs)]
 if missing:
     raise SystemExit("run.sh: runs lack " + ", ".join(missing))
@@ -273,10 +294,24 @@ row("3b. wall time begin → tier local / finish → tier local",
     "(info)", None)
 r = med["restore_mbps"] / med["fio_read_mbps"]
 row("4. restore (ckpt_read of the step) ÷ fio read",
-    mbps(med["restore_mbps"]), mbps(med["fio_read_mbps"]), r, "≥ 0.85", r >= 0.85)
+    mbps(med["restore_mbps"]), mbps(med["fio_read_mbps"]), r, "≥ 0.90", r >= 0.90)
 r = med["restore_parallel_mbps"] / med["fio_read_mbps"]
 row("4b. restore with 2 connections in parallel ÷ fio read",
     mbps(med["restore_parallel_mbps"]), mbps(med["fio_read_mbps"]), r, "(info)", None)
+# issue 13: a random small read costs a few 1 MiB blocks, not a window
+nreads = int(med["random_reads"])
+worst = max(rr["random_read_disk_bytes"] for rr in runs)
+if min(rr["random_read_disk_bytes"] for rr in runs) < 0:
+    row(f"4c. disk bytes read for {nreads:,} random 4 KiB ckpt_reads of the step "
+        "(÷ 1 MiB blocks per read)", "unreadable (/proc/PID/io)", f"{nreads:,} × 1 MiB", None,
+        "≤ 4", None)
+else:
+    v = med["random_read_disk_bytes"]
+    r = v / (nreads * (1 << 20))
+    row(f"4c. disk bytes read for {nreads:,} random 4 KiB ckpt_reads of the step "
+        "(÷ 1 MiB blocks per read)",
+        f"{v / (1 << 20):.0f} MiB (worst run {worst / (1 << 20):.0f})",
+        f"{nreads:,} × 1 MiB", r, "≤ 4", worst <= 4 * nreads * (1 << 20))
 v = med["daemon_cpu_s_per_gb"]
 row("5. daemon CPU (utime+stime) per GB written (reference: fio's own CPU per GB)",
     f"{v:.3f} s/GB", f'{med["fio_write_cpu_s_per_gb"]:.3f} s/GB', None, "≤ 0.05", v <= 0.05)
@@ -287,7 +322,9 @@ table += ["| " + " | ".join(r) + " |" for r in rows]
 
 per_run_keys = ["memcpy_s", "staging_s", "zerocopy_s", "torch_save_s", "clone_s",
                 "local_mbps", "fio_write_mbps", "restore_mbps", "restore_parallel_mbps",
-                "fio_read_mbps", "daemon_cpu_s_per_gb"]
+                "fio_read_mbps", "random_read_disk_mib", "daemon_cpu_s_per_gb"]
+for rr in runs:
+    rr["random_read_disk_mib"] = rr["random_read_disk_bytes"] / (1 << 20)
 per_run = ["| run | " + " | ".join(per_run_keys) + " |", "|" + "---|" * (len(per_run_keys) + 1)]
 for i, rr in enumerate(runs, 1):
     per_run.append(f"| {i} | " + " | ".join(f"{rr[k]:.3f}" if k.endswith("_s") or "cpu" in k
@@ -302,12 +339,12 @@ Command: `{env["CMDLINE"]}` — {env["DATE"]}, {env["RUNS"]} runs, medians
 
 Saved per checkpoint: {gib:g} GiB = {env["TENSORS"]} float32 tensors of
 {mib(int(env["SIZE_B"]) // int(env["TENSORS"]))}; ckptd `--pool-size {mib(env["POOL_B"])}
---pool-slot-size {mib(env["SLOT_B"])} --local-keep 2` (fixed buffers: {env["FIXED"]}),
-release build.
+--pool-slot-size {mib(env["SLOT_B"])} --local-keep 2` (fixed buffers: {env["FIXED"]};
+memory tier: {env["MEMORY_TIER"]}), release build.
 
 Machine: {env["NPROC"]} CPUs ({env["CPU"]}), {env["MEM_GIB"]} GiB RAM, kernel
 {env["KERNEL"]}; state dir, fio and torch files on {env["FSTYPE"]} ({env["FSSRC"]});
-{env["FIO_VERSION"]}, torch {env["TORCH_VERSION"]} (Debian python3-torch). Load average
+{env["FIO_VERSION"]}, torch {env["TORCH_VERSION"]} ({env["TORCH_PY"]}). Load average
 {env["LOAD_START"]} at the start, {env["LOAD_END"]} at the end: **this machine is
 shared with other jobs and noisy**, so single numbers move by tens of percent
 between runs; each ratio compares measurements taken seconds apart in the

@@ -97,7 +97,8 @@ struct conn {
         unsigned nprefetch;
         /* How this connection reads its current shard (restore.c
          * read_ahead_note): a READ starting where the previous one of the
-         * same shard ended doubles the window, any other starts it over. */
+         * same shard ended, or at the start of the shard that follows a
+         * shard read whole, doubles the window; any other starts it over. */
         struct read_ahead {
                 char job[CKPT_NAME_MAX + 1];
                 char shard[CKPT_NAME_MAX + 1];
@@ -106,6 +107,13 @@ struct conn {
                 uint64_t next;      /* where the previous READ of it ended */
                 uint64_t window;    /* bytes to read ahead past a READ; 0: none */
                 uint64_t piece;     /* whole blocks of the last READ: one read-ahead */
+                bool from_start;    /* the shard was read on from offset 0 */
+                bool at_end;        /* ... and the previous READ ended at its end */
+                /* a READ went on from one shard's end to the start of the
+                 * next (by name, SHARD_LIST's order): the read-ahead may go
+                 * on into the shard after the one being read */
+                bool across;
+                char following[CKPT_NAME_MAX + 1]; /* at_end: the next shard ("": none) */
         } ra;
         struct conn_fetch *fetch;   /* restoring for this request (object store,
                                      * neighbours, or LATEST_RANK's walk) */

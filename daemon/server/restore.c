@@ -53,6 +53,9 @@ struct read_op {
         int error;              /* of a prefetch that failed */
         char job[CKPT_NAME_MAX + 1];
         char shard[CKPT_NAME_MAX + 1];
+        /* the shard after this one by name (SHARD_LIST's order) when the
+         * range ends at the shard's end; "" otherwise or when none */
+        char following[CKPT_NAME_MAX + 1];
         uint64_t step;
         uint32_t rank;
         uint64_t offset, length;   /* bytes the reply covers */
@@ -1222,6 +1225,9 @@ static void read_finish(struct read_op *op) {
         /* a restore reads on: have the next window on its way while the
          * client copies this one */
         c->ra.next = op->offset + op->length;
+        c->ra.at_end = c->ra.next >= op->shard_size;
+        snprintf(c->ra.following, sizeof(c->ra.following), "%s",
+                 c->ra.at_end ? op->following : "");
         if (!c->closing)
                 read_prefetch_next(c, op);
         read_op_free(op);
@@ -1295,6 +1301,20 @@ static void read_window_ready(struct pool_waiter *w, const struct pool_extent *e
         read_submit(op);
 }
 
+/* The name of the shard after `shard` in name order in m (the order
+ * SHARD_LIST gives, which a restore walks), into out; "" when it is the
+ * last.  One pass over m, as manifest_find() makes for every READ. */
+static void shard_following(const struct manifest *m, const char *shard, char *out, size_t len) {
+        const char *best = NULL;
+
+        for (uint32_t i = 0; i < m->nshards; i++) {
+                const char *n = m->shards[i].name;
+                if (strcmp(n, shard) > 0 && (!best || strcmp(n, best) < 0))
+                        best = n;
+        }
+        snprintf(out, len, "%s", best ? best : "");
+}
+
 /*
  * A read of [offset, offset+length) of a shard on disk: open it, clip the
  * range to the shard and to one slot of whole blocks.  Returns the op, or
@@ -1361,6 +1381,8 @@ static struct read_op *read_op_new(struct server *srv, uint32_t uid, struct stor
         end = MIN(end, op->span_start + pool_slot_size(srv->pool));
         op->span_length = end - op->span_start;
         op->length = MIN(length, end - offset);
+        if (op->offset + op->length == sh->size)
+                shard_following(m, shard, op->following, sizeof(op->following));
         op->first_block = op->span_start / MANIFEST_BLOCK_SIZE;
         uint64_t nblocks = (op->span_length + MANIFEST_BLOCK_SIZE - 1) / MANIFEST_BLOCK_SIZE;
         op->expected = calloc(nblocks, sizeof(uint32_t));
@@ -1389,28 +1411,41 @@ void restore_drop_prefetches_of(struct conn *c) {
 
 /* Queue read-aheads after prev (or after the last one queued), in pieces
  * the size of the reader's READs, until c->ra.window bytes past prev are
- * on their way, the queue is full, the shard ends, or memory is short.
- * Never into the next shard: which one a reader wants next is a guess, and
- * a wrong one read a whole window for nothing (issue 13). */
+ * on their way, the queue is full, the rank's shards end, or memory is
+ * short.  Past the end of a shard only for a reader that has already gone
+ * on from one shard's end to the start of the next (c->ra.across): which
+ * shard a reader wants next is otherwise a guess, and a wrong one read a
+ * whole window for nothing (issue 13).  A restore reading every shard
+ * whole in SHARD_LIST's order, one READ each, then finds the next shard
+ * read while it copies this one, instead of the disk idling between its
+ * READs. */
 static void read_prefetch_next(struct conn *c, const struct read_op *prev) {
         struct server *srv = c->srv;
         char msg[CKPT_ERRMSG_MAX];
-        uint64_t prev_end = prev->offset + prev->length;
+        uint64_t ahead = 0; /* bytes on their way past prev, in the reader's order */
         bool eof;
         int error;
 
+        for (unsigned i = 0; i < c->nprefetch; i++)
+                ahead += c->prefetch[i]->length;
         while (c->nprefetch < SERVER_PREFETCH_DEPTH && !srv->draining) {
                 const struct read_op *base = c->nprefetch ? c->prefetch[c->nprefetch - 1] : prev;
+                const char *shard = base->shard;
                 uint64_t next = base->offset + base->length;
-                uint64_t ahead = next - prev_end;
-                if (ahead >= c->ra.window || next >= base->shard_size)
+                if (ahead >= c->ra.window)
                         return;
+                if (next >= base->shard_size) {
+                        if (!c->ra.across || !base->following[0])
+                                return;
+                        shard = base->following;
+                        next = 0;
+                }
                 /* end on a block boundary: the next READ starts there, and a
                  * piece ending inside a block would read that block twice */
                 uint64_t end = ALIGN_UP(next + MIN(c->ra.piece, c->ra.window - ahead),
                                         (uint64_t)MANIFEST_BLOCK_SIZE);
                 struct read_op *op = read_op_new(srv, (uint32_t)c->uid, base->store, base->job,
-                                                 base->step, base->rank, base->shard, next,
+                                                 base->step, base->rank, shard, next,
                                                  end - next, &error, &eof, msg, sizeof(msg));
                 if (!op)
                         return; /* the real request will report any problem */
@@ -1426,6 +1461,7 @@ static void read_prefetch_next(struct conn *c, const struct read_op *prev) {
                 op->prefetch = true;
                 c->prefetch[c->nprefetch++] = op;
                 read_submit(op);
+                ahead += op->length;
         }
 }
 
@@ -1434,19 +1470,30 @@ static void read_prefetch_next(struct conn *c, const struct read_op *prev) {
  * the blocks it covers: a random reader costs no more than its own range.
  * Each READ that goes on where the previous one ended doubles the window,
  * up to SERVER_PREFETCH_DEPTH slots, so a restore streaming a shard keeps
- * the disk busy after a few READs. */
+ * the disk busy after a few READs.  So does a READ at offset 0 of the
+ * shard that follows (by name) one this connection read whole: a restore
+ * of many shards of one READ each is one stream, and its window grows
+ * across them (read_prefetch_next then reads on into the next shard). */
 static void read_ahead_note(struct conn *c, const struct ckpt_req_read *req) {
         struct read_ahead *ra = &c->ra;
         uint64_t slot = pool_slot_size(c->srv->pool);
         uint64_t piece = MIN(ALIGN_UP(MAX(req->length, 1), (uint64_t)MANIFEST_BLOCK_SIZE), slot);
-        bool sequential = ra->next == req->offset && ra->step == req->step &&
-                          ra->rank == req->rank && !strcmp(ra->job, req->job.str) &&
-                          !strcmp(ra->shard, req->shard.str);
+        bool same_rank = ra->step == req->step && ra->rank == req->rank &&
+                         !strcmp(ra->job, req->job.str);
+        bool on = same_rank && ra->next == req->offset && !strcmp(ra->shard, req->shard.str);
+        bool across = same_rank && !on && req->offset == 0 && ra->from_start && ra->at_end &&
+                      ra->following[0] && !strcmp(ra->following, req->shard.str);
 
-        if (sequential) {
+        if (on || across) {
                 ra->window = MIN(MAX(2 * ra->window, piece), SERVER_PREFETCH_DEPTH * slot);
+                if (across) {
+                        ra->across = true;
+                        snprintf(ra->shard, sizeof(ra->shard), "%s", req->shard.str);
+                }
         } else {
                 ra->window = 0;
+                ra->across = false;
+                ra->from_start = req->offset == 0;
                 snprintf(ra->job, sizeof(ra->job), "%s", req->job.str);
                 snprintf(ra->shard, sizeof(ra->shard), "%s", req->shard.str);
                 ra->step = req->step;
@@ -1455,6 +1502,17 @@ static void read_ahead_note(struct conn *c, const struct ckpt_req_read *req) {
         ra->piece = piece;
         /* read_finish() sets where this READ ended once it is answered */
         ra->next = UINT64_MAX;
+        ra->at_end = false;
+}
+
+/* Is req the read at the very end of the shard the previous READ read to
+ * its end (a reader checking that nothing follows, as ckpt-testrank does)?
+ * It is answered without touching the read-ahead: the next shard, read
+ * ahead for a restore walking the shards, stays on its way. */
+static bool read_ahead_at_end(const struct read_ahead *ra, const struct ckpt_req_read *req) {
+        return ra->at_end && ra->next == req->offset && ra->step == req->step &&
+               ra->rank == req->rank && !strcmp(ra->job, req->job.str) &&
+               !strcmp(ra->shard, req->shard.str);
 }
 
 /* Does the request ask for what the prefetch holds? */
@@ -1504,6 +1562,13 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
         if (!lease_free) {
                 conn_error(c, -EMFILE, "%u reads outstanding on this connection; send READ_DONE "
                            "first", SERVER_READS_PER_CONN);
+                return;
+        }
+        if (read_ahead_at_end(&c->ra, req)) {
+                /* end of the shard: an empty window that names no slot */
+                struct ckpt_reply rep = { 0 };
+                rep.slot.offset = req->offset;
+                conn_reply(c, &rep, -1);
                 return;
         }
         read_ahead_note(c, req);

@@ -14,7 +14,9 @@
  *                        copy of the rank (ckpt_save_replaced)
  *   ckpt-testrank verify --job J --step S --rank R --shards ... [--seed N] [--map]
  *                        [--piece BYTES]
- *   ckpt-testrank read   --job J --step S --rank R --shard NAME --offset O --length L [--seed N]
+ *   ckpt-testrank read   --job J --step S --rank R --shard NAME[,NAME...] --offset O --length L
+ *                        [--seed N] [--piece BYTES]   each shard named, in turn on one
+ *                        connection
  *   ckpt-testrank latest --job J           prints "STEP WORLD"
  *   ckpt-testrank latest --job J --rank R [--below S]
  *                        the step rank R restores from (ckpt_latest_rank), one
@@ -248,6 +250,21 @@ static int verify_range(const char *shard, uint64_t offset, uint64_t length) {
         return rc;
 }
 
+/* read: the same range of each shard --shard names (comma-separated), in
+ * turn on the one connection, as a restore walking a rank's shards does. */
+static int read_shards(void) {
+        char names[4096];
+        char *save = NULL;
+        int r = 0;
+
+        if (!opt.shard || strlen(opt.shard) >= sizeof(names))
+                return fail(-EINVAL, "--shard");
+        snprintf(names, sizeof(names), "%s", opt.shard);
+        for (char *n = strtok_r(names, ",", &save); n && r == 0; n = strtok_r(NULL, ",", &save))
+                r = verify_range(n, opt.offset, opt.length);
+        return r;
+}
+
 static int verify_list(struct ckpt_shard_info *list, size_t n);
 
 static int do_verify(void) {
@@ -391,7 +408,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(cmd, "verify"))
                 r = do_verify();
         else if (!strcmp(cmd, "read"))
-                r = verify_range(opt.shard, opt.offset, opt.length);
+                r = read_shards();
         else if (!strcmp(cmd, "latest") && opt.rank_set) {
                 uint64_t step, newest;
                 uint32_t world;

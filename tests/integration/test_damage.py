@@ -28,6 +28,14 @@ with them (issue 12, reproductions 4 and 5).
      most 4 blocks (before: ~158 MB, three 64 MiB windows ahead and on into
      "b"); reading the whole of "a" returns the saved bytes and reads about
      its size, never into "b"; its last 4 KiB read alone reads one block.
+  4. read-ahead across the shards of a restore walking them (issue 13): a
+     rank of six 16 MiB shards s0..s5 with 16 MiB slots, each read whole in
+     one READ.  One connection reading s0, s1, s2 in turn gets the bytes
+     saved, and the daemon, having seen it go on from the end of s0 to the
+     start of s1, reads s3 ahead (more than the 48 MiB asked for, at most
+     three pieces more).  A connection reading s0, s2, s4 (every other
+     shard) reads nothing ahead (its bytes, within a block each), and one
+     reading s3, s4, s5 nothing past s5, the rank's last shard.
 """
 import os
 import shutil
@@ -127,6 +135,29 @@ def case_read_ahead(tmp):
         d.stop()
 
 
+def case_read_ahead_across(tmp):
+    d = Daemon(tmp, name="across", pool="256M", slot="16M").start()
+    job = "across"
+    try:
+        save_node(d, job, 1, [0], 1, {0: [("s%d" % i, 16 * MiB) for i in range(6)]})
+        base = ["--job", job, "--step", 1, "--rank", 0, "--offset", 0, "--length", 16 * MiB]
+        n = read_costs(d, "s0, s1, s2 whole", *base, "--shard", "s0,s1,s2")
+        check(48 * MiB + 8 * MiB <= n <= 48 * MiB + 3 * 16 * MiB,
+              "reading s0, s1, s2 whole on one connection made the daemon read %d bytes from "
+              "disk (expected their 48 MiB and s3 read ahead, at most 3 pieces of 16 MiB more)"
+              % n)
+        n = read_costs(d, "s0, s2, s4 whole", *base, "--shard", "s0,s2,s4")
+        check(n <= 48 * MiB + 3 * MiB,
+              "reading every other shard read %d bytes from disk (48 MiB: nothing ahead)" % n)
+        n = read_costs(d, "s3, s4, s5 whole", *base, "--shard", "s3,s4,s5")
+        check(n <= 48 * MiB + 3 * MiB,
+              "reading the last three shards read %d bytes from disk (48 MiB: nothing past s5)"
+              % n)
+        log("read-ahead: a walk over whole shards is read ahead into the next, no further")
+    finally:
+        d.stop()
+
+
 def case_damaged_step(tmp):
     job = "damaged"
     layout = [("w", 3 * MiB + 17), ("opt", 4096 + 5)]
@@ -180,6 +211,7 @@ def main(tmp):
     case_ranged_read(tmp)
     case_damaged_step(tmp)
     case_read_ahead(tmp)
+    case_read_ahead_across(tmp)
 
 
 if __name__ == "__main__":
