@@ -42,6 +42,7 @@
 #include "peer/replica_area.h"
 #include "peer/replication.h"
 #include "pool/pool.h"
+#include "retention/retention.h"
 
 struct peers;
 
@@ -60,7 +61,7 @@ struct peers_options {
         bool frames_unsealed;
         uint32_t unauth_max;             /* accepted, unauthenticated links; 0: no cap */
         uint32_t unauth_per_address;     /* of them from one address; 0: no cap */
-        uint32_t keep;                   /* committed steps kept per job in each area */
+        struct retention_policy retention; /* of each area (replica_area sets the mode) */
         bool restore_on_start;           /* pull missing ranks from the targets */
         /* a step of this node landed here from a neighbour (NULL: no
          * one to tell); called with peers_new()'s userdata */
@@ -166,7 +167,7 @@ int peers_fetch_rank_into(struct peers *ps, struct replica_area *into, const cha
 void peers_status(struct peers *ps, char *text, size_t size, uint32_t *connected,
                   uint32_t *total, uint32_t *pending_steps);
 
-void peers_set_keep(struct peers *ps, uint32_t keep);
+void peers_set_retention(struct peers *ps, const struct retention_policy *p);
 
 /* Hold outgoing rank data between frames (saves are staging here); the
  * handshake, acknowledgements and requests still flow. */

@@ -24,14 +24,12 @@ struct replica_area *replica_area_holding(struct replica_area *areas, size_t n, 
 
 /* The areas' deleter under the one policy (retention/). */
 void replica_area_retention(struct store *store, struct catalog *catalog, const char *job,
-                            uint32_t keep) {
-        const struct retention_policy policy = {
-                .keep = keep,
-                .uncommitted = RETENTION_UNCOMMITTED_KEEP,
-        };
+                            const struct retention_policy *p) {
+        struct retention_policy policy = *p;
         struct retention_plan plan;
 
-        if (keep == 0) /* keeps all: not even worth listing */
+        policy.uncommitted = RETENTION_UNCOMMITTED_KEEP;
+        if (policy.keep == 0) /* keeps all: not even worth listing */
                 return;
         if (retention_plan_from_catalog(&plan, catalog, job, &policy) <= 0) {
                 retention_plan_clear(&plan);
@@ -46,7 +44,7 @@ void replica_area_retention(struct store *store, struct catalog *catalog, const 
                          * logs it) is forgotten by reconcile at the next start */
                         (void)catalog_ckpt_delete(catalog, job, step);
                         log_info("peers: replica of job %s step %" PRIu64 " removed by retention "
-                                 "(keep %u)", job, step, keep);
+                                 "(%s)", job, step, retention_verdict_str(plan.verdicts[i]));
                 }
         }
         retention_plan_clear(&plan);

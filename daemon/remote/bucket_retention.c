@@ -54,7 +54,7 @@ struct bucket_retention {
         struct s3_client *s3;
         struct catalog *catalog;
         char prefix[OBJECT_KEY_MAX + 1];
-        uint32_t keep;
+        struct retention_policy policy;
         struct list runs;         /* struct fret */
         bool freeing;
 };
@@ -65,10 +65,9 @@ static void ret_next(struct fret *rt);
  * without COMMIT goes only once it is older than all of them (the walk
  * stops HEADing there, so below the cut it is not known either way). */
 static struct retention_policy ret_policy(const struct bucket_retention *br) {
-        return (struct retention_policy){
-                .keep = br->keep,
-                .uncommitted = RETENTION_UNCOMMITTED_BELOW_KEPT,
-        };
+        struct retention_policy p = br->policy;
+        p.uncommitted = RETENTION_UNCOMMITTED_BELOW_KEPT;
+        return p;
 }
 
 /* May the HEAD walk stop: is every older step decided whatever it is? */
@@ -271,8 +270,9 @@ static void ret_next(struct fret *rt) {
                                 goto started;
                         }
                         log_info("retention (store): job %s step %" PRIu64 " removed (%zu "
-                                 "objects, keep %u)", rt->job, rt->steps[rt->del_step], rt->nkeys,
-                                 br->keep);
+                                 "objects, %s)", rt->job, rt->steps[rt->del_step], rt->nkeys,
+                                 retention_verdict_str(
+                                         rt->verdicts[rt->nsteps - 1 - rt->del_step]));
                         rt->del_step++;
                         goto next_step;
                 }
@@ -328,15 +328,16 @@ void bucket_retention_run(struct bucket_retention *br, const char *job) {
 }
 
 int bucket_retention_new(struct bucket_retention **out, struct s3_client *s3,
-                         struct catalog *catalog, const char *prefix, uint32_t keep) {
-        if (!out || !s3 || !catalog || keep < 1)
+                         struct catalog *catalog, const char *prefix,
+                         const struct retention_policy *p) {
+        if (!out || !s3 || !catalog || !p || p->keep < 1 || p->every_seconds)
                 return -EINVAL;
         struct bucket_retention *br = calloc(1, sizeof(*br));
         if (!br)
                 return -ENOMEM;
         br->s3 = s3;
         br->catalog = catalog;
-        br->keep = keep;
+        br->policy = *p;
         snprintf(br->prefix, sizeof(br->prefix), "%s", prefix ? prefix : "");
         list_init(&br->runs);
         *out = br;
@@ -361,6 +362,6 @@ struct bucket_retention *bucket_retention_free(struct bucket_retention *br) {
         return NULL;
 }
 
-void bucket_retention_set_keep(struct bucket_retention *br, uint32_t keep) {
-        br->keep = keep;
+void bucket_retention_set_policy(struct bucket_retention *br, const struct retention_policy *p) {
+        br->policy = *p;
 }

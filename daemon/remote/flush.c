@@ -646,9 +646,9 @@ const char *flush_last_error_job(struct flusher *f) {
         return f->last_error_job;
 }
 
-void flush_set_keep(struct flusher *f, uint32_t keep) {
-        f->opts.keep = keep;
-        bucket_retention_set_keep(f->retention, keep);
+void flush_set_retention(struct flusher *f, const struct retention_policy *p) {
+        f->opts.retention = *p;
+        bucket_retention_set_policy(f->retention, p);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
@@ -658,7 +658,7 @@ int flush_new(struct flusher **out, struct loop *loop, struct s3_client *s3,
               void (*on_changed)(void *userdata, const char *job, uint64_t step),
               void *userdata) {
         if (opts->node_count < 1 || opts->node_index >= opts->node_count ||
-            opts->part_size < (5u << 20) || opts->concurrency < 1 || opts->keep < 1)
+            opts->part_size < (5u << 20) || opts->concurrency < 1 || opts->retention.keep < 1)
                 return -EINVAL;
         struct flusher *f = calloc(1, sizeof(*f));
         if (!f)
@@ -675,7 +675,7 @@ int flush_new(struct flusher **out, struct loop *loop, struct s3_client *s3,
         f->on_changed = on_changed;
         f->userdata = userdata;
         list_init(&f->steps);
-        int r = bucket_retention_new(&f->retention, s3, catalog, f->prefix, opts->keep);
+        int r = bucket_retention_new(&f->retention, s3, catalog, f->prefix, &opts->retention);
         if (r < 0) {
                 free(f);
                 return r;

@@ -45,6 +45,7 @@
 #include "io/loop.h"
 #include "local/store.h"
 #include "remote/s3.h"
+#include "retention/retention.h"
 
 struct flusher;
 
@@ -54,7 +55,7 @@ struct flush_options {
         uint32_t node_index, node_count;
         uint64_t part_size;     /* >= 5 MiB */
         uint32_t concurrency;   /* requests the flush keeps in flight */
-        uint32_t keep;          /* committed steps kept in the store per job */
+        struct retention_policy retention; /* the store's; keep >= 1, no every_seconds */
 };
 
 /* on_changed(userdata, job, step): the step's remote state moved (reached
@@ -68,8 +69,8 @@ int flush_new(struct flusher **out, struct loop *loop, struct s3_client *s3,
  * Accepts NULL; returns NULL. */
 struct flusher *flush_free(struct flusher *f);
 
-/* Settings SIGHUP may change: keep. */
-void flush_set_keep(struct flusher *f, uint32_t keep);
+/* Settings SIGHUP may change: the store's retention. */
+void flush_set_retention(struct flusher *f, const struct retention_policy *p);
 
 /* Queue a step the job just committed on this node. */
 int flush_step(struct flusher *f, const char *job, uint64_t step);

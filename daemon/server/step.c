@@ -1099,11 +1099,9 @@ void step_retention_run(struct server *srv, const char *job) {
         /* In a cluster, a step this node holds uncommitted may be one whose
          * decision has not reached it yet (it was down, or the link): it
          * stays until it is older than the kept committed steps. */
-        const struct retention_policy policy = {
-                .keep = srv->opts.keep,
-                .uncommitted = step_clustered(srv) ? RETENTION_UNCOMMITTED_BELOW_KEPT
-                                              : RETENTION_UNCOMMITTED_BELOW_NEWEST,
-        };
+        struct retention_policy policy = srv->opts.retention;
+        policy.uncommitted = step_clustered(srv) ? RETENTION_UNCOMMITTED_BELOW_KEPT
+                                              : RETENTION_UNCOMMITTED_BELOW_NEWEST;
         struct retention_plan plan;
 
         if (retention_plan_from_catalog(&plan, srv->catalog, job, &policy) <= 0) {
@@ -1115,8 +1113,8 @@ void step_retention_run(struct server *srv, const char *job) {
                 if (!retention_verdict_drops(plan.verdicts[i]) || !step_idle(srv, job, step))
                         continue;
                 struct step_state *st = step_find(srv, job, step);
-                log_info("job %s step %" PRIu64 ": removed by retention (keep %u)%s", job, step,
-                         srv->opts.keep, st && st->commit_asked ? "; its commit request "
+                log_info("job %s step %" PRIu64 ": removed by retention (%s)%s", job, step,
+                         retention_verdict_str(plan.verdicts[i]), st && st->commit_asked ? "; its commit request "
                          "(ckpt_commit_async) goes with it" : "");
                 if (st)
                         step_state_free(st);
