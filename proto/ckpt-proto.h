@@ -292,10 +292,16 @@ struct ckpt_req_delete {
 
 /* RETENTION: what retention keeps and removes of a job (job.len 0: of
  * every job the caller may see) per tier, and why; dry_run 0 applies it
- * now. */
+ * now.  preview 1 (dry runs only): decide under keep_latest (>= 1) and
+ * at most one of every_steps / every_seconds instead of the configured
+ * policies — what a configuration change would remove (the store's tier
+ * is left out of a preview with every_seconds: it has no commit times). */
 struct ckpt_req_retention {
         struct ckpt_name job; /* len 0: every job */
         uint8_t dry_run;
+        uint8_t preview;
+        uint32_t keep_latest;
+        uint64_t every_steps, every_seconds;
 };
 
 struct ckpt_request {

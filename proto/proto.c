@@ -173,6 +173,14 @@ static int check_request(const struct ckpt_request *m) {
                 if (m->retention.job.len)
                         check_name(&c, &m->retention.job);
                 check_bool(&c, m->retention.dry_run);
+                check_bool(&c, m->retention.preview);
+                if (m->retention.preview)
+                        check_inval(&c, !m->retention.dry_run || m->retention.keep_latest < 1 ||
+                                                (m->retention.every_steps &&
+                                                 m->retention.every_seconds));
+                else
+                        check_inval(&c, m->retention.keep_latest || m->retention.every_steps ||
+                                                m->retention.every_seconds);
                 break;
         default:
                 check_bad(&c, true);
@@ -280,6 +288,10 @@ static void put_request_body(struct wbuf *w, const struct ckpt_request *m) {
         case CKPT_MSG_RETENTION:
                 w_name(w, &m->retention.job);
                 w_u8(w, m->retention.dry_run);
+                w_u8(w, m->retention.preview);
+                w_u32(w, m->retention.keep_latest);
+                w_u64(w, m->retention.every_steps);
+                w_u64(w, m->retention.every_seconds);
                 break;
         default: /* STATUS: empty */
                 break;
@@ -386,6 +398,10 @@ static void get_request_body(struct rbuf *r, struct ckpt_request *m) {
         case CKPT_MSG_RETENTION:
                 r_name(r, &m->retention.job);
                 m->retention.dry_run = r_u8(r);
+                m->retention.preview = r_u8(r);
+                m->retention.keep_latest = r_u32(r);
+                m->retention.every_steps = r_u64(r);
+                m->retention.every_seconds = r_u64(r);
                 break;
         default: /* STATUS: empty */
                 break;

@@ -87,3 +87,5 @@ int cmd_unpin(int nargs, char **args);
 int cmd_restore(int nargs, char **args);
 int cmd_latest(int nargs, char **args);
 int cmd_verify(int nargs, char **args);
+int cmd_delete(int nargs, char **args);
+int cmd_retention(int nargs, char **args);

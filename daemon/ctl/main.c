@@ -48,6 +48,16 @@ static const struct ctl_command commands[] = {
         { "pin", "pin JOB STEP", "keep a step whatever retention says (local and store)", 2, 2,
           cmd_pin },
         { "unpin", "unpin JOB STEP", "let retention decide again", 2, 2, cmd_unpin },
+        { "delete", "delete JOB [STEP] [--force]",
+          "remove a step (or the whole job) from this node's\n"
+          "tiers; the newest committed step and pinned steps\n"
+          "only with --force; the bytes go in the background",
+          1, 3, cmd_delete },
+        { "retention", "retention [JOB] [--dry-run [--keep-latest N] [--keep-every E]]",
+          "per job and tier, the steps retention keeps and the\n"
+          "ones that go, and why; applied now unless --dry-run;\n"
+          "--keep-latest/--keep-every preview another policy",
+          0, 6, cmd_retention },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

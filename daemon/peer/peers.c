@@ -443,6 +443,10 @@ void peers_pause(struct peers *ps, bool paused) {
         link_env_pause(&ps->links, paused);
 }
 
+const struct retention_policy *peers_retention(const struct peers *ps) {
+        return &ps->opts.retention;
+}
+
 void peers_set_retention(struct peers *ps, const struct retention_policy *p) {
         ps->opts.retention = *p;
         ps->repl.keep = p->keep;

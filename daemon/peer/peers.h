@@ -168,6 +168,9 @@ void peers_status(struct peers *ps, char *text, size_t size, uint32_t *connected
                   uint32_t *total, uint32_t *pending_steps);
 
 void peers_set_retention(struct peers *ps, const struct retention_policy *p);
+/* The replica areas' policy as configured (replica_area_policy sets its
+ * mode for uncommitted steps). */
+const struct retention_policy *peers_retention(const struct peers *ps);
 
 /* Hold outgoing rank data between frames (saves are staging here); the
  * handshake, acknowledgements and requests still flow. */

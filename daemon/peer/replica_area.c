@@ -22,13 +22,18 @@ struct replica_area *replica_area_holding(struct replica_area *areas, size_t n, 
         return NULL;
 }
 
+struct retention_policy replica_area_policy(const struct retention_policy *p) {
+        struct retention_policy policy = *p;
+        policy.uncommitted = RETENTION_UNCOMMITTED_KEEP;
+        return policy;
+}
+
 /* The areas' deleter under the one policy (retention/). */
 void replica_area_retention(struct store *store, struct catalog *catalog, const char *job,
                             const struct retention_policy *p) {
-        struct retention_policy policy = *p;
+        const struct retention_policy policy = replica_area_policy(p);
         struct retention_plan plan;
 
-        policy.uncommitted = RETENTION_UNCOMMITTED_KEEP;
         if (policy.keep == 0) /* keeps all: not even worth listing */
                 return;
         if (retention_plan_from_catalog(&plan, catalog, job, &policy) <= 0) {

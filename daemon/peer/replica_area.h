@@ -36,3 +36,6 @@ struct replica_area *replica_area_holding(struct replica_area *areas, size_t n, 
  * for uncommitted steps is not read). */
 void replica_area_retention(struct store *store, struct catalog *catalog, const char *job,
                             const struct retention_policy *p);
+/* p with the areas' mode for uncommitted steps (kept: their COMMITTED
+ * record may still be on its way from the source). */
+struct retention_policy replica_area_policy(const struct retention_policy *p);

@@ -64,10 +64,14 @@ static void ret_next(struct fret *rt);
 /* The store's policy: keep the newest `keep` committed steps; a step
  * without COMMIT goes only once it is older than all of them (the walk
  * stops HEADing there, so below the cut it is not known either way). */
-static struct retention_policy ret_policy(const struct bucket_retention *br) {
-        struct retention_policy p = br->policy;
+struct retention_policy bucket_retention_policy(const struct retention_policy *configured) {
+        struct retention_policy p = *configured;
         p.uncommitted = RETENTION_UNCOMMITTED_BELOW_KEPT;
         return p;
+}
+
+static struct retention_policy ret_policy(const struct bucket_retention *br) {
+        return bucket_retention_policy(&br->policy);
 }
 
 /* May the HEAD walk stop: is every older step decided whatever it is? */

@@ -42,5 +42,8 @@ struct bucket_retention *bucket_retention_free(struct bucket_retention *br);
 /* SIGHUP may change the policy; runs from now on use it. */
 void bucket_retention_set_policy(struct bucket_retention *br, const struct retention_policy *p);
 
+/* The configured policy with the store's mode for uncommitted steps. */
+struct retention_policy bucket_retention_policy(const struct retention_policy *configured);
+
 /* Apply retention to `job`'s steps in the store, in the background. */
 void bucket_retention_run(struct bucket_retention *br, const char *job);

@@ -646,6 +646,19 @@ const char *flush_last_error_job(struct flusher *f) {
         return f->last_error_job;
 }
 
+bool flush_runs_retention(const struct flusher *f) {
+        return f->opts.node_index == 0;
+}
+
+struct retention_policy flush_retention_policy(const struct flusher *f) {
+        return bucket_retention_policy(&f->opts.retention);
+}
+
+void flush_retention_run(struct flusher *f, const char *job) {
+        if (flush_runs_retention(f))
+                bucket_retention_run(f->retention, job);
+}
+
 void flush_set_retention(struct flusher *f, const struct retention_policy *p) {
         f->opts.retention = *p;
         bucket_retention_set_policy(f->retention, p);

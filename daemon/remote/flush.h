@@ -71,6 +71,13 @@ struct flusher *flush_free(struct flusher *f);
 
 /* Settings SIGHUP may change: the store's retention. */
 void flush_set_retention(struct flusher *f, const struct retention_policy *p);
+/* Only the coordinator (node 0) runs the store's retention (see
+ * bucket_retention.h); its policy, its mode for uncommitted steps set;
+ * and a pass over job's steps in the store now, in the background (a
+ * no-op on other nodes). */
+bool flush_runs_retention(const struct flusher *f);
+struct retention_policy flush_retention_policy(const struct flusher *f);
+void flush_retention_run(struct flusher *f, const char *job);
 
 /* Queue a step the job just committed on this node. */
 int flush_step(struct flusher *f, const char *job, uint64_t step);

@@ -209,6 +209,9 @@ static void make_request(struct ckpt_request *m, uint16_t type) {
         case CKPT_MSG_RETENTION:
                 set_name(&m->retention.job, "retained");
                 m->retention.dry_run = 1;
+                m->retention.preview = 1;
+                m->retention.keep_latest = 0x01020304;
+                m->retention.every_seconds = 0x1122334455667788ull;
                 break;
         case CKPT_MSG_COMMIT_ASYNC:
                 set_name(&m->job_step.job, "async-job");
@@ -1926,6 +1929,18 @@ static void test_delete_retention(void) {
         make_request(&m, CKPT_MSG_RETENTION);
         m.retention.dry_run = 3;
         CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "dry_run 3");
+        make_request(&m, CKPT_MSG_RETENTION);
+        m.retention.dry_run = 0;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "a preview applied");
+        make_request(&m, CKPT_MSG_RETENTION);
+        m.retention.every_steps = 10;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "steps and seconds");
+        make_request(&m, CKPT_MSG_RETENTION);
+        m.retention.keep_latest = 0;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "preview keep 0");
+        make_request(&m, CKPT_MSG_RETENTION);
+        m.retention.preview = 0;
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "policy without preview");
 
         make_reply(&rep_a, CKPT_MSG_RETENTION | CKPT_MSG_REPLY, 3);
         rep_a.retention.entries[0].tier = CKPT_RETENTION_TIER_MAX_;
