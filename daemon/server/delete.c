@@ -83,6 +83,8 @@ static void delete_from_areas(struct server *srv, const char *job, uint64_t step
                 if (catalog_ckpt_get(areas[i].catalog, job, step, &e) < 0)
                         continue;
                 if (store_step_delete(areas[i].store, job, step) == 0) {
+                        /* (void): the files are gone; a row a fault left behind (catalog.c
+                         * logs it) is forgotten by reconcile at the next start */
                         (void)catalog_ckpt_delete(areas[i].catalog, job, step);
                         log_info("job %s step %" PRIu64 ": replica of node %u's ranks deleted",
                                  job, step, areas[i].src);
@@ -172,6 +174,8 @@ void delete_handle(struct conn *c, const struct ckpt_req_delete *req) {
                                 return;
                         }
                 }
+                /* (void): the files are in the trash; a row a fault left behind
+                 * (catalog.c logs it) is forgotten by reconcile at the next start */
                 (void)catalog_ckpt_delete(srv->catalog, job, steps[i]);
                 if (srv->peers)
                         peers_step_removed(srv->peers, job, steps[i]);
@@ -183,6 +187,8 @@ void delete_handle(struct conn *c, const struct ckpt_req_delete *req) {
                                    strerror(-r));
                         return;
                 }
+                /* (void): as above; a job row left behind (logged) only lists the
+                 * job with no steps */
                 (void)catalog_job_delete(srv->catalog, job);
                 log_info("job %s: deleted by uid %u (%zu steps, %" PRIu64 " bytes%s)", job, c->uid,
                          l.n, bytes, req->force ? ", forced" : "");
