@@ -722,6 +722,47 @@ def case_retention(ctx):
 
 
 # --------------------------------------------------------------------------
+# 10. retention in the store with keep_every (a step window), and what
+#     ckptctl retention --dry-run says of the store's steps
+
+
+def case_retention_every(ctx):
+    store = ctx.store
+    bucket, job = "remote-every", "every-job"
+    store.s3.create_bucket(bucket)
+    d = ctx.daemon("every", bucket, flags=["--remote-keep-latest=1", "--remote-keep-every=10",
+                                           "--local-keep-latest=100"]).start()
+    layouts = {0: [("w", 1 * MiB + 3), ("b", 64)]}
+    steps_dir = "jobs/%s/steps/" % job
+
+    def steps_in_store():
+        return sorted({int(k[len(steps_dir):].split("/")[0])
+                       for k in store.objects(bucket, steps_dir)})
+
+    for step in (5, 12, 15, 21, 27):
+        save_ranks(d, job, step, 1, layouts)
+        wait_remote(d, job, step)
+    # newest 1: 27; the first of each window of 10: 5, 12, 21; 15 goes
+    wait_until(lambda: steps_in_store() == [5, 12, 21, 27], timeout=60,
+               what=lambda: "the store to hold [5, 12, 21, 27] (holds %s)" % steps_in_store())
+    for step in (5, 12, 21, 27):
+        check_bucket_holds(store, bucket, "", job, step, layouts)
+    r = ctl_json(d, "retention", job, "--dry-run")
+    rows = {e["step"]: (e["action"], e["reason"]) for e in r["steps"] if e["tier"] == "store"}
+    want = {27: ("kept", "kept: newest 1"),
+            21: ("kept", "kept: every 10 steps (window 20-29)"),
+            15: ("goes", "goes: older than the newest 1 and not the first of its window "
+                         "(every 10)"),
+            12: ("kept", "kept: every 10 steps (window 10-19)"),
+            5: ("kept", "kept: every 10 steps (window 0-9)")}
+    check(rows == want, "store rows of the dry run: %s, want %s" % (rows, want))
+    # the local tier kept everything (keep_latest 100)
+    local = sorted(e["step"] for e in r["steps"] if e["tier"] == "local" and e["action"] == "kept")
+    check(local == [5, 12, 15, 21, 27], "local rows: %s" % local)
+    stop(d)
+
+
+# --------------------------------------------------------------------------
 # 8. a restore from the store writes the rank with all its shard files
 #    open: they count against the uid's [daemon] open_files_per_uid
 
@@ -836,6 +877,7 @@ CASES = [
     (7, "retention: keep k plus pinned", case_retention),
     (8, "a restore from the store within the uid's open files", case_open_files),
     (9, "SIGTERM in the middle of a flush", case_stop_mid_flush),
+    (10, "retention: keep_every in the store, dry run", case_retention_every),
 ]
 
 
