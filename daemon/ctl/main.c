@@ -108,12 +108,17 @@ static bool is_option(const char *arg, const char *name) {
         return !strncmp(arg, name, n) && (arg[n] == '\0' || arg[n] == '=');
 }
 
+static void rest_free(char ***rest) {
+        free(*rest);
+}
+
 int main(int argc, char **argv) {
         const char *socket_path = NULL;
         const char *bad_value = NULL;
         char def[108];
-        /* what is not a global option, in order: the command and its args */
-        char **rest = calloc((size_t)argc + 1, sizeof(*rest));
+        /* what is not a global option, in order: the command and its args;
+         * freed on every return (a usage error too: LeakSanitizer) */
+        __attribute__((cleanup(rest_free))) char **rest = calloc((size_t)argc + 1, sizeof(*rest));
         int nrest = 0;
         bool help = false, version = false, options_done = false;
 
@@ -203,6 +208,5 @@ int main(int argc, char **argv) {
         if (r == 0 || ctl.keep_output)
                 fwrite(text, 1, len, stdout);
         free(text);
-        free(rest);
         return r;
 }
