@@ -35,6 +35,7 @@
 #include "remote/flush.h"
 #include "remote/s3.h"
 #include "scrub/scrub.h"
+#include "server/delete.h"
 #include "server/heal.h"
 #include "server/save.h"
 #include "server/server.h"
@@ -978,6 +979,8 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
          * cluster's links are set (they decide who commits), and before
          * retention, which removes a request's step with it when it goes */
         step_commit_requests_resume(d->server);
+        /* before retention: a step a crash left half deleted goes first */
+        delete_resume(d->server);
         daemon_retention_all(d);
         /* after retention, so that the first pass does not walk steps on
          * their way out */

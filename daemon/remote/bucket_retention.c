@@ -48,6 +48,11 @@ struct fret {
         size_t nkeys, kcap, del_next;
         struct s3_request req;
         bool busy;
+        /* a delete run (bucket_retention_delete): one step, no policy */
+        bool deleting;
+        int error;                /* of a delete run: the first failure */
+        bucket_retention_deleted_fn deleted;
+        void *userdata;
 };
 
 struct bucket_retention {
@@ -118,6 +123,9 @@ static void ret_finish(struct fret *rt) {
         char job[CKPT_NAME_MAX + 1];
 
         snprintf(job, sizeof(job), "%s", rt->job);
+        if (rt->deleting && rt->deleted)
+                rt->deleted(rt->userdata, rt->job, rt->steps[0],
+                            br->freeing ? -ECANCELED : rt->error);
         list_unlink(&rt->link);
         free(rt->steps);
         free(rt->rsteps);
@@ -145,6 +153,7 @@ static void ret_done(struct s3_request *req, int error) {
                 if (error < 0) {
                         log_warn("retention (store): job %s: listing failed: %s", rt->job,
                                     strerror(-error));
+                        rt->error = error;
                         ret_finish(rt);
                         return;
                 }
@@ -227,9 +236,12 @@ static void ret_done(struct s3_request *req, int error) {
                 break;
         }
         case RET_DELETE:
-                if (error < 0)
+                if (error < 0) {
                         log_warn("retention (store): delete %s: %s", rt->keys[rt->del_next],
                                     strerror(-error));
+                        if (!rt->error)
+                                rt->error = error;
+                }
                 rt->del_next++;
                 break;
         }
@@ -273,10 +285,16 @@ static void ret_next(struct fret *rt) {
                                 r = s3_delete_object(br->s3, &rt->req, rt->keys[rt->del_next]);
                                 goto started;
                         }
-                        log_info("retention (store): job %s step %" PRIu64 " removed (%zu "
-                                 "objects, %s)", rt->job, rt->steps[rt->del_step], rt->nkeys,
-                                 retention_verdict_str(
-                                         rt->verdicts[rt->nsteps - 1 - rt->del_step]));
+                        if (rt->deleting)
+                                log_info("store: job %s step %" PRIu64 " deleted (%zu objects, "
+                                         "ckptctl delete)", rt->job, rt->steps[rt->del_step],
+                                         rt->nkeys);
+                        else
+                                log_info("retention (store): job %s step %" PRIu64 " removed "
+                                         "(%zu objects, %s)", rt->job, rt->steps[rt->del_step],
+                                         rt->nkeys,
+                                         retention_verdict_str(
+                                                 rt->verdicts[rt->nsteps - 1 - rt->del_step]));
                         rt->del_step++;
                         goto next_step;
                 }
@@ -297,6 +315,7 @@ static void ret_next(struct fret *rt) {
 started:
         if (r < 0) {
                 log_warn("retention (store): job %s: %s", rt->job, strerror(-r));
+                rt->error = r;
                 ret_finish(rt);
                 return;
         }
@@ -308,7 +327,7 @@ void bucket_retention_run(struct bucket_retention *br, const char *job) {
 
         list_for_each_safe(pos, tmp, &br->runs) {
                 struct fret *rt = list_entry(pos, struct fret, link);
-                if (!strcmp(rt->job, job)) {
+                if (!rt->deleting && !strcmp(rt->job, job)) {
                         rt->again = true;
                         return;
                 }
@@ -329,6 +348,39 @@ void bucket_retention_run(struct bucket_retention *br, const char *job) {
         }
         rt->phase = RET_LIST_STEPS;
         ret_next(rt);
+}
+
+int bucket_retention_delete(struct bucket_retention *br, const char *job, uint64_t step,
+                            bucket_retention_deleted_fn deleted, void *userdata) {
+        struct fret *rt = calloc(1, sizeof(*rt));
+        if (!rt)
+                return -ENOMEM;
+        rt->br = br;
+        rt->deleting = true;
+        snprintf(rt->job, sizeof(rt->job), "%s", job);
+        rt->steps = calloc(1, sizeof(*rt->steps));
+        rt->rsteps = calloc(1, sizeof(*rt->rsteps));
+        rt->verdicts = calloc(1, sizeof(*rt->verdicts));
+        rt->olist.objects = calloc(S3_LIST_MAX, sizeof(*rt->olist.objects));
+        rt->olist.capacity = S3_LIST_MAX;
+        list_init(&rt->link);
+        list_add_tail(&br->runs, &rt->link);
+        if (!rt->steps || !rt->rsteps || !rt->verdicts || !rt->olist.objects) {
+                ret_finish(rt); /* deleted is not set yet: the caller hears -ENOMEM */
+                return -ENOMEM;
+        }
+        rt->deleted = deleted;
+        rt->userdata = userdata;
+        /* the step's keys, then DELETE each, COMMIT first: the path of a
+         * step the policy drops (ret_next's LIST_KEYS) */
+        rt->steps[0] = step;
+        rt->rsteps[0] = (struct retention_step){ .step = step, .commit = RETENTION_UNKNOWN };
+        rt->verdicts[0] = RETENTION_DROP_OLD;
+        rt->nsteps = rt->cap = 1;
+        rt->del_step = 0;
+        rt->phase = RET_LIST_KEYS;
+        ret_next(rt);
+        return 0;
 }
 
 int bucket_retention_new(struct bucket_retention **out, struct s3_client *s3,

@@ -45,5 +45,15 @@ void bucket_retention_set_policy(struct bucket_retention *br, const struct reten
 /* The configured policy with the store's mode for uncommitted steps. */
 struct retention_policy bucket_retention_policy(const struct retention_policy *configured);
 
+/* Delete every object of (job, step) in the store, COMMIT first (so no
+ * reader trusts a step whose shards are going), in the background; then
+ * deleted(userdata, job, step, 0 or the first -errno; -ECANCELED when
+ * freed first).  A step with no objects is done at once (0).  0, or
+ * -ENOMEM (nothing started, deleted not called). */
+typedef void (*bucket_retention_deleted_fn)(void *userdata, const char *job, uint64_t step,
+                                            int error);
+int bucket_retention_delete(struct bucket_retention *br, const char *job, uint64_t step,
+                            bucket_retention_deleted_fn deleted, void *userdata);
+
 /* Apply retention to `job`'s steps in the store, in the background. */
 void bucket_retention_run(struct bucket_retention *br, const char *job);

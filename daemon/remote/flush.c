@@ -659,6 +659,13 @@ void flush_retention_run(struct flusher *f, const char *job) {
                 bucket_retention_run(f->retention, job);
 }
 
+int flush_delete_step(struct flusher *f, const char *job, uint64_t step,
+                      bucket_retention_deleted_fn deleted, void *userdata) {
+        if (!flush_runs_retention(f))
+                return -EOPNOTSUPP;
+        return bucket_retention_delete(f->retention, job, step, deleted, userdata);
+}
+
 void flush_set_retention(struct flusher *f, const struct retention_policy *p) {
         f->opts.retention = *p;
         bucket_retention_set_policy(f->retention, p);

@@ -44,6 +44,7 @@
 #include "ckpt-proto.h"
 #include "io/loop.h"
 #include "local/store.h"
+#include "remote/bucket_retention.h"
 #include "remote/s3.h"
 #include "retention/retention.h"
 
@@ -78,6 +79,11 @@ void flush_set_retention(struct flusher *f, const struct retention_policy *p);
 bool flush_runs_retention(const struct flusher *f);
 struct retention_policy flush_retention_policy(const struct flusher *f);
 void flush_retention_run(struct flusher *f, const char *job);
+/* ckptctl delete on the coordinator: every object of (job, step) in the
+ * store, COMMIT first, in the background (bucket_retention_delete).
+ * -EOPNOTSUPP on other nodes (the store's steps are node 0's to remove). */
+int flush_delete_step(struct flusher *f, const char *job, uint64_t step,
+                      bucket_retention_deleted_fn deleted, void *userdata);
 
 /* Queue a step the job just committed on this node. */
 int flush_step(struct flusher *f, const char *job, uint64_t step);

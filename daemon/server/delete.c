@@ -11,12 +11,23 @@
  * at any point leaves each copy whole or gone, never a half-deleted step
  * that LATEST or a restore could name: the reconcile at the next start
  * indexes what is still there and empties the trash.
+ *
+ * On the coordinator with an object store, the step's objects go too
+ * (flush_delete_step, COMMIT first).  That part outlives the request, so
+ * it is recorded first: a tombstone <state>/deleting/<step>.<job>, synced,
+ * before any copy moves, removed once the store's objects are gone.  At
+ * start delete_resume() finishes every tombstone left by a crash: the
+ * copies still here go, the store's objects go, then the tombstone.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "server/conn.h"
 #include "server/delete.h"
@@ -92,6 +103,113 @@ static void delete_from_areas(struct server *srv, const char *job, uint64_t step
         }
 }
 
+#define DELETING_DIR "deleting"
+
+/* Does this node remove a deleted step's objects from the store? */
+static bool delete_in_store(const struct server *srv) {
+        return srv->flusher && flush_runs_retention(srv->flusher) && srv->opts.state_dir;
+}
+
+static void tombstone_path(char *buf, size_t n, const struct server *srv, const char *job,
+                           uint64_t step) {
+        snprintf(buf, n, "%s/" DELETING_DIR "/%020" PRIu64 ".%s", srv->opts.state_dir, step, job);
+}
+
+/* Record, on stable storage, that (job, step) is being deleted from the
+ * store.  0 or -errno (logged). */
+static int tombstone_write(const struct server *srv, const char *job, uint64_t step) {
+        char path[4096], dir[4096];
+
+        snprintf(dir, sizeof(dir), "%s/" DELETING_DIR, srv->opts.state_dir);
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                goto fail;
+        tombstone_path(path, sizeof(path), srv, job, step);
+        int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0)
+                goto fail;
+        int r = fsync(fd);
+        close(fd);
+        if (r < 0)
+                goto fail;
+        fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                goto fail;
+        r = fsync(fd);
+        close(fd);
+        if (r < 0)
+                goto fail;
+        return 0;
+fail:
+        r = -errno;
+        log_error("delete: job %s step %" PRIu64 ": cannot record the delete in %s: %s", job,
+                  step, dir, strerror(-r));
+        return r;
+}
+
+/* What a store delete's completion needs: the tombstone's path (the
+ * server may be gone by then, at shutdown). */
+struct store_delete {
+        char path[4096];
+};
+
+static void store_deleted(void *userdata, const char *job, uint64_t step, int error) {
+        struct store_delete *sd = userdata;
+        if (error == 0) {
+                if (unlink(sd->path) < 0 && errno != ENOENT)
+                        log_warn("delete: %s: %s", sd->path, strerror(errno));
+        } else if (error != -ECANCELED) {
+                log_warn("delete: job %s step %" PRIu64 ": objects left in the store (%s); "
+                         "the next start tries again", job, step, strerror(-error));
+        }
+        free(sd);
+}
+
+/* Start removing (job, step)'s objects from the store; its tombstone goes
+ * when they are gone. */
+static void delete_start_in_store(struct server *srv, const char *job, uint64_t step) {
+        struct store_delete *sd = calloc(1, sizeof(*sd));
+        if (!sd)
+                return; /* the tombstone stays: the next start does it */
+        tombstone_path(sd->path, sizeof(sd->path), srv, job, step);
+        if (flush_delete_step(srv->flusher, job, step, store_deleted, sd) < 0)
+                free(sd);
+}
+
+void delete_resume(struct server *srv) {
+        char dir[4096];
+
+        if (!srv->opts.state_dir)
+                return;
+        snprintf(dir, sizeof(dir), "%s/" DELETING_DIR, srv->opts.state_dir);
+        DIR *d = opendir(dir);
+        if (!d)
+                return;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+                char *end;
+                unsigned long long step = strtoull(e->d_name, &end, 10);
+                const char *job = end + 1;
+                if (end - e->d_name != 20 || *end != '.' ||
+                    ckpt_name_validate(job, strlen(job)) < 0)
+                        continue;
+                log_info("delete: job %s step %llu: finishing a delete a restart interrupted",
+                         job, step);
+                delete_from_areas(srv, job, step);
+                if (store_step_delete(srv->store, job, step) == 0)
+                        /* (void): the files are in the trash; a row a fault left
+                         * behind (catalog.c logs it) goes at the next reconcile */
+                        (void)catalog_ckpt_delete(srv->catalog, job, step);
+                if (delete_in_store(srv)) {
+                        delete_start_in_store(srv, job, step);
+                } else {
+                        char path[4096];
+                        tombstone_path(path, sizeof(path), srv, job, step);
+                        (void)unlink(path); /* no store here any more: nothing left to do */
+                }
+        }
+        closedir(d);
+}
+
 void delete_handle(struct conn *c, const struct ckpt_req_delete *req) {
         struct server *srv = c->srv;
         const char *job = req->job.str;
@@ -155,6 +273,17 @@ void delete_handle(struct conn *c, const struct ckpt_req_delete *req) {
                         return;
                 }
         }
+        bool in_store = delete_in_store(srv);
+        for (size_t i = 0; i < l.n; i++) {
+                /* before any copy moves: a crash from here on is finished at
+                 * the next start */
+                if (in_store && (r = tombstone_write(srv, job, steps[i])) < 0) {
+                        conn_error(c, r, "cannot record the delete of step %" PRIu64 " of job "
+                                         "%s: %s (see the daemon's log)", steps[i], job,
+                                   strerror(-r));
+                        return;
+                }
+        }
         for (size_t i = 0; i < l.n; i++) {
                 struct ckpt_ckpt_entry e;
                 if (catalog_ckpt_get(srv->catalog, job, steps[i], &e) == 0)
@@ -196,6 +325,9 @@ void delete_handle(struct conn *c, const struct ckpt_req_delete *req) {
                 log_info("job %s step %" PRIu64 ": deleted by uid %u (%" PRIu64 " bytes%s)", job,
                          req->step, c->uid, bytes, req->force ? ", forced" : "");
         }
+        if (in_store)
+                for (size_t i = 0; i < l.n; i++)
+                        delete_start_in_store(srv, job, steps[i]);
         struct ckpt_reply rep = { 0 };
         rep.del.steps = (uint32_t)l.n;
         rep.del.bytes = bytes;

@@ -9,7 +9,10 @@
  * committed, waited on or uploaded is refused with -EBUSY, force or not.
  * The reply comes once the steps are no longer listed or restorable (their
  * directories renamed into the trash, their catalog rows gone); the bytes
- * are unlinked in the background.  Loop thread only.
+ * are unlinked in the background.  On the coordinator (node 0) with an
+ * object store the step's objects are deleted too, in the background,
+ * and a delete a crash interrupted is finished at the next start.  Loop
+ * thread only.
  */
 #pragma once
 
@@ -18,3 +21,8 @@
 struct conn;
 
 void delete_handle(struct conn *c, const struct ckpt_req_delete *req);
+
+struct server;
+/* At start, after the reconcile and before retention: finish every
+ * delete a crash interrupted (see delete.c). */
+void delete_resume(struct server *srv);

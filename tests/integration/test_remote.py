@@ -759,6 +759,33 @@ def case_retention_every(ctx):
     # the local tier kept everything (keep_latest 100)
     local = sorted(e["step"] for e in r["steps"] if e["tier"] == "local" and e["action"] == "kept")
     check(local == [5, 12, 15, 21, 27], "local rows: %s" % local)
+
+    # ckptctl delete on node 0: the local copy and the store's objects go
+    tombstones = os.path.join(d.state_dir, "deleting")
+    d.ctl("delete", job, 12)
+    wait_until(lambda: steps_in_store() == [5, 21, 27], timeout=60,
+               what=lambda: "the store to hold [5, 21, 27] (holds %s)" % steps_in_store())
+    wait_until(lambda: os.listdir(tombstones) == [], timeout=10,
+               what=lambda: "the tombstones to go (%s)" % os.listdir(tombstones))
+    check("store: job %s step 12 deleted" % job in d.read_log(), "no log line for the store")
+    for step in (5, 21, 27):
+        check_bucket_holds(store, bucket, "", job, step, layouts)
+    # killed right after a delete's reply: the next start finishes it
+    d.ctl("delete", job, 21)
+    d.kill(signal.SIGKILL)
+    d = ctx.daemon("every", bucket, state_dir=d.state_dir,
+                   flags=["--remote-keep-latest=1", "--remote-keep-every=10",
+                          "--local-keep-latest=100"]).start()
+    wait_until(lambda: steps_in_store() == [5, 27], timeout=60,
+               what=lambda: "the store to hold [5, 27] (holds %s)" % steps_in_store())
+    wait_until(lambda: os.listdir(tombstones) == [], timeout=10,
+               what=lambda: "the tombstones to go (%s)" % os.listdir(tombstones))
+    got = sorted(c["step"] for c in ctl_json(d, "list", job))
+    check(got == [5, 15, 27], "local steps after the restart: %s" % got)
+    log("  the restart %s an interrupted delete" %
+        ("finished" if "finishing a delete a restart interrupted" in d.read_log() else
+         "found no"))
+    verify_ranks(d, job, 27, layouts)
     stop(d)
 
 
@@ -877,7 +904,7 @@ CASES = [
     (7, "retention: keep k plus pinned", case_retention),
     (8, "a restore from the store within the uid's open files", case_open_files),
     (9, "SIGTERM in the middle of a flush", case_stop_mid_flush),
-    (10, "retention: keep_every in the store, dry run", case_retention_every),
+    (10, "retention: keep_every in the store, dry run, delete", case_retention_every),
 ]
 
 
