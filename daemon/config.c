@@ -48,6 +48,7 @@
 #include "peer-proto.h"
 #include "remote/s3.h"
 #include "remote/sigv4.h"
+#include "retention/retention.h"
 #include "util/cleanup.h"
 #include "util/errbuf.h"
 #include "util/log.h"
@@ -121,6 +122,9 @@ struct key {
         /* Never printed or logged, refused as a flag, only read from a file
          * that group and others cannot access, wiped when freed. */
         bool secret;
+        /* An old name of the key before it (same field): parsed, but not
+         * defaulted, checked or reported on reload a second time. */
+        bool alias;
         uint64_t min, max;
         uint64_t multiple; /* 0: any value in range */
         const char *def;   /* in file syntax; NULL for computed paths */
@@ -140,6 +144,7 @@ static int check_endpoint(const struct key *k, const char *s, char *why, size_t 
 static int check_region(const struct key *k, const char *s, char *why, size_t n);
 static int check_bucket(const struct key *k, const char *s, char *why, size_t n);
 static int check_prefix(const struct key *k, const char *s, char *why, size_t n);
+static int check_keep_every(const struct key *k, const char *s, char *why, size_t n);
 
 /* In the order of enum s3_addressing: the value is stored as its index. */
 static const char *const addressing_names[] = { "auto", "path", "virtual", NULL };
@@ -242,10 +247,20 @@ static const struct key keys[] = {
         { .section = "local", .name = "queue_depth", .type = TYPE_U32,
           .offset = FIELD(queue_depth, uint32_t), .min = 1, .max = 1024, .def = "16",
           .help = "local disk requests in flight" },
+        { .section = "local", .name = "keep_latest", .type = TYPE_U32,
+          .offset = FIELD(keep, uint32_t), .reloadable = true,
+          .min = 1, .max = 1000000, .def = "3",
+          .help = "the newest committed checkpoints kept per job on local disk" },
         { .section = "local", .name = "keep", .type = TYPE_U32,
           .offset = FIELD(keep, uint32_t), .reloadable = true,
           .min = 1, .max = 1000000, .def = "3",
-          .help = "committed checkpoints kept per job on local disk" },
+          .alias = true,
+          .help = "the old name of keep_latest (the later of the two in a file wins)" },
+        { .section = "local", .name = "keep_every", .type = TYPE_STRING,
+          .offset = FIELD(keep_every, char *), .reloadable = true, .def = "off",
+          .check = check_keep_every, .metavar = "N|DURATION",
+          .help = "besides the newest, keep the first committed step of every N steps "
+                  "(1000) or of every span of commit time (6h); off: none" },
         { .section = "local", .name = "direct_io", .type = TYPE_BOOL,
           .offset = FIELD(direct_io, bool), .max = 1, .def = "yes",
           .help = "write with O_DIRECT, bypassing the page cache" },
@@ -305,11 +320,22 @@ static const struct key keys[] = {
         { .section = "remote", .name = "bandwidth", .type = TYPE_SIZE,
           .offset = FIELD(remote_bandwidth, uint64_t), .reloadable = true, .def = "0",
           .help = "upload cap in bytes per second (0: none)" },
+        { .section = "remote", .name = "keep_latest", .type = TYPE_U32,
+          .offset = FIELD(remote_keep, uint32_t), .reloadable = true,
+          .min = 1, .max = 1000000, .def = "3",
+          .help = "the newest committed checkpoints kept per job in the object store, "
+                  "besides pinned ones" },
         { .section = "remote", .name = "keep", .type = TYPE_U32,
           .offset = FIELD(remote_keep, uint32_t), .reloadable = true,
           .min = 1, .max = 1000000, .def = "3",
-          .help = "committed checkpoints kept per job in the object store, besides "
-                  "pinned ones" },
+          .alias = true,
+          .help = "the old name of keep_latest (the later of the two in a file wins)" },
+        { .section = "remote", .name = "keep_every", .type = TYPE_STRING,
+          .offset = FIELD(remote_keep_every, char *), .reloadable = true, .def = "off",
+          .check = check_keep_every, .metavar = "N",
+          .help = "besides the newest, keep the first committed step of every N steps in "
+                  "the store (a step count only: the store gives no commit times); off: "
+                  "none" },
         { .section = "remote", .name = "retry_attempts", .type = TYPE_U32,
           .offset = FIELD(remote_retry_attempts, uint32_t), .min = 1, .max = 100,
           .def = "5",
@@ -345,6 +371,15 @@ static const struct key keys[] = {
           .metavar = "HOST:PORT",
           .help = "address the peer server binds (empty: 0.0.0.0 and the port of this "
                   "node's peers entry)" },
+        { .section = "cluster", .name = "replica_keep_latest", .type = TYPE_U32,
+          .offset = FIELD(replica_keep_latest, uint32_t), .reloadable = true,
+          .max = 1000000, .def = "0",
+          .help = "the newest committed steps kept per job in each replica area this node "
+                  "holds (0: [local] keep_latest)" },
+        { .section = "cluster", .name = "replica_keep_every", .type = TYPE_STRING,
+          .offset = FIELD(replica_keep_every, char *), .reloadable = true, .def = "",
+          .check = check_keep_every, .metavar = "N|DURATION|off",
+          .help = "keep_every of the replica areas (empty: [local] keep_every)" },
         { .section = "cluster", .name = "replication_jump", .type = TYPE_U32,
           .offset = FIELD(cluster_replication_jump, uint32_t), .min = 1,
           .max = NODE_COUNT_MAX - 1, .def = "1",
@@ -913,6 +948,27 @@ static int check_number(const struct key *k, uint64_t v, char *why, size_t n) {
                 format_number(k, k->multiple, lo, sizeof(lo));
                 snprintf(why, n, "[%s] %s = %s is not a multiple of %s", k->section, k->name,
                          val, lo);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* ---- retention value rules ------------------------------------------ */
+
+/* keep_every: a step count, a duration, or off (retention/ parses it, so
+ * that the daemon and this check read it alike).  [remote] takes a step
+ * count only: the store's retention sees no commit times. */
+static int check_keep_every(const struct key *k, const char *s, char *why, size_t n) {
+        uint64_t steps, seconds;
+        char what[160];
+
+        if (retention_every_parse(s, &steps, &seconds, what, sizeof(what)) < 0) {
+                snprintf(why, n, "[%s] %s: %s", k->section, k->name, what);
+                return -EINVAL;
+        }
+        if (seconds && !strcmp(k->section, "remote")) {
+                snprintf(why, n, "[remote] keep_every = %s: the store's retention knows no commit "
+                                 "times; give a step count (1000)", s);
                 return -EINVAL;
         }
         return 0;
@@ -1625,7 +1681,7 @@ int config_init(struct config *c) {
         for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
                 const char *e;
 
-                if (!keys[i].def)
+                if (!keys[i].def || keys[i].alias)
                         continue;
                 /* An environment value that is not valid for the key (not a
                  * number, out of range) is ignored like an unset one: it is
@@ -2100,6 +2156,8 @@ static int check_keys(const struct config *c, FILE *err, bool *cluster_ok) {
 
         for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
                 const struct key *k = &keys[i];
+                if (k->alias)
+                        continue;
                 if (key_is_address(k)) {
                         if (check_address_key(c, k, why, sizeof(why)) < 0) {
                                 fprintf(err, "%s\n", why);
@@ -2325,6 +2383,8 @@ void config_reload(struct config *dst, const struct config *src) {
 
                 /* Address keys are never reloadable: the peer connections
                  * and the listening socket are made once, at start. */
+                if (k->alias)
+                        continue;
                 if (!k->reloadable || key_is_address(k)) {
                         /* say so rather than silently keep the old value */
                         if (!key_equal(dst, src, k))

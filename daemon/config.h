@@ -68,7 +68,8 @@ struct config {
         /* [local] */
         uint64_t io_size;      /* bytes per write/read request: 1M, multiple of 4K */
         uint32_t queue_depth;  /* requests in flight: 16 */
-        uint32_t keep;         /* committed checkpoints kept per job: 3, >= 1 */
+        uint32_t keep;         /* keep_latest (old name keep): newest committed kept per job: 3 */
+        char *keep_every;      /* keep_every: NULL/"off", "1000" or "6h" (retention_every_parse) */
         bool direct_io;        /* O_DIRECT: yes */
         bool register_buffers; /* fixed buffers: yes (falls back if refused) */
         /* [remote] — the object-store tier, off while remote_endpoint is
@@ -87,11 +88,14 @@ struct config {
         uint64_t remote_part_size;     /* multipart part size: 64M, 5M..5G */
         uint32_t remote_concurrency;   /* requests in flight: 8 */
         uint64_t remote_bandwidth;     /* upload cap, bytes/s; 0 = none; reloadable */
-        uint32_t remote_keep;          /* committed steps kept per job: 3; reloadable */
+        uint32_t remote_keep;          /* keep_latest: committed steps kept per job: 3; reloadable */
+        char *remote_keep_every;       /* keep_every, a step count or off; reloadable */
         uint32_t remote_retry_attempts; /* attempts per request, first included: 5 */
         uint64_t remote_audit_interval_ms; /* a pass of the store's copies: 6h; 0 off; reloadable */
         uint32_t remote_audit_sample;  /* blocks read back per object: 4; reloadable */
         /* [cluster] */
+        uint32_t replica_keep_latest;  /* replica areas' keep_latest; 0: [local]'s */
+        char *replica_keep_every;      /* replica areas' keep_every; NULL: [local]'s */
         uint32_t cluster_node_index;   /* default $SLURM_NODEID, else 0 */
         uint32_t cluster_node_count;   /* default $SLURM_NNODES, else 1; 1..65536 */
         /* Node i's peer address is cluster_peers[i]; NULL and 0 when unset,

@@ -37,6 +37,7 @@
 #include "remote/s3.h"
 #include "scrub/scrub.h"
 #include "server/exposition.h"
+#include "server/delete.h"
 #include "server/heal.h"
 #include "server/save.h"
 #include "server/server.h"
@@ -250,6 +251,31 @@ static int reconcile_tier(struct store *store, struct catalog *catalog, const ch
         return r;
 }
 
+/* The tiers' policies from the configuration (config_validate checked
+ * the keep_every values, so a parse failure here leaves keep_every off).
+ * Each tier sets its own mode for uncommitted steps. */
+static struct retention_policy daemon_retention_of(uint32_t keep, const char *every) {
+        struct retention_policy p = { .keep = keep };
+        char why[160];
+        if (retention_every_parse(every, &p.every_steps, &p.every_seconds, why, sizeof(why)) < 0)
+                p.every_steps = p.every_seconds = 0;
+        return p;
+}
+
+static struct retention_policy daemon_retention_local(const struct config *cfg) {
+        return daemon_retention_of(cfg->keep, cfg->keep_every);
+}
+
+static struct retention_policy daemon_retention_replica(const struct config *cfg) {
+        return daemon_retention_of(cfg->replica_keep_latest ? cfg->replica_keep_latest : cfg->keep,
+                                   cfg->replica_keep_every ? cfg->replica_keep_every
+                                                           : cfg->keep_every);
+}
+
+static struct retention_policy daemon_retention_remote(const struct config *cfg) {
+        return daemon_retention_of(cfg->remote_keep, cfg->remote_keep_every);
+}
+
 static void daemon_retention_all(struct daemon *d) {
         struct ckpt_rep_job_list *page = calloc(1, sizeof(*page));
         if (!page)
@@ -371,7 +397,7 @@ static int daemon_remote_open(struct daemon *d) {
                 .node_count = cfg->cluster_node_count,
                 .part_size = cfg->remote_part_size,
                 .concurrency = cfg->remote_concurrency,
-                .keep = cfg->remote_keep,
+                .retention = daemon_retention_remote(cfg),
         };
         r = flush_new(&d->flusher, d->loop, d->s3, d->catalog, d->store, &fo,
                       daemon_remote_changed, d);
@@ -606,7 +632,7 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
                 .frames_unsealed = !cfg->cluster_peer_frame_mac,
                 .unauth_max = cfg->cluster_peer_unauthenticated_max,
                 .unauth_per_address = cfg->cluster_peer_unauthenticated_per_address,
-                .keep = cfg->keep,
+                .retention = daemon_retention_replica(cfg),
                 .restore_on_start = true,
                 .restored = d->flusher ? daemon_peers_restored : NULL,
                 .copy_bad = daemon_copy_bad,
@@ -767,9 +793,11 @@ static void daemon_reload(struct daemon *d) {
         } else {
                 config_reload(d->cfg, &fresh);
                 log_set_level(d->cfg->log_level);
-                d->server->opts.keep = d->cfg->keep;
-                if (d->peers)
-                        peers_set_keep(d->peers, d->cfg->keep);
+                d->server->opts.retention = daemon_retention_local(d->cfg);
+                if (d->peers) {
+                        const struct retention_policy rp = daemon_retention_replica(d->cfg);
+                        peers_set_retention(d->peers, &rp);
+                }
                 d->server->opts.pool_wait_ms = d->cfg->pool_wait_ms;
                 daemon_apply_pool_limits(d);
                 if (d->scrub) {
@@ -778,7 +806,8 @@ static void daemon_reload(struct daemon *d) {
                         scrub_set_options(d->scrub, &so);
                 }
                 if (d->flusher) {
-                        flush_set_keep(d->flusher, d->cfg->remote_keep);
+                        const struct retention_policy sp = daemon_retention_remote(d->cfg);
+                        flush_set_retention(d->flusher, &sp);
                         s3_client_set_bandwidth(d->s3, d->cfg->remote_bandwidth);
                         flush_retry_failed(d->flusher);
                         const struct audit_options ao = {
@@ -936,7 +965,7 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
                 .node_count = cfg->cluster_node_count,
                 .remote_target = d->flusher ? d->remote_target : NULL,
                 .pool_wait_ms = cfg->pool_wait_ms,
-                .keep = cfg->keep,
+                .retention = daemon_retention_local(cfg),
                 .socket_mode = cfg->socket_mode,
                 .socket_group = cfg->socket_group,
                 .state_dir = cfg->state_dir,
@@ -974,6 +1003,8 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
          * cluster's links are set (they decide who commits), and before
          * retention, which removes a request's step with it when it goes */
         step_commit_requests_resume(d->server);
+        /* before retention: a step a crash left half deleted goes first */
+        delete_resume(d->server);
         daemon_retention_all(d);
         /* after retention, so that the first pass does not walk steps on
          * their way out */

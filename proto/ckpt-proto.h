@@ -44,8 +44,8 @@
  * copies_unrepairable), the scrub_* fields and the audit_* fields;
  * version 6 from 5 in the VERIFY reply, whose entries are one per shard of
  * each copy (with the shard's name) and which counts the copies;
- * version 7 from 6 in the request METRICS, which earlier versions do not
- * have. */
+ * version 7 from 6 in the requests METRICS, DELETE and RETENTION, which
+ * earlier versions do not have. */
 #define CKPT_PROTO_VERSION 7     /* the newest */
 #define CKPT_PROTO_VERSION_MIN 2 /* the oldest */
 #define CKPT_PROTO_VERSION_REPLACED 3 /* the first with SAVE_BEGIN's `replaced` */
@@ -54,6 +54,7 @@
 #define CKPT_PROTO_VERSION_COPY_FAULTS 5 /* the first with VERIFY and STATUS's copy counts */
 #define CKPT_PROTO_VERSION_VERIFY_SHARDS 6 /* the first with VERIFY's per-shard entries */
 #define CKPT_PROTO_VERSION_METRICS 7 /* the first with METRICS */
+#define CKPT_PROTO_VERSION_DELETE 7 /* the first with DELETE and RETENTION */
 #define CKPT_HDR_SIZE 16
 /* Fits the default net.core.wmem_max so no process needs SO_SNDBUFFORCE. */
 #define CKPT_MSG_MAX 65536
@@ -93,7 +94,8 @@ enum ckpt_msg_type {
         CKPT_MSG_LATEST_RANK = 20,
         CKPT_MSG_COMMIT_ASYNC = 21, /* from version 4 on */
         CKPT_MSG_VERIFY = 22,       /* from version 5 on */
-        /* 23, 24 and 26 are assigned in other branches (issue 14) */
+        CKPT_MSG_DELETE = 23,       /* from version 7 on */
+        CKPT_MSG_RETENTION = 24,    /* from version 7 on */
         CKPT_MSG_METRICS = 25,      /* from version 7 on */
         CKPT_MSG_REQUEST_MAX_,
 
@@ -288,6 +290,32 @@ struct ckpt_req_metrics {
         uint64_t offset;
 };
 
+/* DELETE: remove a step (whole_job 0) or every step of the job
+ * (whole_job 1, step 0) from the tiers this node manages.  Refused for the
+ * job's newest committed step and pinned steps unless force 1.  Answered
+ * once the steps are no longer listed or restorable; their bytes go in
+ * the background (docs/protocol.md). */
+struct ckpt_req_delete {
+        struct ckpt_name job;
+        uint64_t step;     /* <= CKPT_STEP_MAX; 0 with whole_job */
+        uint8_t whole_job;
+        uint8_t force;
+};
+
+/* RETENTION: what retention keeps and removes of a job (job.len 0: of
+ * every job the caller may see) per tier, and why; dry_run 0 applies it
+ * now.  preview 1 (dry runs only): decide under keep_latest (>= 1) and
+ * at most one of every_steps / every_seconds instead of the configured
+ * policies — what a configuration change would remove (the store's tier
+ * is left out of a preview with every_seconds: it has no commit times). */
+struct ckpt_req_retention {
+        struct ckpt_name job; /* len 0: every job */
+        uint8_t dry_run;
+        uint8_t preview;
+        uint32_t keep_latest;
+        uint64_t every_steps, every_seconds;
+};
+
 struct ckpt_request {
         struct ckpt_hdr hdr;
         union {
@@ -308,6 +336,8 @@ struct ckpt_request {
                 struct ckpt_req_latest_rank latest_rank;
                 struct ckpt_req_verify verify;
                 struct ckpt_req_metrics metrics;
+                struct ckpt_req_delete del;
+                struct ckpt_req_retention retention;
                 /* STATUS has an empty body. */
         };
 };
@@ -532,6 +562,47 @@ struct ckpt_rep_metrics {
         char text[CKPT_METRICS_CHUNK];
 };
 
+/* DELETE reply: how many steps were marked deleted, and the bytes of
+ * this node's copies of them that are being removed. */
+struct ckpt_rep_delete {
+        uint32_t steps;
+        uint64_t bytes;
+};
+
+/* RETENTION reply: one entry per (job, tier, area, step), by job, tier
+ * (local, replica areas by source node, store) and newest step first;
+ * total > count: more than one reply holds (name a job to see them). */
+#define CKPT_RETENTION_PAGE 96
+#define CKPT_RETENTION_REASON_MAX 127
+enum ckpt_retention_tier {
+        CKPT_RETENTION_LOCAL = 0,
+        CKPT_RETENTION_REPLICA = 1, /* area: the node whose ranks the area holds */
+        CKPT_RETENTION_STORE = 2,
+        CKPT_RETENTION_TIER_MAX_,
+};
+enum ckpt_retention_action {
+        CKPT_RETENTION_KEPT = 0,
+        CKPT_RETENTION_GOES = 1,    /* dry run: a pass now would remove it */
+        CKPT_RETENTION_REMOVED = 2, /* removed by this request */
+        CKPT_RETENTION_BUSY = 3,    /* goes, but in use now: a later pass removes it */
+        CKPT_RETENTION_QUEUED = 4,  /* goes; the store's pass removes it in the background */
+        CKPT_RETENTION_ACTION_MAX_,
+};
+struct ckpt_retention_entry {
+        struct ckpt_name job;
+        uint8_t tier;          /* enum ckpt_retention_tier */
+        uint32_t area;         /* CKPT_RETENTION_REPLICA: the source node; else 0 */
+        uint64_t step;
+        int64_t committed_at;  /* unix seconds; 0: not committed (or not known) */
+        uint8_t action;        /* enum ckpt_retention_action */
+        char reason[CKPT_RETENTION_REASON_MAX + 1]; /* "kept: newest 2", ... */
+};
+struct ckpt_rep_retention {
+        uint32_t total, count;
+        uint32_t removed;      /* steps removed by this request (dry run: 0) */
+        struct ckpt_retention_entry entries[CKPT_RETENTION_PAGE];
+};
+
 struct ckpt_reply {
         struct ckpt_hdr hdr;
         union {
@@ -550,6 +621,8 @@ struct ckpt_reply {
                 struct ckpt_rep_fetch fetch;
                 struct ckpt_rep_verify verify;
                 struct ckpt_rep_metrics metrics;
+                struct ckpt_rep_delete del;
+                struct ckpt_rep_retention retention;
                 /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE,
                  * PIN, COMMIT_ASYNC: empty body */
         };

@@ -166,6 +166,29 @@ static int check_request(const struct ckpt_request *m) {
         case CKPT_MSG_METRICS:
                 check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_METRICS);
                 break;
+        case CKPT_MSG_DELETE:
+                /* types versions 2 to 6 do not have: malformed there */
+                check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_DELETE);
+                check_name(&c, &m->del.job);
+                check_bool(&c, m->del.whole_job);
+                check_bool(&c, m->del.force);
+                check_step(&c, m->del.step);
+                check_inval(&c, m->del.whole_job && m->del.step != 0);
+                break;
+        case CKPT_MSG_RETENTION:
+                check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_DELETE);
+                if (m->retention.job.len)
+                        check_name(&c, &m->retention.job);
+                check_bool(&c, m->retention.dry_run);
+                check_bool(&c, m->retention.preview);
+                if (m->retention.preview)
+                        check_inval(&c, !m->retention.dry_run || m->retention.keep_latest < 1 ||
+                                                (m->retention.every_steps &&
+                                                 m->retention.every_seconds));
+                else
+                        check_inval(&c, m->retention.keep_latest || m->retention.every_steps ||
+                                                m->retention.every_seconds);
+                break;
         default:
                 check_bad(&c, true);
         }
@@ -266,6 +289,20 @@ static void put_request_body(struct wbuf *w, const struct ckpt_request *m) {
         case CKPT_MSG_METRICS:
                 w_u64(w, m->metrics.offset);
                 break;
+        case CKPT_MSG_DELETE:
+                w_name(w, &m->del.job);
+                w_u64(w, m->del.step);
+                w_u8(w, m->del.whole_job);
+                w_u8(w, m->del.force);
+                break;
+        case CKPT_MSG_RETENTION:
+                w_name(w, &m->retention.job);
+                w_u8(w, m->retention.dry_run);
+                w_u8(w, m->retention.preview);
+                w_u32(w, m->retention.keep_latest);
+                w_u64(w, m->retention.every_steps);
+                w_u64(w, m->retention.every_seconds);
+                break;
         default: /* STATUS: empty */
                 break;
         }
@@ -364,6 +401,20 @@ static void get_request_body(struct rbuf *r, struct ckpt_request *m) {
                 break;
         case CKPT_MSG_METRICS:
                 m->metrics.offset = r_u64(r);
+                break;
+        case CKPT_MSG_DELETE:
+                r_name(r, &m->del.job);
+                m->del.step = r_u64(r);
+                m->del.whole_job = r_u8(r);
+                m->del.force = r_u8(r);
+                break;
+        case CKPT_MSG_RETENTION:
+                r_name(r, &m->retention.job);
+                m->retention.dry_run = r_u8(r);
+                m->retention.preview = r_u8(r);
+                m->retention.keep_latest = r_u32(r);
+                m->retention.every_steps = r_u64(r);
+                m->retention.every_seconds = r_u64(r);
                 break;
         default: /* STATUS: empty */
                 break;
@@ -478,6 +529,26 @@ static int check_reply(const struct ckpt_reply *m) {
                 check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_METRICS);
                 check_bad(&c, mt->length > CKPT_METRICS_CHUNK);
                 check_inval(&c, mt->offset > mt->total || mt->length > mt->total - mt->offset);
+                break;
+        }
+        case CKPT_MSG_DELETE:
+                check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_DELETE);
+                break;
+        case CKPT_MSG_RETENTION: {
+                const struct ckpt_rep_retention *l = &m->retention;
+                check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_DELETE);
+                check_count(&c, l->total, l->count, CKPT_RETENTION_PAGE);
+                check_inval(&c, l->removed > l->total);
+                for (uint32_t i = 0; i < l->count && i < CKPT_RETENTION_PAGE; i++) {
+                        const struct ckpt_retention_entry *e = &l->entries[i];
+                        check_name(&c, &e->job);
+                        check_bad(&c, e->tier >= CKPT_RETENTION_TIER_MAX_);
+                        check_inval(&c, e->tier != CKPT_RETENTION_REPLICA && e->area != 0);
+                        check_step(&c, e->step);
+                        check_inval(&c, e->committed_at < 0);
+                        check_bad(&c, e->action >= CKPT_RETENTION_ACTION_MAX_);
+                        check_cstr(&c, e->reason, CKPT_RETENTION_REASON_MAX);
+                }
                 break;
         }
         case CKPT_MSG_VERIFY: {
@@ -681,6 +752,25 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                         w_u8(w, e->replicas);
                 }
                 break;
+        case CKPT_MSG_DELETE:
+                w_u32(w, m->del.steps);
+                w_u64(w, m->del.bytes);
+                break;
+        case CKPT_MSG_RETENTION:
+                w_u32(w, m->retention.total);
+                w_u32(w, m->retention.count);
+                w_u32(w, m->retention.removed);
+                for (uint32_t i = 0; i < m->retention.count; i++) {
+                        const struct ckpt_retention_entry *e = &m->retention.entries[i];
+                        w_name(w, &e->job);
+                        w_u8(w, e->tier);
+                        w_u32(w, e->area);
+                        w_u64(w, e->step);
+                        w_i64(w, e->committed_at);
+                        w_u8(w, e->action);
+                        w_cstr(w, e->reason, CKPT_RETENTION_REASON_MAX);
+                }
+                break;
         case CKPT_MSG_VERIFY:
                 w_u32(w, m->verify.total);
                 w_u32(w, m->verify.count);
@@ -878,6 +968,29 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                         e->remote_state = r_u8(r);
                         e->pinned = r_u8(r);
                         e->replicas = r_u8(r);
+                }
+                break;
+        }
+        case CKPT_MSG_DELETE:
+                m->del.steps = r_u32(r);
+                m->del.bytes = r_u64(r);
+                break;
+        case CKPT_MSG_RETENTION: {
+                struct ckpt_rep_retention *l = &m->retention;
+                l->total = r_u32(r);
+                l->count = r_u32(r);
+                l->removed = r_u32(r);
+                if (!r_count(r, l->total, l->count, CKPT_RETENTION_PAGE))
+                        break;
+                for (uint32_t i = 0; i < l->count; i++) {
+                        struct ckpt_retention_entry *e = &l->entries[i];
+                        r_name(r, &e->job);
+                        e->tier = r_u8(r);
+                        e->area = r_u32(r);
+                        e->step = r_u64(r);
+                        e->committed_at = r_i64(r);
+                        e->action = r_u8(r);
+                        r_cstr(r, e->reason, CKPT_RETENTION_REASON_MAX);
                 }
                 break;
         }
@@ -1079,6 +1192,8 @@ static const char *const request_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_COMMIT_ASYNC] = "COMMIT_ASYNC",
         [CKPT_MSG_VERIFY] = "VERIFY",
         [CKPT_MSG_METRICS] = "METRICS",
+        [CKPT_MSG_DELETE] = "DELETE",
+        [CKPT_MSG_RETENTION] = "RETENTION",
 };
 
 static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
@@ -1105,6 +1220,8 @@ static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_COMMIT_ASYNC] = "COMMIT_ASYNC_REPLY",
         [CKPT_MSG_VERIFY] = "VERIFY_REPLY",
         [CKPT_MSG_METRICS] = "METRICS_REPLY",
+        [CKPT_MSG_DELETE] = "DELETE_REPLY",
+        [CKPT_MSG_RETENTION] = "RETENTION_REPLY",
 };
 
 /* Never NULL, so it can go straight into a log format. */

@@ -208,6 +208,7 @@ enum stmt_id {
         STMT_JOB_ADD,
         STMT_JOB_UID,
         STMT_JOB_ERROR,
+        STMT_JOB_DELETE,
         STMT_JOB_COUNT,
         STMT_JOB_PAGE,
         STMT_CKPT_UPSERT,
@@ -287,6 +288,7 @@ static const char *const stmt_sql[STMT_MAX_] = {
                          " ON CONFLICT (name) DO NOTHING",
         [STMT_JOB_UID] = "SELECT uid FROM jobs WHERE name = ?1",
         [STMT_JOB_ERROR] = "UPDATE jobs SET errors = errors + 1 WHERE name = ?1",
+        [STMT_JOB_DELETE] = "DELETE FROM jobs WHERE name = ?1",
         [STMT_JOB_COUNT] = "SELECT COUNT(*) FROM jobs WHERE ?1 < 0 OR uid = ?1",
         [STMT_JOB_PAGE] =
                 "SELECT j.name, j.uid, j.errors,"
@@ -866,6 +868,17 @@ int catalog_job_add(struct catalog *c, const char *job, uint32_t uid) {
         if (bind_text(s, 1, job) || bind_i64(s, 2, uid) || bind_i64(s, 3, time(NULL)) ||
             sqlite3_step(s) != SQLITE_DONE)
                 return sql_error(c->db, "add job %s", job);
+        return 0;
+}
+
+int catalog_job_delete(struct catalog *c, const char *job) {
+        int r = tx_ensure(c);
+        if (r < 0)
+                return r;
+
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_JOB_DELETE];
+        if (bind_text(s, 1, job) || sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "delete job %s", job);
         return 0;
 }
 

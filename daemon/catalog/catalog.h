@@ -48,6 +48,9 @@ int catalog_check(struct catalog *c);
 int catalog_job_add(struct catalog *c, const char *job, uint32_t uid); /* no-op if exists */
 int catalog_job_uid(struct catalog *c, const char *job, uint32_t *uid); /* -ENOENT */
 int catalog_job_error(struct catalog *c, const char *job);             /* errors += 1 */
+/* Forget a job and every row of it (cascades through its checkpoints);
+ * rows only, like catalog_ckpt_delete.  No such job: 0. */
+int catalog_job_delete(struct catalog *c, const char *job);
 
 /* Checkpoints (job, step).  upsert creates or updates world_size/state. */
 int catalog_ckpt_upsert(struct catalog *c, const char *job, uint64_t step, uint32_t world_size,

@@ -92,3 +92,5 @@ int cmd_drain(int nargs, char **args);
 /* status --watch [--interval S] (watch.c); args are status's */
 int status_watch(int nargs, char **args);
 int cmd_metrics(int nargs, char **args);
+int cmd_delete(int nargs, char **args);
+int cmd_retention(int nargs, char **args);

@@ -59,6 +59,16 @@ static const struct ctl_command commands[] = {
         { "metrics", "metrics", "the metrics in Prometheus' text format (what GET\n"
           "/metrics serves), for node_exporter's textfile\n"
           "collector; --json changes only how errors print", 0, 0, cmd_metrics },
+        { "delete", "delete JOB [STEP] [--force]",
+          "remove a step (or the whole job) from this node's\n"
+          "tiers; the newest committed step and pinned steps\n"
+          "only with --force; the bytes go in the background",
+          1, 3, cmd_delete },
+        { "retention", "retention [JOB] [--dry-run [--keep-latest N] [--keep-every E]]",
+          "per job and tier, the steps retention keeps and the\n"
+          "ones that go, and why; applied now unless --dry-run;\n"
+          "--keep-latest/--keep-every preview another policy",
+          0, 6, cmd_retention },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -639,6 +639,17 @@ int store_step_delete(struct store *s, const char *job, uint64_t step) {
         return 0;
 }
 
+int store_job_delete(struct store *s, const char *job) {
+        if (s->cache && !strcmp(s->cache_job, job))
+                s->cache = manifest_free(s->cache);
+        int r = store_trash(s, s->jobs_fd, job);
+        if (r < 0 && r != -ENOENT) {
+                log_error("store: job %s: cannot delete: %s", job, strerror(-r));
+                return r;
+        }
+        return 0;
+}
+
 bool store_step_committed(struct store *s, const char *job, uint64_t step) {
         char path[CKPT_NAME_MAX + 64], step_name[32];
 

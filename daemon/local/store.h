@@ -116,6 +116,9 @@ void store_step_commit(struct store *s, const struct commit_record *r,
                        void (*cb)(void *userdata, int error), void *userdata);
 /* Move a step's directory to trash and delete it in the background. */
 int store_step_delete(struct store *s, const char *job, uint64_t step);
+/* The same for a job's whole directory, every step at once (one rename:
+ * a crash leaves all of them or none).  No such job: 0. */
+int store_job_delete(struct store *s, const char *job);
 bool store_step_committed(struct store *s, const char *job, uint64_t step);
 
 /* ---- reading --------------------------------------------------------------- */

@@ -167,7 +167,7 @@ static void committed_hook(void *owner, const struct rx *rx) {
 static void landed_in_area_hook(void *owner, struct store *store, struct catalog *catalog,
                                 const char *job) {
         struct peers *ps = owner;
-        replica_area_retention(store, catalog, job, ps->opts.keep);
+        replica_area_retention(store, catalog, job, &ps->opts.retention);
 }
 
 static void window_hook(void *owner, struct plink *l) {
@@ -456,9 +456,13 @@ void peers_pause(struct peers *ps, bool paused) {
         link_env_pause(&ps->links, paused);
 }
 
-void peers_set_keep(struct peers *ps, uint32_t keep) {
-        ps->opts.keep = keep;
-        ps->repl.keep = keep;
+const struct retention_policy *peers_retention(const struct peers *ps) {
+        return &ps->opts.retention;
+}
+
+void peers_set_retention(struct peers *ps, const struct retention_policy *p) {
+        ps->opts.retention = *p;
+        ps->repl.keep = p->keep;
 }
 
 int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers,
@@ -527,7 +531,7 @@ int peers_new(struct peers **out, struct loop *loop, struct worker_pool *workers
         ps->repl.store = store;
         ps->repl.catalog = catalog;
         ps->repl.self = opts->topo.index;
-        ps->repl.keep = opts->keep;
+        ps->repl.keep = opts->retention.keep;
         ps->repl.workers = workers;
         ps->repl.pump = pump_hook;
         ps->repl.owner = ps;

@@ -42,6 +42,7 @@
 #include "peer/replica_area.h"
 #include "peer/replication.h"
 #include "pool/pool.h"
+#include "retention/retention.h"
 
 struct peers;
 
@@ -60,7 +61,7 @@ struct peers_options {
         bool frames_unsealed;
         uint32_t unauth_max;             /* accepted, unauthenticated links; 0: no cap */
         uint32_t unauth_per_address;     /* of them from one address; 0: no cap */
-        uint32_t keep;                   /* committed steps kept per job in each area */
+        struct retention_policy retention; /* of each area (replica_area sets the mode) */
         bool restore_on_start;           /* pull missing ranks from the targets */
         /* a step of this node landed here from a neighbour (NULL: no
          * one to tell); called with peers_new()'s userdata */
@@ -173,7 +174,10 @@ uint32_t peers_target_count(const struct peers *ps);
 void peers_target(const struct peers *ps, uint32_t i, uint32_t *node, bool *up,
                   uint32_t *steps_owed);
 
-void peers_set_keep(struct peers *ps, uint32_t keep);
+void peers_set_retention(struct peers *ps, const struct retention_policy *p);
+/* The replica areas' policy as configured (replica_area_policy sets its
+ * mode for uncommitted steps). */
+const struct retention_policy *peers_retention(const struct peers *ps);
 
 /* Hold outgoing rank data between frames (saves are staging here); the
  * handshake, acknowledgements and requests still flow. */

@@ -22,16 +22,19 @@ struct replica_area *replica_area_holding(struct replica_area *areas, size_t n, 
         return NULL;
 }
 
+struct retention_policy replica_area_policy(const struct retention_policy *p) {
+        struct retention_policy policy = *p;
+        policy.uncommitted = RETENTION_UNCOMMITTED_KEEP;
+        return policy;
+}
+
 /* The areas' deleter under the one policy (retention/). */
 void replica_area_retention(struct store *store, struct catalog *catalog, const char *job,
-                            uint32_t keep) {
-        const struct retention_policy policy = {
-                .keep = keep,
-                .uncommitted = RETENTION_UNCOMMITTED_KEEP,
-        };
+                            const struct retention_policy *p) {
+        const struct retention_policy policy = replica_area_policy(p);
         struct retention_plan plan;
 
-        if (keep == 0) /* keeps all: not even worth listing */
+        if (policy.keep == 0) /* keeps all: not even worth listing */
                 return;
         if (retention_plan_from_catalog(&plan, catalog, job, &policy) <= 0) {
                 retention_plan_clear(&plan);
@@ -46,7 +49,7 @@ void replica_area_retention(struct store *store, struct catalog *catalog, const 
                          * logs it) is forgotten by reconcile at the next start */
                         (void)catalog_ckpt_delete(catalog, job, step);
                         log_info("peers: replica of job %s step %" PRIu64 " removed by retention "
-                                 "(keep %u)", job, step, keep);
+                                 "(%s)", job, step, retention_verdict_str(plan.verdicts[i]));
                 }
         }
         retention_plan_clear(&plan);

@@ -18,6 +18,7 @@
 
 #include "catalog/catalog.h"
 #include "local/store.h"
+#include "retention/retention.h"
 
 struct replica_area {
         uint32_t src;
@@ -30,7 +31,11 @@ struct replica_area *replica_area_for(struct replica_area *areas, size_t n, uint
 /* The area that holds (job, step, rank), or NULL. */
 struct replica_area *replica_area_holding(struct replica_area *areas, size_t n, const char *job,
                                           uint64_t step, uint32_t rank);
-/* Keep the newest `keep` committed steps of job in an area (0: all);
- * pinned ones stay, uncommitted ones too (retention/ decides). */
+/* Apply p (keep_latest 0: all; keep_every) to job's steps in an area;
+ * pinned ones stay, uncommitted ones too (retention/ decides; p's mode
+ * for uncommitted steps is not read). */
 void replica_area_retention(struct store *store, struct catalog *catalog, const char *job,
-                            uint32_t keep);
+                            const struct retention_policy *p);
+/* p with the areas' mode for uncommitted steps (kept: their COMMITTED
+ * record may still be on its way from the source). */
+struct retention_policy replica_area_policy(const struct retention_policy *p);

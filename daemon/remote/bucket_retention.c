@@ -48,13 +48,18 @@ struct fret {
         size_t nkeys, kcap, del_next;
         struct s3_request req;
         bool busy;
+        /* a delete run (bucket_retention_delete): one step, no policy */
+        bool deleting;
+        int error;                /* of a delete run: the first failure */
+        bucket_retention_deleted_fn deleted;
+        void *userdata;
 };
 
 struct bucket_retention {
         struct s3_client *s3;
         struct catalog *catalog;
         char prefix[OBJECT_KEY_MAX + 1];
-        uint32_t keep;
+        struct retention_policy policy;
         struct list runs;         /* struct fret */
         bool freeing;
 };
@@ -64,11 +69,14 @@ static void ret_next(struct fret *rt);
 /* The store's policy: keep the newest `keep` committed steps; a step
  * without COMMIT goes only once it is older than all of them (the walk
  * stops HEADing there, so below the cut it is not known either way). */
+struct retention_policy bucket_retention_policy(const struct retention_policy *configured) {
+        struct retention_policy p = *configured;
+        p.uncommitted = RETENTION_UNCOMMITTED_BELOW_KEPT;
+        return p;
+}
+
 static struct retention_policy ret_policy(const struct bucket_retention *br) {
-        return (struct retention_policy){
-                .keep = br->keep,
-                .uncommitted = RETENTION_UNCOMMITTED_BELOW_KEPT,
-        };
+        return bucket_retention_policy(&br->policy);
 }
 
 /* May the HEAD walk stop: is every older step decided whatever it is? */
@@ -115,6 +123,9 @@ static void ret_finish(struct fret *rt) {
         char job[CKPT_NAME_MAX + 1];
 
         snprintf(job, sizeof(job), "%s", rt->job);
+        if (rt->deleting && rt->deleted)
+                rt->deleted(rt->userdata, rt->job, rt->steps[0],
+                            br->freeing ? -ECANCELED : rt->error);
         list_unlink(&rt->link);
         free(rt->steps);
         free(rt->rsteps);
@@ -142,6 +153,7 @@ static void ret_done(struct s3_request *req, int error) {
                 if (error < 0) {
                         log_warn("retention (store): job %s: listing failed: %s", rt->job,
                                     strerror(-error));
+                        rt->error = error;
                         ret_finish(rt);
                         return;
                 }
@@ -224,9 +236,12 @@ static void ret_done(struct s3_request *req, int error) {
                 break;
         }
         case RET_DELETE:
-                if (error < 0)
+                if (error < 0) {
                         log_warn("retention (store): delete %s: %s", rt->keys[rt->del_next],
                                     strerror(-error));
+                        if (!rt->error)
+                                rt->error = error;
+                }
                 rt->del_next++;
                 break;
         }
@@ -270,9 +285,16 @@ static void ret_next(struct fret *rt) {
                                 r = s3_delete_object(br->s3, &rt->req, rt->keys[rt->del_next]);
                                 goto started;
                         }
-                        log_info("retention (store): job %s step %" PRIu64 " removed (%zu "
-                                 "objects, keep %u)", rt->job, rt->steps[rt->del_step], rt->nkeys,
-                                 br->keep);
+                        if (rt->deleting)
+                                log_info("store: job %s step %" PRIu64 " deleted (%zu objects, "
+                                         "ckptctl delete)", rt->job, rt->steps[rt->del_step],
+                                         rt->nkeys);
+                        else
+                                log_info("retention (store): job %s step %" PRIu64 " removed "
+                                         "(%zu objects, %s)", rt->job, rt->steps[rt->del_step],
+                                         rt->nkeys,
+                                         retention_verdict_str(
+                                                 rt->verdicts[rt->nsteps - 1 - rt->del_step]));
                         rt->del_step++;
                         goto next_step;
                 }
@@ -293,6 +315,7 @@ static void ret_next(struct fret *rt) {
 started:
         if (r < 0) {
                 log_warn("retention (store): job %s: %s", rt->job, strerror(-r));
+                rt->error = r;
                 ret_finish(rt);
                 return;
         }
@@ -304,7 +327,7 @@ void bucket_retention_run(struct bucket_retention *br, const char *job) {
 
         list_for_each_safe(pos, tmp, &br->runs) {
                 struct fret *rt = list_entry(pos, struct fret, link);
-                if (!strcmp(rt->job, job)) {
+                if (!rt->deleting && !strcmp(rt->job, job)) {
                         rt->again = true;
                         return;
                 }
@@ -327,16 +350,50 @@ void bucket_retention_run(struct bucket_retention *br, const char *job) {
         ret_next(rt);
 }
 
+int bucket_retention_delete(struct bucket_retention *br, const char *job, uint64_t step,
+                            bucket_retention_deleted_fn deleted, void *userdata) {
+        struct fret *rt = calloc(1, sizeof(*rt));
+        if (!rt)
+                return -ENOMEM;
+        rt->br = br;
+        rt->deleting = true;
+        snprintf(rt->job, sizeof(rt->job), "%s", job);
+        rt->steps = calloc(1, sizeof(*rt->steps));
+        rt->rsteps = calloc(1, sizeof(*rt->rsteps));
+        rt->verdicts = calloc(1, sizeof(*rt->verdicts));
+        rt->olist.objects = calloc(S3_LIST_MAX, sizeof(*rt->olist.objects));
+        rt->olist.capacity = S3_LIST_MAX;
+        list_init(&rt->link);
+        list_add_tail(&br->runs, &rt->link);
+        if (!rt->steps || !rt->rsteps || !rt->verdicts || !rt->olist.objects) {
+                ret_finish(rt); /* deleted is not set yet: the caller hears -ENOMEM */
+                return -ENOMEM;
+        }
+        rt->deleted = deleted;
+        rt->userdata = userdata;
+        /* the step's keys, then DELETE each, COMMIT first: the path of a
+         * step the policy drops (ret_next's LIST_KEYS) */
+        rt->steps[0] = step;
+        rt->rsteps[0] = (struct retention_step){ .step = step, .commit = RETENTION_UNKNOWN };
+        rt->verdicts[0] = RETENTION_DROP_OLD;
+        rt->nsteps = rt->cap = 1;
+        rt->del_step = 0;
+        rt->phase = RET_LIST_KEYS;
+        ret_next(rt);
+        return 0;
+}
+
 int bucket_retention_new(struct bucket_retention **out, struct s3_client *s3,
-                         struct catalog *catalog, const char *prefix, uint32_t keep) {
-        if (!out || !s3 || !catalog || keep < 1)
+                         struct catalog *catalog, const char *prefix,
+                         const struct retention_policy *p) {
+        if (!out || !s3 || !catalog || !p || p->keep < 1 || p->every_seconds)
                 return -EINVAL;
         struct bucket_retention *br = calloc(1, sizeof(*br));
         if (!br)
                 return -ENOMEM;
         br->s3 = s3;
         br->catalog = catalog;
-        br->keep = keep;
+        br->policy = *p;
         snprintf(br->prefix, sizeof(br->prefix), "%s", prefix ? prefix : "");
         list_init(&br->runs);
         *out = br;
@@ -361,6 +418,6 @@ struct bucket_retention *bucket_retention_free(struct bucket_retention *br) {
         return NULL;
 }
 
-void bucket_retention_set_keep(struct bucket_retention *br, uint32_t keep) {
-        br->keep = keep;
+void bucket_retention_set_policy(struct bucket_retention *br, const struct retention_policy *p) {
+        br->policy = *p;
 }

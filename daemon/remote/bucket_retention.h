@@ -25,19 +25,35 @@
 
 #include "catalog/catalog.h"
 #include "remote/s3.h"
+#include "retention/retention.h"
 
 struct bucket_retention;
 
-/* `prefix` is the bucket's key prefix ("" for none; copied); keep >= 1
- * (-EINVAL otherwise).  s3 and catalog are borrowed and must outlive it. */
+/* `prefix` is the bucket's key prefix ("" for none; copied); p->keep >= 1
+ * and no every_seconds (-EINVAL otherwise; p's mode for uncommitted steps
+ * is not read).  s3 and catalog are borrowed and must outlive it. */
 int bucket_retention_new(struct bucket_retention **out, struct s3_client *s3,
-                         struct catalog *catalog, const char *prefix, uint32_t keep);
+                         struct catalog *catalog, const char *prefix,
+                         const struct retention_policy *p);
 /* Cancels every run (nothing is half deleted that a later run would not
  * finish).  Accepts NULL; returns NULL. */
 struct bucket_retention *bucket_retention_free(struct bucket_retention *br);
 
-/* SIGHUP may change keep; runs from now on use it. */
-void bucket_retention_set_keep(struct bucket_retention *br, uint32_t keep);
+/* SIGHUP may change the policy; runs from now on use it. */
+void bucket_retention_set_policy(struct bucket_retention *br, const struct retention_policy *p);
+
+/* The configured policy with the store's mode for uncommitted steps. */
+struct retention_policy bucket_retention_policy(const struct retention_policy *configured);
+
+/* Delete every object of (job, step) in the store, COMMIT first (so no
+ * reader trusts a step whose shards are going), in the background; then
+ * deleted(userdata, job, step, 0 or the first -errno; -ECANCELED when
+ * freed first).  A step with no objects is done at once (0).  0, or
+ * -ENOMEM (nothing started, deleted not called). */
+typedef void (*bucket_retention_deleted_fn)(void *userdata, const char *job, uint64_t step,
+                                            int error);
+int bucket_retention_delete(struct bucket_retention *br, const char *job, uint64_t step,
+                            bucket_retention_deleted_fn deleted, void *userdata);
 
 /* Apply retention to `job`'s steps in the store, in the background. */
 void bucket_retention_run(struct bucket_retention *br, const char *job);

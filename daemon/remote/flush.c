@@ -648,9 +648,29 @@ const char *flush_last_error_job(struct flusher *f) {
         return f->last_error_job;
 }
 
-void flush_set_keep(struct flusher *f, uint32_t keep) {
-        f->opts.keep = keep;
-        bucket_retention_set_keep(f->retention, keep);
+bool flush_runs_retention(const struct flusher *f) {
+        return f->opts.node_index == 0;
+}
+
+struct retention_policy flush_retention_policy(const struct flusher *f) {
+        return bucket_retention_policy(&f->opts.retention);
+}
+
+void flush_retention_run(struct flusher *f, const char *job) {
+        if (flush_runs_retention(f))
+                bucket_retention_run(f->retention, job);
+}
+
+int flush_delete_step(struct flusher *f, const char *job, uint64_t step,
+                      bucket_retention_deleted_fn deleted, void *userdata) {
+        if (!flush_runs_retention(f))
+                return -EOPNOTSUPP;
+        return bucket_retention_delete(f->retention, job, step, deleted, userdata);
+}
+
+void flush_set_retention(struct flusher *f, const struct retention_policy *p) {
+        f->opts.retention = *p;
+        bucket_retention_set_policy(f->retention, p);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
@@ -660,7 +680,7 @@ int flush_new(struct flusher **out, struct loop *loop, struct s3_client *s3,
               void (*on_changed)(void *userdata, const char *job, uint64_t step),
               void *userdata) {
         if (opts->node_count < 1 || opts->node_index >= opts->node_count ||
-            opts->part_size < (5u << 20) || opts->concurrency < 1 || opts->keep < 1)
+            opts->part_size < (5u << 20) || opts->concurrency < 1 || opts->retention.keep < 1)
                 return -EINVAL;
         struct flusher *f = calloc(1, sizeof(*f));
         if (!f)
@@ -677,7 +697,7 @@ int flush_new(struct flusher **out, struct loop *loop, struct s3_client *s3,
         f->on_changed = on_changed;
         f->userdata = userdata;
         list_init(&f->steps);
-        int r = bucket_retention_new(&f->retention, s3, catalog, f->prefix, opts->keep);
+        int r = bucket_retention_new(&f->retention, s3, catalog, f->prefix, &opts->retention);
         if (r < 0) {
                 free(f);
                 return r;

@@ -44,7 +44,9 @@
 #include "ckpt-proto.h"
 #include "io/loop.h"
 #include "local/store.h"
+#include "remote/bucket_retention.h"
 #include "remote/s3.h"
+#include "retention/retention.h"
 
 struct flusher;
 
@@ -54,7 +56,7 @@ struct flush_options {
         uint32_t node_index, node_count;
         uint64_t part_size;     /* >= 5 MiB */
         uint32_t concurrency;   /* requests the flush keeps in flight */
-        uint32_t keep;          /* committed steps kept in the store per job */
+        struct retention_policy retention; /* the store's; keep >= 1, no every_seconds */
 };
 
 /* on_changed(userdata, job, step): the step's remote state moved (reached
@@ -68,8 +70,20 @@ int flush_new(struct flusher **out, struct loop *loop, struct s3_client *s3,
  * Accepts NULL; returns NULL. */
 struct flusher *flush_free(struct flusher *f);
 
-/* Settings SIGHUP may change: keep. */
-void flush_set_keep(struct flusher *f, uint32_t keep);
+/* Settings SIGHUP may change: the store's retention. */
+void flush_set_retention(struct flusher *f, const struct retention_policy *p);
+/* Only the coordinator (node 0) runs the store's retention (see
+ * bucket_retention.h); its policy, its mode for uncommitted steps set;
+ * and a pass over job's steps in the store now, in the background (a
+ * no-op on other nodes). */
+bool flush_runs_retention(const struct flusher *f);
+struct retention_policy flush_retention_policy(const struct flusher *f);
+void flush_retention_run(struct flusher *f, const char *job);
+/* ckptctl delete on the coordinator: every object of (job, step) in the
+ * store, COMMIT first, in the background (bucket_retention_delete).
+ * -EOPNOTSUPP on other nodes (the store's steps are node 0's to remove). */
+int flush_delete_step(struct flusher *f, const char *job, uint64_t step,
+                      bucket_retention_deleted_fn deleted, void *userdata);
 
 /* Queue a step the job just committed on this node. */
 int flush_step(struct flusher *f, const char *job, uint64_t step);

@@ -25,8 +25,10 @@
 #include "metrics/metrics.h"
 #include "server/conn.h"
 #include "server/exposition.h"
+#include "server/delete.h"
 #include "server/heal.h"
 #include "server/restore.h"
+#include "server/retention_request.h"
 #include "server/save.h"
 #include "scrub/scrub.h"
 #include "server/server.h"
@@ -624,6 +626,12 @@ static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
                 break;
         case CKPT_MSG_VERIFY:
                 verify_handle(c, &req->verify);
+                break;
+        case CKPT_MSG_DELETE:
+                delete_handle(c, &req->del);
+                break;
+        case CKPT_MSG_RETENTION:
+                retention_request_handle(c, &req->retention);
                 break;
         default:
                 conn_error(c, -EBADMSG, "unknown request type %u", t);

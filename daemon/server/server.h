@@ -37,6 +37,7 @@
 #include "remote/audit.h"
 #include "remote/fetch.h"
 #include "remote/flush.h"
+#include "retention/retention.h"
 #include "util/fd_budget.h"
 #include "util/list.h"
 #include "util/log.h"
@@ -52,7 +53,9 @@ struct server_options {
         uint64_t pool_wait_ms;
         uint64_t window_lease_ms;          /* 0: windows are never revoked */
         uint32_t max_slots_per_connection; /* open windows, in slots' worth; 0: no cap */
-        uint32_t keep;
+        /* the local tier's keep_latest / keep_every (step.c sets the
+         * mode for uncommitted steps) */
+        struct retention_policy retention;
         uint32_t socket_mode;
         const char *socket_group; /* NULL: leave as is */
         const char *state_dir;    /* for status */

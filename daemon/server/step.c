@@ -1081,19 +1081,23 @@ static bool step_idle(struct server *srv, const char *job, uint64_t step) {
                     rs != CATALOG_REMOTE_DONE && rs != CATALOG_REMOTE_FAILED)
                         return false;
         }
+        return !step_in_use(srv, job, step);
+}
+
+bool step_in_use(struct server *srv, const char *job, uint64_t step) {
         struct step_state *st = step_find(srv, job, step);
         if (!st)
-                return true;
-        if (st->committing || !list_empty(&st->waiters))
                 return false;
+        if (st->committing || !list_empty(&st->waiters))
+                return true;
         struct list *pos, *tmp;
         list_for_each_safe(pos, tmp, &st->saves) {
                 struct save *s = list_entry(pos, struct save, step_link);
                 if (s->state != SAVE_DONE && !(s->state == SAVE_FAILED && s->chunks_pending == 0 &&
                                                   !ingest_open(&s->ingest)))
-                        return false;
+                        return true;
         }
-        return true;
+        return false;
 }
 
 /*
@@ -1102,15 +1106,18 @@ static bool step_idle(struct server *srv, const char *job, uint64_t step) {
  * the newest committed one (a trainer that moved on will never commit the
  * older ones).  A step the policy drops goes only once nothing works on it.
  */
-void step_retention_run(struct server *srv, const char *job) {
+struct retention_policy step_retention_policy(const struct server *srv) {
         /* In a cluster, a step this node holds uncommitted may be one whose
          * decision has not reached it yet (it was down, or the link): it
          * stays until it is older than the kept committed steps. */
-        const struct retention_policy policy = {
-                .keep = srv->opts.keep,
-                .uncommitted = step_clustered(srv) ? RETENTION_UNCOMMITTED_BELOW_KEPT
-                                              : RETENTION_UNCOMMITTED_BELOW_NEWEST,
-        };
+        struct retention_policy policy = srv->opts.retention;
+        policy.uncommitted = step_clustered(srv) ? RETENTION_UNCOMMITTED_BELOW_KEPT
+                                                 : RETENTION_UNCOMMITTED_BELOW_NEWEST;
+        return policy;
+}
+
+void step_retention_run(struct server *srv, const char *job) {
+        const struct retention_policy policy = step_retention_policy(srv);
         struct retention_plan plan;
 
         if (retention_plan_from_catalog(&plan, srv->catalog, job, &policy) <= 0) {
@@ -1122,8 +1129,8 @@ void step_retention_run(struct server *srv, const char *job) {
                 if (!retention_verdict_drops(plan.verdicts[i]) || !step_idle(srv, job, step))
                         continue;
                 struct step_state *st = step_find(srv, job, step);
-                log_info("job %s step %" PRIu64 ": removed by retention (keep %u)%s", job, step,
-                         srv->opts.keep, st && st->commit_asked ? "; its commit request "
+                log_info("job %s step %" PRIu64 ": removed by retention (%s)%s", job, step,
+                         retention_verdict_str(plan.verdicts[i]), st && st->commit_asked ? "; its commit request "
                          "(ckpt_commit_async) goes with it" : "");
                 if (st)
                         step_state_free(st);

@@ -89,6 +89,12 @@ void step_changed(struct server *srv, const char *job, uint64_t step);
  * nothing works on any more; run after each commit and flush, after a pin
  * changes, at start and on reload. */
 void step_retention_run(struct server *srv, const char *job);
+/* The local tier's policy, its mode for uncommitted steps set. */
+struct retention_policy step_retention_policy(const struct server *srv);
+/* Something works on (job, step) in memory: a save not finished, a commit
+ * being written, a WAIT or COMMIT waiting on it.  Retention and DELETE
+ * leave such a step alone. */
+bool step_in_use(struct server *srv, const char *job, uint64_t step);
 
 /* The cluster-wide commit (node_count > 1): */
 bool step_clustered(const struct server *srv);

@@ -161,7 +161,7 @@ static void setup(void) {
                 .psk = (const uint8_t *)psk,
                 .psk_len = strlen(psk),
                 .connect_timeout_ms = 100,
-                .keep = 2,
+                .retention = { .keep = 2 },
                 .pool_wait_ms = 100,
         };
         r = peers_new(&H.peers, H.loop, H.workers, H.pool, H.store, H.catalog, &H.area, 1, &po,

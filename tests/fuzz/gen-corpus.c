@@ -255,12 +255,30 @@ static void requests(void) {
                         m.verify.rank = 3;
                         m.verify.repair = 1;
                         break;
+                case CKPT_MSG_DELETE:
+                        name(&m.del.job, "llama-70b");
+                        m.del.step = 1000;
+                        m.del.force = 1;
+                        break;
+                case CKPT_MSG_RETENTION:
+                        name(&m.retention.job, "llama-70b");
+                        m.retention.dry_run = 1;
+                        break;
                 default:
                         break;
                 }
                 int n = encode_req(&m);
                 file_for(fn, sizeof(fn), t);
                 write_file("request", fn, buf, (size_t)n);
+                if (t == CKPT_MSG_DELETE) {
+                        uint8_t bad[CKPT_MSG_MAX];
+                        memcpy(bad, buf, (size_t)n);
+                        bad[4] = CKPT_PROTO_VERSION_DELETE - 1; /* before it existed */
+                        write_file("request", "invalid-delete-version.bin", bad, (size_t)n);
+                        memcpy(bad, buf, (size_t)n);
+                        bad[n - 2] = 1; /* whole_job with step 1000 */
+                        write_file("request", "invalid-delete-whole-job-step.bin", bad, (size_t)n);
+                }
                 if (t == CKPT_MSG_COMMIT_ASYNC) {
                         uint8_t bad[CKPT_MSG_MAX];
                         memcpy(bad, buf, (size_t)n);
@@ -374,7 +392,7 @@ static void replies(void) {
                 CKPT_MSG_WAIT, CKPT_MSG_COMMIT, CKPT_MSG_LATEST, CKPT_MSG_SHARD_LIST,
                 CKPT_MSG_READ, CKPT_MSG_READ_DONE, CKPT_MSG_MAP, CKPT_MSG_STATUS,
                 CKPT_MSG_JOB_LIST, CKPT_MSG_CKPT_LIST, CKPT_MSG_FETCH, CKPT_MSG_PIN,
-                CKPT_MSG_LATEST_RANK, CKPT_MSG_COMMIT_ASYNC,
+                CKPT_MSG_LATEST_RANK, CKPT_MSG_COMMIT_ASYNC, CKPT_MSG_DELETE, CKPT_MSG_RETENTION,
         };
         char fn[64];
 
@@ -418,6 +436,26 @@ static void replies(void) {
                 case CKPT_MSG_LATEST:
                         rep.latest.step = 1000;
                         rep.latest.world_size = 8;
+                        break;
+                case CKPT_MSG_DELETE:
+                        rep.del.steps = 1;
+                        rep.del.bytes = 8ull << 30;
+                        break;
+                case CKPT_MSG_RETENTION:
+                        rep.retention.total = rep.retention.count = 2;
+                        rep.retention.removed = 1;
+                        name(&rep.retention.entries[0].job, "llama-70b");
+                        rep.retention.entries[0].step = 2000;
+                        rep.retention.entries[0].committed_at = 1764633600;
+                        snprintf(rep.retention.entries[0].reason, CKPT_RETENTION_REASON_MAX + 1,
+                                 "kept: newest 2");
+                        name(&rep.retention.entries[1].job, "llama-70b");
+                        rep.retention.entries[1].tier = CKPT_RETENTION_REPLICA;
+                        rep.retention.entries[1].area = 3;
+                        rep.retention.entries[1].step = 1000;
+                        rep.retention.entries[1].action = CKPT_RETENTION_REMOVED;
+                        snprintf(rep.retention.entries[1].reason, CKPT_RETENTION_REASON_MAX + 1,
+                                 "goes: older than the newest 2");
                         break;
                 case CKPT_MSG_SHARD_LIST:
                         rep.shard_list.total = 200;

@@ -722,6 +722,74 @@ def case_retention(ctx):
 
 
 # --------------------------------------------------------------------------
+# 10. retention in the store with keep_every (a step window), and what
+#     ckptctl retention --dry-run says of the store's steps
+
+
+def case_retention_every(ctx):
+    store = ctx.store
+    bucket, job = "remote-every", "every-job"
+    store.s3.create_bucket(bucket)
+    d = ctx.daemon("every", bucket, flags=["--remote-keep-latest=1", "--remote-keep-every=10",
+                                           "--local-keep-latest=100"]).start()
+    layouts = {0: [("w", 1 * MiB + 3), ("b", 64)]}
+    steps_dir = "jobs/%s/steps/" % job
+
+    def steps_in_store():
+        return sorted({int(k[len(steps_dir):].split("/")[0])
+                       for k in store.objects(bucket, steps_dir)})
+
+    for step in (5, 12, 15, 21, 27):
+        save_ranks(d, job, step, 1, layouts)
+        wait_remote(d, job, step)
+    # newest 1: 27; the first of each window of 10: 5, 12, 21; 15 goes
+    wait_until(lambda: steps_in_store() == [5, 12, 21, 27], timeout=60,
+               what=lambda: "the store to hold [5, 12, 21, 27] (holds %s)" % steps_in_store())
+    for step in (5, 12, 21, 27):
+        check_bucket_holds(store, bucket, "", job, step, layouts)
+    r = ctl_json(d, "retention", job, "--dry-run")
+    rows = {e["step"]: (e["action"], e["reason"]) for e in r["steps"] if e["tier"] == "store"}
+    want = {27: ("kept", "kept: newest 1"),
+            21: ("kept", "kept: every 10 steps (window 20-29)"),
+            15: ("goes", "goes: older than the newest 1 and not the first of its window "
+                         "(every 10)"),
+            12: ("kept", "kept: every 10 steps (window 10-19)"),
+            5: ("kept", "kept: every 10 steps (window 0-9)")}
+    check(rows == want, "store rows of the dry run: %s, want %s" % (rows, want))
+    # the local tier kept everything (keep_latest 100)
+    local = sorted(e["step"] for e in r["steps"] if e["tier"] == "local" and e["action"] == "kept")
+    check(local == [5, 12, 15, 21, 27], "local rows: %s" % local)
+
+    # ckptctl delete on node 0: the local copy and the store's objects go
+    tombstones = os.path.join(d.state_dir, "deleting")
+    d.ctl("delete", job, 12)
+    wait_until(lambda: steps_in_store() == [5, 21, 27], timeout=60,
+               what=lambda: "the store to hold [5, 21, 27] (holds %s)" % steps_in_store())
+    wait_until(lambda: os.listdir(tombstones) == [], timeout=10,
+               what=lambda: "the tombstones to go (%s)" % os.listdir(tombstones))
+    check("store: job %s step 12 deleted" % job in d.read_log(), "no log line for the store")
+    for step in (5, 21, 27):
+        check_bucket_holds(store, bucket, "", job, step, layouts)
+    # killed right after a delete's reply: the next start finishes it
+    d.ctl("delete", job, 21)
+    d.kill(signal.SIGKILL)
+    d = ctx.daemon("every", bucket, state_dir=d.state_dir,
+                   flags=["--remote-keep-latest=1", "--remote-keep-every=10",
+                          "--local-keep-latest=100"]).start()
+    wait_until(lambda: steps_in_store() == [5, 27], timeout=60,
+               what=lambda: "the store to hold [5, 27] (holds %s)" % steps_in_store())
+    wait_until(lambda: os.listdir(tombstones) == [], timeout=10,
+               what=lambda: "the tombstones to go (%s)" % os.listdir(tombstones))
+    got = sorted(c["step"] for c in ctl_json(d, "list", job))
+    check(got == [5, 15, 27], "local steps after the restart: %s" % got)
+    log("  the restart %s an interrupted delete" %
+        ("finished" if "finishing a delete a restart interrupted" in d.read_log() else
+         "found no"))
+    verify_ranks(d, job, 27, layouts)
+    stop(d)
+
+
+# --------------------------------------------------------------------------
 # 8. a restore from the store writes the rank with all its shard files
 #    open: they count against the uid's [daemon] open_files_per_uid
 
@@ -836,6 +904,7 @@ CASES = [
     (7, "retention: keep k plus pinned", case_retention),
     (8, "a restore from the store within the uid's open files", case_open_files),
     (9, "SIGTERM in the middle of a flush", case_stop_mid_flush),
+    (10, "retention: keep_every in the store, dry run, delete", case_retention_every),
 ]
 
 

@@ -1200,7 +1200,7 @@ static void test_reload(void) {
               "log: %s", out);
         CHECK(strstr(out, "notice: config: [pool] wait_timeout changed from 30s to 5s\n"),
               "log: %s", out);
-        CHECK(strstr(out, "notice: config: [local] keep changed from 3 to 12\n"), "log: %s",
+        CHECK(strstr(out, "notice: config: [local] keep_latest changed from 3 to 12\n"), "log: %s",
               out);
         /* the others are kept, and the log says a restart is needed */
         CHECK(strstr(out, "warning: config: [daemon] workers changed but takes effect only after a "
@@ -1507,6 +1507,41 @@ static void test_remote_file_errors(void) {
                          "whole number of bytes with an optional K, M, G or T suffix)\n");
         check_file_error("[remote]\nkeep = 0\n",
                          "PATH:2: [remote] keep = 0 is out of range (1..1000000)\n");
+        /* retention keys: keep_every is a step count, a duration or off;
+         * [remote] takes a step count only */
+        check_file_error("[local]\nkeep_every = 6x\n",
+                         "PATH:2: [local] keep_every: '6x': a duration takes the unit s, m, h or "
+                         "d (6h), a step count none\n");
+        check_file_error("[local]\nkeep_every = 0\n",
+                         "PATH:2: [local] keep_every: '0' is not a step count (1000) or a "
+                         "duration (6h), or off\n");
+        check_file_error("[remote]\nkeep_every = 6h\n",
+                         "PATH:2: [remote] keep_every = 6h: the store's retention knows no "
+                         "commit times; give a step count (1000)\n");
+        check_file_error("[cluster]\nreplica_keep_every = soon\n",
+                         "PATH:2: [cluster] replica_keep_every: 'soon' is not a step count "
+                         "(1000) or a duration (6h), or off\n");
+        {
+                struct config kc;
+                char kpath[] = "/tmp/test-config-keep-XXXXXX";
+                int kfd = mkstemp(kpath);
+                const char *text = "[local]\nkeep_latest = 4\nkeep_every = 6h\n[remote]\n"
+                                   "keep = 5\nkeep_every = 1000\n[cluster]\n"
+                                   "replica_keep_latest = 2\n";
+                CHECK(kfd >= 0 && write(kfd, text, strlen(text)) == (ssize_t)strlen(text),
+                      "write %s", kpath);
+                close(kfd);
+                CHECK(config_init(&kc) == 0, "init");
+                CHECK(kc.keep == 3 && !strcmp(kc.keep_every, "off") && kc.replica_keep_latest == 0 &&
+                      kc.replica_keep_every == NULL, "retention defaults");
+                CHECK(config_load_file(&kc, kpath, stderr) == 0, "load retention keys");
+                CHECK(kc.keep == 4 && !strcmp(kc.keep_every, "6h") && kc.remote_keep == 5 &&
+                      !strcmp(kc.remote_keep_every, "1000") && kc.replica_keep_latest == 2,
+                      "retention keys: keep %u every %s remote %u", kc.keep, kc.keep_every,
+                      kc.remote_keep);
+                config_clear(&kc);
+                unlink(kpath);
+        }
         check_file_error("[remote]\nretry_attempts = 0\n",
                          "PATH:2: [remote] retry_attempts = 0 is out of range (1..100)\n");
         check_file_error("[remote]\nretry_attempts = 101\n",
@@ -1814,7 +1849,7 @@ static void test_remote_validate(void) {
         check_invalid(&v, "[remote] addressing = 3 is out of range (auto..virtual)\n"
                           "[remote] part_size = 4M is out of range (5M..5G)\n"
                           "[remote] concurrency = 0 is out of range (1..256)\n"
-                          "[remote] keep = 0 is out of range (1..1000000)\n"
+                          "[remote] keep_latest = 0 is out of range (1..1000000)\n"
                           "[remote] retry_attempts = 101 is out of range (1..100)\n");
         config_clear(&c);
 }
@@ -1850,7 +1885,7 @@ static void test_remote_reload(void) {
         CHECK_STR(dst.remote_secret_access_key, "old-secret-value");
         CHECK(strstr(out, "notice: config: [remote] bandwidth changed from 0 to 100M\n"),
               "log: %s", out);
-        CHECK(strstr(out, "notice: config: [remote] keep changed from 3 to 7\n"), "log: %s",
+        CHECK(strstr(out, "notice: config: [remote] keep_latest changed from 3 to 7\n"), "log: %s",
               out);
         CHECK(strstr(out, "warning: config: [remote] endpoint changed but takes effect only "
                           "after a restart\n") &&

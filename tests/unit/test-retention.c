@@ -11,6 +11,12 @@
  * kept but never counted, so it pushes no intact step out, and goes once
  * `keep` intact steps are newer; and a list out of order is refused with
  * nothing dropped.
+ * keep_every (steps and duration): the first committed intact step of
+ * each older window stays, the others go; the window of the newest
+ * `keep` is not reopened; a damaged or uncommitted step opens no window;
+ * a pin keeps a step besides the window's first; a commit time set back
+ * opens no window; the HEAD walk never stops early with a window; the
+ * value parser and the reasons a user reads.
  * Last, retention_plan_from_catalog on a real catalog (sqlite in a
  * temporary directory): the rows, their states and pins it reads are the
  * ones a tier's catalog holds.
@@ -64,6 +70,140 @@ static int decide(uint32_t keep, enum retention_uncommitted mode,
                       "keep %u mode %d: got %s (%d drops), want %s (%d)", (unsigned)(keep), \
                       (int)(mode), got, r_, want, (int)(drops));                         \
         } while (0)
+
+/* Decide with keep_every and return the letters (e: kept for its window). */
+static int decide_every(uint32_t keep, uint64_t every_steps, uint64_t every_seconds,
+                        const struct retention_step *steps, size_t n, char *out) {
+        enum retention_verdict v[32];
+        const struct retention_policy p = { .keep = keep, .every_steps = every_steps,
+                                            .every_seconds = every_seconds,
+                                            .uncommitted = RETENTION_UNCOMMITTED_BELOW_NEWEST };
+        int r = retention_decide(&p, steps, n, v);
+        for (size_t i = 0; i < n && r >= 0; i++)
+                out[i] = v[i] == RETENTION_KEEP_EVERY    ? 'e'
+                         : v[i] == RETENTION_KEEP_NEWEST ? 'k'
+                         : v[i] == RETENTION_KEEP_PINNED ? 'p'
+                         : v[i] == RETENTION_KEEP_DAMAGED ? 'D'
+                         : v[i] == RETENTION_KEEP_UNCOMMITTED ? 'u'
+                         : v[i] == RETENTION_DROP_OLD ? 'd'
+                         : v[i] == RETENTION_DROP_ABANDONED ? 'a' : '?';
+        out[r >= 0 ? n : 0] = 0;
+        return r;
+}
+
+#define EXPECT_EVERY(keep, es, et, steps, want, drops)                                   \
+        do {                                                                             \
+                char got_[40];                                                           \
+                int r_ = decide_every(keep, es, et, steps, N(steps), got_);              \
+                CHECK(r_ == (drops) && !strcmp(got_, want),                               \
+                      "keep %u every %u/%us: got %s (%d drops), want %s (%d)",           \
+                      (unsigned)(keep), (unsigned)(es), (unsigned)(et), got_, r_, want,   \
+                      (int)(drops));                                                     \
+        } while (0)
+
+static void check_every(void) {
+        /* steps 500..3500 every 250; every 1000: windows 0-999 (500, 750),
+         * 1000-1999 (1000..1750), 2000-2999, 3000-3999 (3000..3500) */
+        struct retention_step s[13];
+        for (size_t i = 0; i < 13; i++)
+                s[i] = (struct retention_step){ .step = 3500 - 250 * i, .commit = C };
+        /* 3500 3250 k k; 3000 first of 3000s (e); 2750 2500 2250 d; 2000 e;
+         * 1750 1500 1250 d; 1000 e; 750 d; 500 e */
+        EXPECT_EVERY(2, 1000, 0, s, "kkedddedddede", 7);
+        /* keep 4 reaches into the 3000s window: its first (3000) is among the
+         * newest; 2750 does not open it again */
+        char got[40];
+        int r = decide_every(4, 1000, 0, s, 13, got);
+        CHECK(r == 6 && !strcmp(got, "kkkkddedddede"), "keep 4 every 1000: %s %d", got, r);
+        /* every 1 step: everything older is the first of its own window */
+        r = decide_every(1, 1, 0, s, 13, got);
+        CHECK(r == 0 && !strcmp(got, "keeeeeeeeeeee"), "every 1: %s %d", got, r);
+        /* a window larger than every step: only the oldest opens it */
+        r = decide_every(1, 1000000, 0, s, 13, got);
+        CHECK(r == 11 && !strcmp(got, "kddddddddddde"), "every 1e6: %s %d", got, r);
+
+        /* damaged and uncommitted steps open no window; the next intact one
+         * does; a pin keeps a step besides its window's first */
+        const struct retention_step mixed[] = {
+                { 2100, C, false, false, 0 }, { 1900, C, true, false, 0 },
+                { 1500, C, false, false, 0 }, { 1200, U, false, false, 0 },
+                { 1100, C, false, false, 0 }, { 1000, C, false, true, 0 },
+                { 900, C, false, false, 0 },
+        };
+        /* 2100 k; 1900 pinned (1100 is the first of 1000-1999, the oldest
+         * intact one); 1500 d; 1200 a; 1100 e; 1000 damaged: d; 900 e */
+        EXPECT_EVERY(1, 1000, 0, mixed, "kpdaede", 3);
+
+        /* duration: commit times, windows of 3600 s from the epoch */
+        const struct retention_step timed[] = {
+                { 70, C, false, false, 7300 }, { 60, C, false, false, 7250 },
+                { 50, C, false, false, 7210 }, { 40, C, false, false, 7200 },
+                { 30, C, false, false, 3700 }, { 20, C, false, false, 3650 },
+                { 10, C, false, false, 100 },
+        };
+        /* 70 k; 60 50 d; 40 e (7200 opens 7200-10799); 30 d; 20 e; 10 e */
+        EXPECT_EVERY(1, 0, 3600, timed, "kddedee", 3);
+        /* a clock set back: 25's time is in an older window than 20's; it
+         * opens none (20 stays the first of 3600-7199) */
+        const struct retention_step back[] = {
+                { 30, C, false, false, 5000 }, { 25, C, false, false, 100 },
+                { 20, C, false, false, 3650 }, { 10, C, false, false, 200 },
+        };
+        EXPECT_EVERY(1, 0, 3600, back, "kdee", 1);
+        /* both kinds at once is not a policy */
+        CHECK(decide_every(1, 10, 10, timed, N(timed), got) == -EINVAL, "steps and seconds");
+
+        /* a window needs every step known: the store HEADs them all */
+        const struct retention_policy ev = { .keep = 2, .every_steps = 100 };
+        CHECK(!retention_seen_enough(&ev, 1000), "keep_every never has seen enough");
+
+        /* the parser */
+        uint64_t es = 9, et = 9;
+        char why[160];
+        CHECK(retention_every_parse("1000", &es, &et, why, sizeof(why)) == 0 && es == 1000 &&
+              et == 0, "1000");
+        CHECK(retention_every_parse("6h", &es, &et, why, sizeof(why)) == 0 && es == 0 &&
+              et == 21600, "6h");
+        CHECK(retention_every_parse("2d", &es, &et, why, sizeof(why)) == 0 && et == 172800, "2d");
+        CHECK(retention_every_parse("off", &es, &et, why, sizeof(why)) == 0 && es == 0 && et == 0,
+              "off");
+        CHECK(retention_every_parse("", &es, &et, why, sizeof(why)) == 0 && es == 0 && et == 0,
+              "empty");
+        const char *bad[] = { "0", "0h", "h", "6x", "6hh", "-1", " 6h", "1.5h",
+                              "99999999999999999999", "6 h" };
+        for (size_t i = 0; i < N(bad); i++) {
+                es = 7;
+                why[0] = 0;
+                CHECK(retention_every_parse(bad[i], &es, &et, why, sizeof(why)) == -EINVAL &&
+                      es == 7 && why[0], "'%s' refused", bad[i]);
+        }
+
+        /* the reasons a user reads */
+        const struct retention_policy p1 = { .keep = 2, .every_steps = 1000 };
+        const struct retention_step st = { .step = 3000, .commit = C };
+        char buf[160];
+        retention_reason(buf, sizeof(buf), &p1, &st, RETENTION_KEEP_NEWEST);
+        CHECK(!strcmp(buf, "kept: newest 2"), "%s", buf);
+        retention_reason(buf, sizeof(buf), &p1, &st, RETENTION_KEEP_EVERY);
+        CHECK(!strcmp(buf, "kept: every 1000 steps (window 3000-3999)"), "%s", buf);
+        retention_reason(buf, sizeof(buf), &p1, &st, RETENTION_KEEP_PINNED);
+        CHECK(!strcmp(buf, "kept: pinned"), "%s", buf);
+        retention_reason(buf, sizeof(buf), &p1, &st, RETENTION_DROP_OLD);
+        CHECK(!strcmp(buf, "goes: older than the newest 2 and not the first of its window "
+                           "(every 1000)"), "%s", buf);
+        const struct retention_policy p2 = { .keep = 3 };
+        retention_reason(buf, sizeof(buf), &p2, &st, RETENTION_DROP_OLD);
+        CHECK(!strcmp(buf, "goes: older than the newest 3"), "%s", buf);
+        const struct retention_policy p3 = { .keep = 1, .every_seconds = 21600 };
+        const struct retention_step tt = { .step = 5, .commit = C, .committed_at = 1764633600 + 3 };
+        retention_reason(buf, sizeof(buf), &p3, &tt, RETENTION_KEEP_EVERY);
+        CHECK(!strcmp(buf, "kept: every 6h (window from 2025-12-02 00:00:00 UTC)"), "%s", buf);
+        retention_every_format(&p3, buf, sizeof(buf));
+        CHECK(!strcmp(buf, "6h"), "%s", buf);
+        const struct retention_policy p4 = { .keep = 1, .every_seconds = 90 };
+        retention_every_format(&p4, buf, sizeof(buf));
+        CHECK(!strcmp(buf, "90s"), "%s", buf);
+}
 
 /* A catalog with job "j": steps 10..60, committed but 50 and 30, 20 pinned. */
 static void check_catalog_plan(void) {
@@ -263,6 +403,7 @@ int main(void) {
                 CHECK(retention_verdict_str(v) && *retention_verdict_str(v), "verdict %d", v);
         CHECK(!retention_verdict_drops(RETENTION_KEEP_PINNED), "a pinned step is kept");
 
+        check_every();
         check_catalog_plan();
         return check_exit_code();
 }
