@@ -817,6 +817,33 @@ static void link_payload_done(struct plink *l) {
         l->env->ops->payload(l, cookie);
 }
 
+/*
+ * How much must be queued on the socket before the loop hears of it.  In
+ * a DATA payload (whose frame the sender sends whole) the rest of it, up
+ * to LINK_RCVLOWAT_MAX: the loop then wakes, and recv() returns, once per
+ * that many bytes, instead of once per few dozen KiB as TCP delivers them
+ * (each wake-up is a completion, a dispatch and two recv calls, and each
+ * piece a MAC update).  Never more than is sure to come, or the link would
+ * wait for bytes the sender has no reason to send; a closed or failed
+ * socket wakes the loop whatever the mark.  Between payloads, 1.  The
+ * kernel grows the receive buffer to hold twice the mark.
+ */
+#define LINK_RCVLOWAT_MAX (1 << 20)
+
+static void link_set_rcvlowat(struct plink *l) {
+        int want = 1;
+        if (l->pay && l->pay_dst) {
+                uint64_t rest = l->pay_len - l->pay_got +
+                                (l->mac_rx ? PEER_TAG_SIZE - l->pay_tag_got : 0);
+                want = (int)MIN(rest, (uint64_t)LINK_RCVLOWAT_MAX);
+        }
+        if (want == MAX(l->rcvlowat, 1))
+                return;
+        /* (void): a mark that cannot be set only costs wake-ups */
+        (void)setsockopt(l->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want));
+        l->rcvlowat = want;
+}
+
 /* Read and dispatch until the socket is empty or the link blocks. */
 static void link_read(struct plink *l) {
         while (l->state != L_DEAD && l->state != L_CONNECTING && !l->rx_blocked) {
@@ -828,8 +855,10 @@ static void link_read(struct plink *l) {
                                                PEER_TAG_SIZE - l->pay_tag_got, 0)
                                         : recv(l->fd, dst + l->pay_got, l->pay_len - l->pay_got, 0);
                         if (n <= 0) {
-                                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                                if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+                                        link_set_rcvlowat(l);
                                         return;
+                                }
                                 link_close(l, n ? -errno : -ECONNRESET, "%s",
                                            n ? strerror(errno) : "closed by the other side");
                                 return;
@@ -858,8 +887,10 @@ static void link_read(struct plink *l) {
                 if (l->in_got < l->in_want) {
                         ssize_t n = recv(l->fd, l->in + l->in_got, l->in_want - l->in_got, 0);
                         if (n <= 0) {
-                                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                                if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+                                        link_set_rcvlowat(l);
                                         return;
+                                }
                                 link_close(l, n ? -errno : -ECONNRESET, "%s",
                                            n ? strerror(errno) : "closed by the other side");
                                 return;

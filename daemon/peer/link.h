@@ -194,6 +194,7 @@ struct plink {
         uint8_t pay_tag[PEER_TAG_SIZE];
         size_t pay_tag_got;
         bool rx_blocked;           /* waiting for memory for the payload */
+        int rcvlowat;              /* the socket's SO_RCVLOWAT (0: never set, i.e. 1) */
         struct list ins;           /* struct link_in arriving (or finishing) */
         uint32_t nin;
         /* output */
