@@ -23,8 +23,8 @@
  *
  * The MAC is streamed: frame_mac_update() may be called any number of
  * times between frame_mac_begin() and the end, so the sender MACs a DATA
- * payload where it lies (a mapping of the shard file, then sendfile) and
- * the receiver as the bytes arrive, neither copying them.
+ * payload where it lies (a mapping of the shard file, before sendfile
+ * sends it) and the receiver as the bytes arrive, neither copying them.
  *
  * One struct frame_mac is one direction of one link.  Not thread-safe:
  * owned by the link, used on the loop thread.

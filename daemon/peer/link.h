@@ -119,12 +119,10 @@ struct link_out {
         bool payload;
         int fd;
         uint64_t foff, flen, fsent;
-        /* link-owned: a DATA frame's tag, sent after its payload; map: a
-         * read-only mapping of the payload's file range, MACed as sendfile
-         * moves it */
+        /* link-owned: a DATA frame's tag (computed before its payload is
+         * sent), sent after its payload */
         uint8_t trailer[PEER_TAG_SIZE];
         size_t trailer_len, trailer_sent;
-        void *map;
         /* produce the next frame into buf (or the headers into buf and the
          * payload's range): 1, or -errno.  Called only while !ended. */
         int (*next)(struct link_out *o, struct plink *l);
@@ -196,6 +194,7 @@ struct plink {
         uint8_t pay_tag[PEER_TAG_SIZE];
         size_t pay_tag_got;
         bool rx_blocked;           /* waiting for memory for the payload */
+        int rcvlowat;              /* the socket's SO_RCVLOWAT (0: never set, i.e. 1) */
         struct list ins;           /* struct link_in arriving (or finishing) */
         uint32_t nin;
         /* output */
