@@ -889,8 +889,9 @@ def case_area_retention(ctx):
             raise TestFailure("node %d's replica area of node %d holds steps %s, want [3, 4]"
                               "\n--- its log ---\n%s" % (n, src, step_dirs(area, JOB),
                                                           d.read_log()[-3000:]))
+        # the reason is retention_verdict_str()'s
         removed = log_lines(d, r"peers: replica of job %s step [12] removed by retention "
-                               r"\(keep 2\)" % re.escape(JOB))
+                               r"\(older than the newest kept\)" % re.escape(JOB))
         check(len(removed) == 2, "node %d logged %d replica removals, want steps 1 and 2: %s"
               % (n, len(removed), removed))
         check(step_dirs(d.state_dir, JOB) == [3, 4], "node %d's own steps are %s, want [3, 4]"
