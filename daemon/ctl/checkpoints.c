@@ -10,82 +10,76 @@
 #include <unistd.h>
 
 #include "ctl/ctl.h"
+#include "util/cleanup.h"
 
-int fetch_jobs(struct ckpt_job_entry **jobs_out, uint32_t *n_out) {
-        struct ckpt_reply *rep = malloc(sizeof(*rep));
-        struct ckpt_job_entry *all = NULL;
+/* One list page's entries: where they start, how many, and of how many in all. */
+struct page {
+        const void *entries;
+        uint32_t count, total;
+};
+
+/* Every page of the list request *req (list.start advanced page by page),
+ * their entries of entry_size bytes each appended to one array: the job list
+ * and a job's checkpoint list page the same way (protocol.md "Lists"). */
+static int fetch_pages(struct ckpt_request *req, size_t entry_size,
+                       struct page (*page_of)(const struct ckpt_reply *rep), void **out,
+                       uint32_t *n_out) {
+        _cleanup_free_ struct ckpt_reply *rep = malloc(sizeof(*rep));
+        _cleanup_free_ char *all = NULL;
         uint32_t n = 0;
-        int r = 0;
 
         if (!rep)
                 return -ENOMEM;
         for (;;) {
-                struct ckpt_request req = { .hdr.type = CKPT_MSG_JOB_LIST };
-                req.list.start = n;
-                r = wire_call(&ctl.wire, &req, rep, NULL);
+                req->list.start = n;
+                int r = wire_call(&ctl.wire, req, rep, NULL);
                 if (r < 0)
-                        break;
-                const struct ckpt_rep_job_list *l = &rep->job_list;
-                struct ckpt_job_entry *grown = realloc(all, (n + l->count + 1) * sizeof(*all));
-                if (!grown) {
-                        r = -ENOMEM;
-                        break;
-                }
+                        return r;
+                struct page pg = page_of(rep);
+                char *grown = realloc(all, ((size_t)n + pg.count + 1) * entry_size);
+                if (!grown)
+                        return -ENOMEM;
                 all = grown;
-                memcpy(all + n, l->entries, l->count * sizeof(*all));
-                n += l->count;
-                if (l->count == 0 || n >= l->total)
+                memcpy(all + (size_t)n * entry_size, pg.entries, (size_t)pg.count * entry_size);
+                n += pg.count;
+                if (pg.count == 0 || n >= pg.total)
                         break;
         }
-        free(rep);
-        if (r < 0) {
-                free(all);
-                return r;
-        }
-        *jobs_out = all;
+        *out = TAKE_PTR(all);
         *n_out = n;
         return 0;
 }
 
-int fetch_ckpts(const char *job, struct ckpt_ckpt_entry **ckpts_out, uint32_t *n_out) {
-        struct ckpt_reply *rep = malloc(sizeof(*rep));
-        struct ckpt_ckpt_entry *all = NULL;
-        uint32_t n = 0;
-        int r = 0;
+static struct page job_page(const struct ckpt_reply *rep) {
+        return (struct page){ rep->job_list.entries, rep->job_list.count, rep->job_list.total };
+}
 
-        if (!rep)
-                return -ENOMEM;
-        for (;;) {
-                struct ckpt_request req = { .hdr.type = CKPT_MSG_CKPT_LIST };
-                r = ckpt_name_set(&req.list.job, job);
-                if (r < 0) {
-                        snprintf(ctl.wire.errmsg, sizeof(ctl.wire.errmsg), "invalid job name '%s'", job);
-                        break;
-                }
-                req.list.start = n;
-                r = wire_call(&ctl.wire, &req, rep, NULL);
-                if (r < 0)
-                        break;
-                const struct ckpt_rep_ckpt_list *l = &rep->ckpt_list;
-                struct ckpt_ckpt_entry *grown = realloc(all, (n + l->count + 1) * sizeof(*all));
-                if (!grown) {
-                        r = -ENOMEM;
-                        break;
-                }
-                all = grown;
-                memcpy(all + n, l->entries, l->count * sizeof(*all));
-                n += l->count;
-                if (l->count == 0 || n >= l->total)
-                        break;
-        }
-        free(rep);
+static struct page ckpt_page(const struct ckpt_reply *rep) {
+        return (struct page){ rep->ckpt_list.entries, rep->ckpt_list.count,
+                              rep->ckpt_list.total };
+}
+
+int fetch_jobs(struct ckpt_job_entry **jobs_out, uint32_t *n_out) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_JOB_LIST };
+        void *all;
+        int r = fetch_pages(&req, sizeof(**jobs_out), job_page, &all, n_out);
+        if (r >= 0)
+                *jobs_out = all;
+        return r;
+}
+
+int fetch_ckpts(const char *job, struct ckpt_ckpt_entry **ckpts_out, uint32_t *n_out) {
+        struct ckpt_request req = { .hdr.type = CKPT_MSG_CKPT_LIST };
+        int r = ckpt_name_set(&req.list.job, job);
         if (r < 0) {
-                free(all);
+                snprintf(ctl.wire.errmsg, sizeof(ctl.wire.errmsg), "invalid job name '%s'", job);
                 return r;
         }
-        *ckpts_out = all;
-        *n_out = n;
-        return 0;
+        void *all;
+        r = fetch_pages(&req, sizeof(**ckpts_out), ckpt_page, &all, n_out);
+        if (r >= 0)
+                *ckpts_out = all;
+        return r;
 }
 
 void print_job_table(const struct ckpt_job_entry *jobs, uint32_t n) {
