@@ -239,6 +239,33 @@ int wire_call(struct wire *w, struct ckpt_request *req, struct ckpt_reply *rep, 
         return wire_call_within(w, NULL, WIRE_TIMEOUT_CONN, req, rep, fd_out);
 }
 
+/* A daemon that stops says so last (docs/protocol.md, "Farewell"): an ERROR
+ * with seq 0 and -ESHUTDOWN.  Whether rep is it. */
+static bool is_farewell(const struct ckpt_reply *rep) {
+        return rep->hdr.type == CKPT_MSG_ERROR && rep->hdr.seq == 0 &&
+               rep->error.error == -ESHUTDOWN;
+}
+
+/* The connection broke (r): a farewell the daemon left in the socket
+ * before it closed says why, and makes it -ESHUTDOWN; otherwise "lost the
+ * connection".  Either way the connection is closed. */
+static int wire_lost(struct wire *w, int r) {
+        uint8_t buf[CKPT_MSG_MAX + 1];
+        struct ckpt_reply rep;
+        ssize_t n;
+        /* a reply to an earlier request cannot be there (one in flight), so
+         * the first packet is the farewell or nothing */
+        do
+                n = recv(w->fd, buf, sizeof(buf), MSG_DONTWAIT);
+        while (n < 0 && errno == EINTR);
+        if (n > 0 && ckpt_reply_decode(&rep, buf, (size_t)n) == 0 && is_farewell(&rep)) {
+                snprintf(w->errmsg, sizeof(w->errmsg), "%s", rep.error.message);
+                return wire_fail(w, -ESHUTDOWN);
+        }
+        snprintf(w->errmsg, sizeof(w->errmsg), "lost the connection to ckptd: %s", strerror(-r));
+        return wire_fail(w, r == -EPIPE ? -ECONNRESET : r);
+}
+
 /* One request and its reply, by the deadline (-1: none); timeout_ms is what
  * the messages say it was. */
 static int exchange(struct wire *w, const char *what, int64_t deadline, int64_t timeout_ms,
@@ -261,7 +288,11 @@ static int exchange(struct wire *w, const char *what, int64_t deadline, int64_t 
                                  what ? what : "", what ? ": " : "", w->closed_why);
                 return -ENOTCONN;
         }
-        req->hdr.seq = ++w->seq;
+        /* seq 0 is the daemon's: errors to packets without a header, and
+         * the farewell */
+        if (++w->seq == 0)
+                w->seq = 1;
+        req->hdr.seq = w->seq;
         req->hdr.version = w->proto ? w->proto : CKPT_PROTO_VERSION_MIN;
         r = ckpt_request_encode(req, buf, sizeof(buf));
         if (r < 0) {
@@ -277,12 +308,8 @@ static int exchange(struct wire *w, const char *what, int64_t deadline, int64_t 
                 if (errno == EAGAIN && (r = wire_wait(w, POLLOUT, deadline)) < 0)
                         goto timed_out;
         }
-        if (n < 0) {
-                r = -errno;
-                snprintf(w->errmsg, sizeof(w->errmsg), "lost the connection to ckptd: %s",
-                         strerror(-r));
-                return wire_fail(w, r == -EPIPE ? -ECONNRESET : r);
-        }
+        if (n < 0)
+                return wire_lost(w, -errno);
 
         struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
         struct msghdr msg = {
@@ -298,18 +325,20 @@ static int exchange(struct wire *w, const char *what, int64_t deadline, int64_t 
                 if (n >= 0 || (errno != EINTR && errno != EAGAIN))
                         break;
         }
-        if (n <= 0) {
-                r = n == 0 ? -ECONNRESET : -errno;
-                snprintf(w->errmsg, sizeof(w->errmsg), "lost the connection to ckptd: %s",
-                         strerror(-r));
-                return wire_fail(w, r);
-        }
+        if (n <= 0)
+                return wire_lost(w, n == 0 ? -ECONNRESET : -errno);
         for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm))
                 if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
                     cm->cmsg_len == CMSG_LEN(sizeof(int)))
                         memcpy(&fd, CMSG_DATA(cm), sizeof(int));
 
         r = ckpt_reply_decode(rep, buf, (size_t)n);
+        if (r == 0 && is_farewell(rep)) {
+                if (fd >= 0)
+                        close(fd);
+                snprintf(w->errmsg, sizeof(w->errmsg), "%s", rep->error.message);
+                return wire_fail(w, -ESHUTDOWN);
+        }
         if (r == 0 && (rep->hdr.seq != req->hdr.seq || rep->hdr.version != req->hdr.version))
                 r = -EBADMSG;
         if (r == 0 && rep->hdr.type != CKPT_MSG_ERROR &&

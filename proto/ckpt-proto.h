@@ -55,6 +55,7 @@
 #define CKPT_PROTO_VERSION_VERIFY_SHARDS 6 /* the first with VERIFY's per-shard entries */
 #define CKPT_PROTO_VERSION_METRICS 7 /* the first with METRICS */
 #define CKPT_PROTO_VERSION_DELETE 7 /* the first with DELETE and RETENTION */
+#define CKPT_PROTO_VERSION_FAIL_REASON 7 /* the first with CKPT_LIST's reason */
 #define CKPT_HDR_SIZE 16
 /* Fits the default net.core.wmem_max so no process needs SO_SNDBUFFORCE. */
 #define CKPT_MSG_MAX 65536
@@ -64,6 +65,8 @@
 #define CKPT_VERSION_STR_MAX 64
 /* Entries per page of a list reply; sized so a full page stays < CKPT_MSG_MAX. */
 #define CKPT_LIST_PAGE 128
+/* A failed step's reason in a list entry (a page of them stays < CKPT_MSG_MAX). */
+#define CKPT_FAIL_REASON_MAX 199
 #define CKPT_JOB_PAGE 64
 #define CKPT_WORLD_MAX (1u << 20)
 /* Steps are stored as sqlite INTEGER (signed 64-bit). */
@@ -502,6 +505,10 @@ struct ckpt_ckpt_entry {
         uint8_t remote_state; /* enum ckpt_remote_state */
         uint8_t pinned;       /* kept whatever retention says */
         uint8_t replicas;     /* replication targets that hold every rank of it */
+        /* from version 7: why a rank's save of it failed ("rank 1: trainer
+         * (pid 42) disconnected ..."), kept while the step is FAILED or, after
+         * a restart, LOCAL without that rank; "" otherwise and before 7 */
+        char reason[CKPT_FAIL_REASON_MAX + 1];
 };
 
 struct ckpt_rep_ckpt_list {

@@ -583,6 +583,10 @@ static int check_reply(const struct ckpt_reply *m) {
                         check_inval(&c, e->committed_at < 0);
                         check_bad(&c, e->remote_state >= CKPT_REMOTE_MAX_);
                         check_bool(&c, e->pinned);
+                        if (msg_version(&m->hdr) < CKPT_PROTO_VERSION_FAIL_REASON)
+                                check_inval(&c, e->reason[0] != '\0');
+                        else
+                                check_cstr(&c, e->reason, CKPT_FAIL_REASON_MAX);
                 }
                 break;
         }
@@ -750,6 +754,8 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                         w_u8(w, e->remote_state);
                         w_u8(w, e->pinned);
                         w_u8(w, e->replicas);
+                        if (msg_version(&m->hdr) >= CKPT_PROTO_VERSION_FAIL_REASON)
+                                w_cstr(w, e->reason, CKPT_FAIL_REASON_MAX);
                 }
                 break;
         case CKPT_MSG_DELETE:
@@ -968,6 +974,8 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                         e->remote_state = r_u8(r);
                         e->pinned = r_u8(r);
                         e->replicas = r_u8(r);
+                        if (msg_version(&m->hdr) >= CKPT_PROTO_VERSION_FAIL_REASON)
+                                r_cstr(r, e->reason, CKPT_FAIL_REASON_MAX);
                 }
                 break;
         }

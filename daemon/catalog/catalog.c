@@ -190,6 +190,9 @@ static const char *const migrations[] = {
         "  source TEXT,"
         "  PRIMARY KEY (job, step, rank, area)"
         ");",
+        /* 7 -> 8: why a rank's save of a step failed, for `ckptctl show`
+         * (until then only in the log). */
+        "ALTER TABLE checkpoints ADD COLUMN fail_reason TEXT NOT NULL DEFAULT '';",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == CATALOG_SCHEMA_VERSION,
@@ -212,6 +215,7 @@ enum stmt_id {
         STMT_JOB_COUNT,
         STMT_JOB_PAGE,
         STMT_CKPT_UPSERT,
+        STMT_CKPT_FAIL_REASON,
         STMT_CKPT_ENSURE,
         STMT_CKPT_GET,
         STMT_CKPT_STATE,
@@ -268,13 +272,14 @@ enum stmt_id {
 
 /* Per-checkpoint aggregates over the ranks held here; shared by get and
  * list so the two can never disagree.  Columns: step, world_size, state,
- * committed_at, ranks_local, bytes, shards. */
+ * committed_at, ranks_local, bytes, shards, remote_state, pinned, replicas,
+ * fail_reason. */
 #define CKPT_ENTRY_SELECT                                                          \
         "SELECT c.step, c.world_size, c.state, c.committed_at, COUNT(r.rank),"    \
         " COALESCE(SUM(r.bytes), 0), COALESCE(SUM(r.shards), 0), c.remote_state," \
         " EXISTS (SELECT 1 FROM pins p WHERE p.job = c.job AND p.step = c.step)," \
         " (SELECT COUNT(*) FROM replication x WHERE x.job = c.job AND x.step = c.step" \
-        "  AND x.state = 1)"                                                     \
+        "  AND x.state = 1), c.fail_reason"                                      \
         " FROM checkpoints c LEFT JOIN ranks r ON r.job = c.job AND r.step = c.step"
 
 static const char *const stmt_sql[STMT_MAX_] = {
@@ -301,7 +306,14 @@ static const char *const stmt_sql[STMT_MAX_] = {
                 "INSERT INTO checkpoints (job, step, world_size, state, created_at, committed_at)"
                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
                 " ON CONFLICT (job, step) DO UPDATE SET world_size = excluded.world_size,"
-                " state = excluded.state, committed_at = excluded.committed_at",
+                " state = excluded.state, committed_at = excluded.committed_at,"
+                /* a step saved again, or committed, has no failure to tell;
+                 * a FAILED one keeps it, and so does the LOCAL row a restart
+                 * makes of it (its failed rank is missing: that is why) */
+                " fail_reason = CASE WHEN excluded.state IN (1, 3) THEN ''"
+                " ELSE fail_reason END",
+        [STMT_CKPT_FAIL_REASON] =
+                "UPDATE checkpoints SET fail_reason = ?3 WHERE job = ?1 AND step = ?2",
         [STMT_CKPT_ENSURE] =
                 "INSERT INTO checkpoints (job, step, world_size, state, created_at)"
                 " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (job, step) DO NOTHING",
@@ -654,6 +666,9 @@ static void ckpt_entry_fill(struct ckpt_ckpt_entry *e, sqlite3_stmt *s) {
                 .pinned = (uint8_t)sqlite3_column_int(s, 8),
                 .replicas = (uint8_t)MIN(sqlite3_column_int(s, 9), 255),
         };
+        const unsigned char *why = sqlite3_column_text(s, 10);
+        if (why)
+                snprintf(e->reason, sizeof(e->reason), "%s", (const char *)why);
 }
 
 /* ---- open / close ------------------------------------------------------ */
@@ -981,6 +996,21 @@ int catalog_ckpt_upsert(struct catalog *c, const char *job, uint64_t step, uint3
             sqlite3_step(s) != SQLITE_DONE)
                 return sql_error(c->db, "record job %s step %" PRIu64, job, step);
         return 0;
+}
+
+int catalog_ckpt_set_fail_reason(struct catalog *c, const char *job, uint64_t step,
+                                 const char *reason) {
+        int r = check_step(job, step);
+        if (r < 0)
+                return r;
+        r = tx_ensure(c);
+        if (r < 0)
+                return r;
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_CKPT_FAIL_REASON];
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) || bind_text(s, 3, reason) ||
+            sqlite3_step(s) != SQLITE_DONE)
+                return sql_error(c->db, "record why job %s step %" PRIu64 " failed", job, step);
+        return sqlite3_changes(c->db) > 0 ? 0 : -ENOENT;
 }
 
 int catalog_ckpt_get(struct catalog *c, const char *job, uint64_t step,

@@ -27,7 +27,7 @@
 
 struct catalog;
 
-#define CATALOG_SCHEMA_VERSION 7
+#define CATALOG_SCHEMA_VERSION 8
 
 /* Open or create the database at path, run migrations.  -EIO on failure
  * (including a database whose user_version is newer than this build:
@@ -55,6 +55,11 @@ int catalog_job_delete(struct catalog *c, const char *job);
 /* Checkpoints (job, step).  upsert creates or updates world_size/state. */
 int catalog_ckpt_upsert(struct catalog *c, const char *job, uint64_t step, uint32_t world_size,
                         uint8_t state, int64_t committed_at);
+/* Why a rank's save of the step failed (ckpt_ckpt_entry.reason, cut to
+ * CKPT_FAIL_REASON_MAX); the next upsert to SAVING or COMMITTED clears it.
+ * -ENOENT without the row. */
+int catalog_ckpt_set_fail_reason(struct catalog *c, const char *job, uint64_t step,
+                                 const char *reason);
 int catalog_ckpt_get(struct catalog *c, const char *job, uint64_t step,
                      struct ckpt_ckpt_entry *out); /* -ENOENT */
 /* Delete a checkpoint and its ranks and shards (rows only). */

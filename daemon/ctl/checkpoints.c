@@ -201,6 +201,8 @@ int cmd_show(int nargs, char **args) {
                        ",\"remote\":",
                        c->world_size, c->bytes, c->committed_at);
                 json_str(ckpt_remote_state_name(c->remote_state));
+                fprintf(ctl.out, ",\"reason\":");
+                json_str(c->reason);
                 fprintf(ctl.out, ",\"ranks\":[");
         } else {
                 fprintf(ctl.out, "job %s step %" PRIu64 ": %s, world size %u, %u ranks here, %u shards, %s, "
@@ -208,6 +210,10 @@ int cmd_show(int nargs, char **args) {
                        job, step, ckpt_state_name(c->state), c->world_size, c->ranks_local,
                        c->shards, human_bytes(c->bytes, b), fmt_time(c->committed_at, t),
                        ckpt_remote_state_name(c->remote_state));
+                if (c->reason[0])
+                        fprintf(ctl.out, "%s: %s\n",
+                                c->state == CKPT_STATE_FAILED ? "failed" : "a rank is missing",
+                                c->reason);
         }
         /* The daemon lists the shards of committed steps only (a restore
          * reads nothing else): say so instead of an empty list. */

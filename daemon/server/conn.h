@@ -80,6 +80,9 @@ struct conn {
         /* its unfinished saves were dropped at SIGTERM and it has not been
          * answered since: the drain waits (a grace) to tell it -ESHUTDOWN */
         bool owed_shutdown;
+        /* what the farewell at the end of a drain adds to "ckptd is
+         * stopping: " for this client (its dropped save); "" for the rest */
+        char farewell[CKPT_NAME_MAX + 96];
 
         uint32_t *slot_gen_sent;    /* per slot id: generation + 1 already sent */
         uint32_t open_windows;      /* lent by CHUNK_GET, not yet put */

@@ -191,6 +191,7 @@ static void save_cleanup_failed(struct save *s) {
 
 static void ckpt_state_update(struct server *srv, struct step_state *st) {
         uint8_t state = CKPT_STATE_LOCAL;
+        const struct save *failed = NULL;
         struct list *pos, *tmp;
 
         if (st->committed)
@@ -199,6 +200,7 @@ static void ckpt_state_update(struct server *srv, struct step_state *st) {
                 struct save *s = list_entry(pos, struct save, step_link);
                 if (s->state == SAVE_FAILED) {
                         state = CKPT_STATE_FAILED;
+                        failed = s;
                         break;
                 }
                 if (s->state != SAVE_DONE)
@@ -207,6 +209,20 @@ static void ckpt_state_update(struct server *srv, struct step_state *st) {
         /* (void): the rank's files and MANIFEST, written first, are the truth; catalog.c logs
          * a fault and reconcile re-adds the row at the next start */
         (void)catalog_ckpt_upsert(srv->catalog, st->job, st->step, st->world_size, state, 0);
+        if (failed) {
+                /* what `ckptctl show` tells an operator, the log's words */
+                char why[sizeof(failed->errmsg) + 32];
+                snprintf(why, sizeof(why), "rank %u: %s", failed->rank, failed->errmsg);
+                /* the entry's bound: cut (at a character boundary, it ends up in JSON) */
+                size_t cut = CKPT_FAIL_REASON_MAX;
+                while (cut > 0 && ((unsigned char)why[cut] & 0xc0) == 0x80)
+                        cut--;
+                if (strlen(why) > cut)
+                        why[cut] = '\0';
+                /* (void): a reason is for the operator; catalog.c logs a fault, and the log
+                 * record of the failure (save_fail) says the same */
+                (void)catalog_ckpt_set_fail_reason(srv->catalog, st->job, st->step, why);
+        }
 }
 
 static void chunk_release(struct chunk *ch);
@@ -968,8 +984,15 @@ void save_abort_all(struct server *srv, int error) {
                         c->owed_shutdown = true;
                 list_for_each_safe(p2, t2, &c->saves) {
                         struct save *s = list_entry(p2, struct save, conn_link);
-                        save_fail(s, error, "ckptd is shutting down: unfinished save of rank %u "
-                                  "dropped", s->rank);
+                        /* the farewell names the first (a client rarely has more) */
+                        if (!c->farewell[0])
+                                snprintf(c->farewell, sizeof(c->farewell),
+                                         "the unfinished save of job %s step %" PRIu64
+                                         " rank %u was dropped (never acknowledged)",
+                                         s->step->job, s->step->step, s->rank);
+                        save_fail(s, error, "ckptd is stopping: unfinished save of rank %u "
+                                  "dropped (never acknowledged; save it again once ckptd "
+                                  "is back)", s->rank);
                 }
         }
 }

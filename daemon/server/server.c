@@ -1032,6 +1032,52 @@ static void server_drain_grace_over(struct loop_timer *t) {
         server_check_drained(srv);
 }
 
+/* The last message a client gets from a daemon that drained (protocol.md
+ * "Farewell"): an ERROR with seq 0 (no request of a client's has it) and
+ * -ESHUTDOWN, so that a client waiting for a reply, or sending its next
+ * request into a closed connection, reads why (libckpt looks for it) instead
+ * of a broken pipe.  Best effort: a client that cannot take it now gets EOF. */
+static int farewell_send(int fd, uint16_t version, const char *why) {
+        struct ckpt_reply rep = {
+                .hdr.type = CKPT_MSG_ERROR,
+                .hdr.seq = 0,
+                .hdr.version = version,
+        };
+        rep.error.error = -ESHUTDOWN;
+        snprintf(rep.error.message, sizeof(rep.error.message), "ckptd is stopping: %s", why);
+        uint8_t buf[CKPT_HDR_SIZE + sizeof(rep.error) + 16];
+        int n = ckpt_reply_encode(&rep, buf, sizeof(buf));
+        if (n < 0)
+                return n;
+        return send(fd, buf, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+/* Behind replies still queued it is not sent: they would be lost anyway. */
+static void conn_farewell(struct conn *c) {
+        if (c->closing || !list_empty(&c->outq))
+                return;
+        int r = farewell_send(c->fd, c->busy_version ? c->busy_version : CKPT_PROTO_VERSION_MIN,
+                              c->farewell[0] ? c->farewell
+                                             : "every acknowledged save is on disk; connect "
+                                               "again once it is back");
+        if (r < 0)
+                log_debug("server: client %u: no farewell: %s", c->id, strerror(-r));
+}
+
+/* Clients that connected but were not accepted yet would see a reset when
+ * the socket closes: accept them to say why.  Bounded (a flood of connects
+ * does not hold the drain); the ones past that see the reset. */
+static void listen_backlog_farewell(int listen_fd) {
+        for (int i = 0; i < SERVER_BACKLOG_FAREWELLS; i++) {
+                int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd < 0)
+                        return;
+                /* it has sent at most a HELLO: the oldest version reads this */
+                (void)farewell_send(fd, CKPT_PROTO_VERSION_MIN, "it accepts no new clients");
+                close(fd);
+        }
+}
+
 void server_drain(struct server *srv) {
         if (srv->draining)
                 return;
@@ -1039,9 +1085,11 @@ void server_drain(struct server *srv) {
         if (srv->listen_fd >= 0) {
                 acceptor_stop(&srv->acceptor);
                 if (srv->listen_fd_owned) {
-                        close(srv->listen_fd);
+                        /* unlinked first: a client connecting now finds no socket */
                         if (srv->socket_path)
                                 unlink(srv->socket_path);
+                        listen_backlog_farewell(srv->listen_fd);
+                        close(srv->listen_fd);
                 }
                 srv->listen_fd = -1;
         }
@@ -1062,6 +1110,8 @@ struct server *server_free(struct server *srv) {
         struct list *pos, *tmp;
         list_for_each_safe(pos, tmp, &srv->conns) {
                 struct conn *c = list_entry(pos, struct conn, link);
+                if (srv->draining)
+                        conn_farewell(c);
                 conn_close(c);
         }
         server_reap(&srv->reap_hook);

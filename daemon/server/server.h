@@ -46,6 +46,9 @@
  * send its next request and be told -ESHUTDOWN, before the daemon exits
  * and the client would see only a broken connection. */
 #define SERVER_DRAIN_GRACE_MS 5000
+/* At most this many clients still in the listen queue at SIGTERM are accepted
+ * to be told why (the rest see the socket close). */
+#define SERVER_BACKLOG_FAREWELLS 256
 
 struct scrub;
 

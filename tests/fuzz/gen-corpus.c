@@ -537,6 +537,10 @@ static void replies(void) {
                                 e->shards = 16;
                                 e->committed_at = e->state == CKPT_STATE_COMMITTED ? 1700000000 : 0;
                                 e->remote_state = (uint8_t)(CKPT_REMOTE_FLUSHING + k);
+                                if (e->state == CKPT_STATE_FAILED)
+                                        snprintf(e->reason, sizeof(e->reason),
+                                                 "rank 3: trainer (pid 4242) disconnected "
+                                                 "before finishing its save of rank 3");
                         }
                         break;
                 case CKPT_MSG_FETCH:

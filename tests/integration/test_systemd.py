@@ -344,7 +344,7 @@ def sigterm_owed(tmp):
           "owes -ESHUTDOWN was still copying" % d.proc.returncode)
     out, err = holder.communicate("go\n", timeout=30)
     puts = [x for x in out.splitlines() if x.startswith("CHUNK_PUT")]
-    check(puts and puts[0].startswith("CHUNK_PUT ERROR ESHUTDOWN") and "shutting down" in puts[0],
+    check(puts and puts[0].startswith("CHUNK_PUT ERROR ESHUTDOWN") and "ckptd is stopping" in puts[0],
           "the client's CHUNK_PUT after SIGTERM: %r (stderr %r); want ERROR ESHUTDOWN" % (out, err))
     try:
         rc = d.proc.wait(timeout=10)

@@ -135,7 +135,7 @@ static void test_schema(void) {
         char mode[32];
 
         EXPECT(raw_int("PRAGMA user_version"), CATALOG_SCHEMA_VERSION);
-        EXPECT(raw_int("PRAGMA user_version"), 7);
+        EXPECT(raw_int("PRAGMA user_version"), 8);
         EXPECT(raw_int("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN "
                        "('jobs', 'checkpoints', 'ranks', 'shards')"),
                4);
@@ -196,6 +196,29 @@ static void test_checkpoints(struct catalog *c) {
         EXPECT(e.world_size, 8);
         EXPECT(e.state, CKPT_STATE_COMMITTED);
         EXPECT(e.committed_at, 1700000000);
+
+        /* Why a step failed: kept while FAILED and through the LOCAL row a
+         * restart makes of it, cleared by a new save or a commit. */
+        EXPECT(catalog_ckpt_set_fail_reason(c, "alpha", 12, "rank 0: x"), -ENOENT);
+        EXPECT(catalog_ckpt_upsert(c, "alpha", 12, 2, CKPT_STATE_SAVING, 0), 0);
+        EXPECT(catalog_ckpt_get(c, "alpha", 12, &e), 0);
+        EXPECT(strcmp(e.reason, ""), 0);
+        EXPECT(catalog_ckpt_upsert(c, "alpha", 12, 2, CKPT_STATE_FAILED, 0), 0);
+        EXPECT(catalog_ckpt_set_fail_reason(c, "alpha", 12, "rank 1: trainer disconnected"), 0);
+        EXPECT(catalog_ckpt_get(c, "alpha", 12, &e), 0);
+        EXPECT(strcmp(e.reason, "rank 1: trainer disconnected"), 0);
+        EXPECT(catalog_ckpt_upsert(c, "alpha", 12, 2, CKPT_STATE_LOCAL, 0), 0);
+        EXPECT(catalog_ckpt_get(c, "alpha", 12, &e), 0);
+        EXPECT(strcmp(e.reason, "rank 1: trainer disconnected"), 0);
+        EXPECT(catalog_ckpt_upsert(c, "alpha", 12, 2, CKPT_STATE_SAVING, 0), 0);
+        EXPECT(catalog_ckpt_get(c, "alpha", 12, &e), 0);
+        EXPECT(strcmp(e.reason, ""), 0);
+        EXPECT(catalog_ckpt_upsert(c, "alpha", 12, 2, CKPT_STATE_FAILED, 0), 0);
+        EXPECT(catalog_ckpt_set_fail_reason(c, "alpha", 12, "rank 0: aborted"), 0);
+        EXPECT(catalog_ckpt_upsert(c, "alpha", 12, 2, CKPT_STATE_COMMITTED, 5), 0);
+        EXPECT(catalog_ckpt_get(c, "alpha", 12, &e), 0);
+        EXPECT(strcmp(e.reason, ""), 0);
+        EXPECT(catalog_ckpt_delete(c, "alpha", 12), 0);
 
         /* The largest storable step keeps its value. */
         EXPECT(catalog_ckpt_upsert(c, "gamma", (uint64_t)INT64_MAX, 1, CKPT_STATE_LOCAL, 0), 0);

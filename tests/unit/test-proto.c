@@ -368,6 +368,10 @@ static void make_reply(struct ckpt_reply *m, uint16_t type, uint32_t count) {
                         e->remote_state = (uint8_t)(i % CKPT_REMOTE_MAX_);
                         e->pinned = (uint8_t)(i % 2);
                         e->replicas = (uint8_t)(i % 256);
+                        /* the failed ones (i % 4 == 3) say why: the longest
+                         * allowed in the first, so a full page is the worst case */
+                        if (e->state == CKPT_STATE_FAILED)
+                                fill(e->reason, i == 3 ? CKPT_FAIL_REASON_MAX : 40 + i % 7, 'A');
                 }
                 break;
         case CKPT_MSG_METRICS:
@@ -850,6 +854,10 @@ static void test_versions(void) {
                 rep_a.hdr.version = 2;
                 if (reply_types[i] == (CKPT_MSG_SAVE_BEGIN | CKPT_MSG_REPLY))
                         rep_a.id.replaced = 0;
+                if (reply_types[i] == (CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY))
+                        for (uint32_t k = 0; k < rep_a.ckpt_list.count; k++)
+                                memset(rep_a.ckpt_list.entries[k].reason, 0,
+                                       sizeof(rep_a.ckpt_list.entries[k].reason)); /* 7 on */
                 int n = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
                 CHECK(n >= CKPT_HDR_SIZE && buf[4] == 2 && buf[5] == 0, "%s v2: encode %d",
                       ckpt_msg_type_name(reply_types[i]), n);
@@ -1555,6 +1563,7 @@ static void test_values(void) {
                 raw_u8(CKPT_REMOTE_DONE);
                 raw_u8(0);
                 raw_u8(1);
+                raw_u16(0); /* reason "" */
                 raw_end();
                 CHECK_RC(raw_decode_rep(), entries[i].want, "ckpt entry %zu", i);
         }
@@ -1574,6 +1583,7 @@ static void test_values(void) {
                 raw_u8(tails[i][0]);
                 raw_u8(tails[i][1]);
                 raw_u8(0);
+                raw_u16(0); /* reason "" */
                 raw_end();
                 CHECK_RC(raw_decode_rep(), -EBADMSG, "ckpt entry remote %u pinned %u", tails[i][0],
                          tails[i][1]);
@@ -2015,8 +2025,67 @@ static void test_delete_retention(void) {
         CHECK(n > 0 && n <= CKPT_MSG_MAX, "a full RETENTION page: %d bytes", n);
 }
 
+/* ---- version 7: a list entry's reason ------------------------------------ */
+
+/* A failed step's reason travels from version 7 on, at the end of its
+ * entry: a full page of the longest fits, an older version cannot carry one
+ * (the encoder refuses rather than drop it), and without one an older
+ * version's entry is 2 bytes (the empty text's length) shorter each. */
+static void test_fail_reason(void) {
+        make_reply(&rep_a, CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY, CKPT_LIST_PAGE);
+        for (uint32_t k = 0; k < CKPT_LIST_PAGE; k++)
+                fill(rep_a.ckpt_list.entries[k].reason, CKPT_FAIL_REASON_MAX, 'A');
+        int full = reply_version_roundtrip(CKPT_PROTO_VERSION_FAIL_REASON,
+                                           sizeof(rep_a.ckpt_list), "CKPT_LIST full reasons");
+        CHECK(full > 0 && full <= CKPT_MSG_MAX, "a page of the longest reasons: %d bytes", full);
+
+        rep_a.hdr.version = CKPT_PROTO_VERSION_FAIL_REASON - 1;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL,
+                 "CKPT_LIST v6 with a reason");
+
+        for (uint32_t k = 0; k < CKPT_LIST_PAGE; k++)
+                memset(rep_a.ckpt_list.entries[k].reason, 0,
+                       sizeof(rep_a.ckpt_list.entries[k].reason));
+        int n7 = reply_version_roundtrip(CKPT_PROTO_VERSION_FAIL_REASON, sizeof(rep_a.ckpt_list),
+                                         "CKPT_LIST v7 no reasons");
+        int n6 = reply_version_roundtrip(CKPT_PROTO_VERSION_FAIL_REASON - 1,
+                                         sizeof(rep_a.ckpt_list), "CKPT_LIST v6");
+        CHECK(n7 - n6 == 2 * CKPT_LIST_PAGE, "v7 %d bytes, v6 %d: want %d more", n7, n6,
+              2 * CKPT_LIST_PAGE);
+
+        /* one byte over the bound in the array: the encoder refuses it
+         * (every message it cannot send is -EINVAL to its caller) */
+        memset(rep_a.ckpt_list.entries[0].reason, 'x', sizeof(rep_a.ckpt_list.entries[0].reason));
+        rep_a.hdr.version = CKPT_PROTO_VERSION_FAIL_REASON;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL,
+                 "CKPT_LIST unterminated reason");
+        /* and on the wire: the bound decodes, a byte over it is malformed */
+        char longer[CKPT_FAIL_REASON_MAX + 2];
+        fill(longer, CKPT_FAIL_REASON_MAX + 1, 'A');
+        for (size_t len = CKPT_FAIL_REASON_MAX; len <= CKPT_FAIL_REASON_MAX + 1; len++) {
+                raw_start(CKPT_PROTO_VERSION, CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY, 1);
+                raw_u32(1);
+                raw_u32(1);
+                raw_u64(10);
+                raw_u32(1);
+                raw_u32(1);
+                raw_u8(CKPT_STATE_FAILED);
+                raw_u64(0);
+                raw_u32(0);
+                raw_u64(0);
+                raw_u8(CKPT_REMOTE_NONE);
+                raw_u8(0);
+                raw_u8(0);
+                raw_str(longer, len);
+                raw_end();
+                CHECK_RC(raw_decode_rep(), len > CKPT_FAIL_REASON_MAX ? -EBADMSG : 0,
+                         "CKPT_LIST reason of %zu bytes", len);
+        }
+}
+
 int main(void) {
         test_roundtrips();
+        test_fail_reason();
         test_metrics();
         test_delete_retention();
         test_golden();
