@@ -94,6 +94,13 @@ struct conn {
          * at (the extent is the tier's, pinned until READ_DONE; no lease
          * timer: the tier revokes it if it must give it back), or NULL */
         struct memtier_shard *read_resident[SERVER_READS_PER_CONN];
+        /* the memory tier's blocks checked ahead of this reader, while it
+         * copies the piece before them (restore.c read_from_memory):
+         * bytes [start, end) of shard (pinned), or shard NULL */
+        struct memory_ahead {
+                struct memtier_shard *shard;
+                uint64_t start, end;
+        } mem_ahead;
         /* per read lease: slot id + 1 of a READ window taken back and not
          * yet asked about (0: none), for READ_DONE's error */
         uint32_t read_revoked[SERVER_READS_PER_CONN];

@@ -1533,6 +1533,31 @@ static bool read_prefetch_matches(const struct read_op *op, const struct ckpt_re
  * disk is not touched.  true: answered; false: serve it from the disk (not
  * resident, or the memory no longer matches: the shard is dropped).
  */
+static void memory_ahead_forget(struct conn *c) {
+        if (c->mem_ahead.shard)
+                memtier_unpin(c->srv->memtier, c->mem_ahead.shard, false);
+        c->mem_ahead.shard = NULL;
+}
+
+/* Check the piece after [offset, offset + len) now, while the client
+ * copies this one on another core: a reader going on finds it checked,
+ * and the check costs it nothing on this reply's path (the memory can
+ * change after any check; what a check guarantees is the same either
+ * way: the bytes matched their CRC32C when the daemon looked). */
+static void memory_check_ahead(struct conn *c, struct memtier_shard *sh, uint64_t next) {
+        struct pool_extent e;
+        uint64_t in, bad;
+
+        memory_ahead_forget(c);
+        if (next >= memtier_shard_size(sh))
+                return;
+        uint64_t len = memtier_locate(sh, next, MEMORY_READ_MAX, &e, &in);
+        if (len == 0 || memtier_verify(sh, next, len, &bad) < 0)
+                return; /* the READ of it checks again, and says what is wrong */
+        memtier_pin(sh);
+        c->mem_ahead = (struct memory_ahead){ .shard = sh, .start = next, .end = next + len };
+}
+
 static bool read_from_memory(struct conn *c, const struct ckpt_req_read *req, int lease) {
         struct server *srv = c->srv;
         struct memtier_shard *sh = memtier_find(srv->memtier, req->job.str, req->step, req->rank,
@@ -1553,7 +1578,9 @@ static bool read_from_memory(struct conn *c, const struct ckpt_req_read *req, in
                                       &e, &in);
         if (len == 0)
                 return false;
-        if (memtier_verify(sh, req->offset, len, &bad) < 0) {
+        bool checked = c->mem_ahead.shard == sh && req->offset >= c->mem_ahead.start &&
+                       req->offset + len <= c->mem_ahead.end;
+        if (!checked && memtier_verify(sh, req->offset, len, &bad) < 0) {
                 server_job_error(srv, req->job.str, "job %s step %" PRIu64 " rank %u shard %s: "
                                  "block %" PRIu64 " changed in memory after it was saved (a "
                                  "trainer wrote into a slot); dropped from the memory tier, "
@@ -1570,6 +1597,7 @@ static bool read_from_memory(struct conn *c, const struct ckpt_req_read *req, in
         metrics_count(METRIC_RESTORED_BYTES, len);
         metrics_observe_us(METRIC_READ_SECONDS, metrics_now_us() - c->read_asked_us);
         conn_reply_slot(c, &e, in, req->offset, len);
+        memory_check_ahead(c, sh, req->offset + len);
         return true;
 }
 
@@ -1853,6 +1881,7 @@ void restore_conn_closed(struct conn *c) {
                         op->conn = NULL;
         }
         restore_drop_prefetches_of(c);
+        memory_ahead_forget(c);
         for (int i = 0; i < SERVER_READS_PER_CONN; i++)
                 if (c->reads[i].slot)
                         read_lease_return(c, i);
