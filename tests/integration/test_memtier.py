@@ -16,8 +16,8 @@ import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (Daemon, check, ctl_json, log, run_test, shards_arg,  # noqa: E402
-                     wait_until)
+from harness import (Daemon, check, check_log_clean, ctl_json, log, run_test,  # noqa: E402
+                     shards_arg)
 
 MiB = 1024 * 1024
 JOB = "memtier-job"
@@ -117,7 +117,8 @@ def test(tmp):
 
         # A restart starts with nothing in memory: the restore reads the disk.
         save(d, 5, LAYOUT, seed=5)
-        d.stop()
+        check(d.stop() == 0, "ckptd did not exit cleanly:\n" + d.read_log()[-3000:])
+        check_log_clean(d)
         d.start()
         steps, mem = memory_steps(d)
         check(mem == {"bytes": 0, "steps": 0} and not any(steps.values()),
@@ -126,6 +127,9 @@ def test(tmp):
         verify(d, 5, LAYOUT, seed=5)
         verify(d, 5, LAYOUT, "--map", seed=5)
         check(disk_reads(d)[0] > before[0], "the restore after a restart did not read the disk")
+        # a clean exit gives every kept extent back (pool_free insists)
+        check(d.stop() == 0, "ckptd did not exit cleanly:\n" + d.read_log()[-3000:])
+        check_log_clean(d)
     finally:
         d.stop()
 
