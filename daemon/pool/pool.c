@@ -596,6 +596,10 @@ int pool_try_acquire_whole(struct pool *p, uint32_t uid, uint32_t want, struct p
         return pool_acquire_evicting(p, uid, want, true, false, e);
 }
 
+int pool_try_acquire_spare(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e) {
+        return pool_acquire(p, uid, want, false, true, e);
+}
+
 void pool_set_evictor(struct pool *p, bool (*evict)(void *data), void *data) {
         p->evict = evict;
         p->evict_data = data;

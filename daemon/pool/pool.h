@@ -171,6 +171,9 @@ int pool_try_acquire(struct pool *p, uint32_t uid, uint32_t want, struct pool_ex
  * before the memory is found (a peer's frame, an object-store range).
  * Daemon-internal: never refused for uid's share. */
 int pool_try_acquire_whole(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e);
+/* pool_try_acquire(), but only from memory free now: the memory tier is
+ * not asked to give any back (a read-ahead is worth less than a kept step). */
+int pool_try_acquire_spare(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e);
 
 /* Queue for units; cb runs later (never from inside this call), with up to
  * `want` units: fewer when only a shorter run is free.  Waiters are served

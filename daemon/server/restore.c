@@ -1450,10 +1450,11 @@ static void read_prefetch_next(struct conn *c, const struct read_op *prev) {
                 if (!op)
                         return; /* the real request will report any problem */
                 /* Only with memory to spare: a read-ahead never waits for the
-                 * pool, and never while a save waits for it. */
+                 * pool, never while a save waits for it, and never takes
+                 * what the memory tier keeps. */
                 uint32_t want = pool_units_for(srv->pool, op->span_length);
                 if (pool_waiters(srv->pool) > 0 ||
-                    pool_try_acquire(srv->pool, (uint32_t)c->uid, want, &op->window) <= 0) {
+                    pool_try_acquire_spare(srv->pool, (uint32_t)c->uid, want, &op->window) <= 0) {
                         read_op_free(op);
                         return;
                 }
