@@ -239,6 +239,11 @@ static const struct key keys[] = {
           .max = SLOT_COUNT_MAX, .def = "0",
           .help = "most slots' worth of open windows one connection may hold (0: no cap "
                   "beyond its uid's)" },
+        { .section = "pool", .name = "memory_tier", .type = TYPE_BOOL,
+          .offset = FIELD(memory_tier, bool), .def = "yes",
+          .help = "keep the newest committed step of each job in the pool after it is on "
+                  "disk, so a restore on this node reads memory (given back whenever a save "
+                  "needs the room)" },
 
         { .section = "local", .name = "io_size", .type = TYPE_SIZE,
           .offset = FIELD(io_size, uint64_t), .min = 4 * KiB, .max = 64 * MiB,

@@ -65,6 +65,7 @@ struct config {
         bool fair_share;          /* several uids active: each holds slots / uids; yes */
         uint32_t max_slots_per_uid;        /* 0: no fixed cap */
         uint32_t max_slots_per_connection; /* in open windows; 0: the uid's share */
+        bool memory_tier;         /* keep the newest committed step resident: yes */
         /* [local] */
         uint64_t io_size;      /* bytes per write/read request: 1M, multiple of 4K */
         uint32_t queue_depth;  /* requests in flight: 16 */

@@ -972,6 +972,7 @@ int daemon_new(struct daemon **out, struct config *cfg, const char *config_path,
                 .conn_max = cfg->client_connections_max,
                 .conn_per_uid = cfg->client_connections_per_uid,
                 .files_per_uid = cfg->open_files_per_uid,
+                .memory_tier = cfg->memory_tier,
         };
         r = server_new(&d->server, d->loop, d->pool, d->store, d->catalog, d->workers, &sopts);
         if (r < 0)

@@ -45,7 +45,9 @@
  * version 6 from 5 in the VERIFY reply, whose entries are one per shard of
  * each copy (with the shard's name) and which counts the copies;
  * version 7 from 6 in the requests METRICS, DELETE and RETENTION, which
- * earlier versions do not have. */
+ * earlier versions do not have, and in the replies MAP (offset, memory),
+ * STATUS (memory_bytes, memory_steps) and CKPT_LIST (each entry's memory),
+ * which gained the memory tier's fields at their end. */
 #define CKPT_PROTO_VERSION 7     /* the newest */
 #define CKPT_PROTO_VERSION_MIN 2 /* the oldest */
 #define CKPT_PROTO_VERSION_REPLACED 3 /* the first with SAVE_BEGIN's `replaced` */
@@ -56,6 +58,7 @@
 #define CKPT_PROTO_VERSION_METRICS 7 /* the first with METRICS */
 #define CKPT_PROTO_VERSION_DELETE 7 /* the first with DELETE and RETENTION */
 #define CKPT_PROTO_VERSION_FAIL_REASON 7 /* the first with CKPT_LIST's reason */
+#define CKPT_PROTO_VERSION_MEMORY 7 /* the first with the memory tier's fields */
 #define CKPT_HDR_SIZE 16
 /* Fits the default net.core.wmem_max so no process needs SO_SNDBUFFORCE. */
 #define CKPT_MSG_MAX 65536
@@ -416,6 +419,13 @@ struct ckpt_rep_map {
         uint64_t size;
         uint32_t crc32c;
         uint8_t has_fd; /* always 1 on success */
+        /* version 7 on: where the shard starts in the descriptor (a multiple
+         * of the page size), and whether the descriptor is the memory
+         * tier's slot (read-only; checked by the daemon when it was saved)
+         * rather than the shard's file (offset 0; the client checks the
+         * CRC32C).  Older versions: 0, 0. */
+        uint64_t offset;
+        uint8_t memory;
 };
 
 struct ckpt_rep_status {
@@ -470,6 +480,10 @@ struct ckpt_rep_status {
          * started: passes finished, objects that passed every check,
          * objects found bad, and of those the ones queued for a new upload */
         uint64_t audit_passes, audit_objects_checked, audit_objects_bad, audit_objects_repaired;
+        /* the memory tier (version 7 on; zero when it is off and in earlier
+         * versions): pool bytes it holds, committed steps it serves */
+        uint64_t memory_bytes;
+        uint32_t memory_steps;
 };
 
 enum ckpt_scrub_state {
@@ -509,6 +523,7 @@ struct ckpt_ckpt_entry {
          * (pid 42) disconnected ..."), kept while the step is FAILED or, after
          * a restart, LOCAL without that rank; "" otherwise and before 7 */
         char reason[CKPT_FAIL_REASON_MAX + 1];
+        uint8_t memory;       /* version 7 on: the memory tier holds it (this node's ranks) */
 };
 
 struct ckpt_rep_ckpt_list {

@@ -491,6 +491,8 @@ static int check_reply(const struct ckpt_reply *m) {
         }
         case CKPT_MSG_MAP:
                 check_bool(&c, m->map.has_fd);
+                check_bool(&c, m->map.memory);
+                check_inval(&c, m->map.offset % 4096 != 0);
                 check_inval(&c, m->map.size > CKPT_SHARD_SIZE_MAX);
                 break;
         case CKPT_MSG_STATUS:
@@ -587,6 +589,7 @@ static int check_reply(const struct ckpt_reply *m) {
                                 check_inval(&c, e->reason[0] != '\0');
                         else
                                 check_cstr(&c, e->reason, CKPT_FAIL_REASON_MAX);
+                        check_bool(&c, e->memory);
                 }
                 break;
         }
@@ -655,6 +658,10 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                 w_u64(w, m->map.size);
                 w_u32(w, m->map.crc32c);
                 w_u8(w, m->map.has_fd);
+                if (msg_version(&m->hdr) < CKPT_PROTO_VERSION_MEMORY)
+                        break;
+                w_u64(w, m->map.offset);
+                w_u8(w, m->map.memory);
                 break;
         case CKPT_MSG_STATUS: {
                 const struct ckpt_rep_status *s = &m->status;
@@ -716,6 +723,10 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                 w_u64(w, s->audit_objects_checked);
                 w_u64(w, s->audit_objects_bad);
                 w_u64(w, s->audit_objects_repaired);
+                if (msg_version(&m->hdr) < CKPT_PROTO_VERSION_MEMORY)
+                        break;
+                w_u64(w, s->memory_bytes);
+                w_u32(w, s->memory_steps);
                 break;
         }
         case CKPT_MSG_FETCH:
@@ -756,6 +767,8 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                         w_u8(w, e->replicas);
                         if (msg_version(&m->hdr) >= CKPT_PROTO_VERSION_FAIL_REASON)
                                 w_cstr(w, e->reason, CKPT_FAIL_REASON_MAX);
+                        if (msg_version(&m->hdr) >= CKPT_PROTO_VERSION_MEMORY)
+                                w_u8(w, e->memory);
                 }
                 break;
         case CKPT_MSG_DELETE:
@@ -868,6 +881,10 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                 m->map.size = r_u64(r);
                 m->map.crc32c = r_u32(r);
                 m->map.has_fd = r_u8(r);
+                if (msg_version(&m->hdr) < CKPT_PROTO_VERSION_MEMORY)
+                        break;
+                m->map.offset = r_u64(r);
+                m->map.memory = r_u8(r);
                 break;
         case CKPT_MSG_STATUS: {
                 struct ckpt_rep_status *s = &m->status;
@@ -929,6 +946,10 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                 s->audit_objects_checked = r_u64(r);
                 s->audit_objects_bad = r_u64(r);
                 s->audit_objects_repaired = r_u64(r);
+                if (msg_version(&m->hdr) < CKPT_PROTO_VERSION_MEMORY)
+                        break;
+                s->memory_bytes = r_u64(r);
+                s->memory_steps = r_u32(r);
                 break;
         }
         case CKPT_MSG_FETCH:
@@ -976,6 +997,8 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                         e->replicas = r_u8(r);
                         if (msg_version(&m->hdr) >= CKPT_PROTO_VERSION_FAIL_REASON)
                                 r_cstr(r, e->reason, CKPT_FAIL_REASON_MAX);
+                        if (msg_version(&m->hdr) >= CKPT_PROTO_VERSION_MEMORY)
+                                e->memory = r_u8(r);
                 }
                 break;
         }

@@ -150,19 +150,21 @@ int cmd_list(int nargs, char **args) {
                                c[i].world_size, c[i].ranks_local, c[i].shards, c[i].bytes,
                                c[i].committed_at);
                         json_str(ckpt_remote_state_name(c[i].remote_state));
-                        fprintf(ctl.out, ",\"pinned\":%s,\"replicas\":%u}", c[i].pinned ? "true" : "false",
-                                c[i].replicas);
+                        fprintf(ctl.out, ",\"pinned\":%s,\"replicas\":%u,\"memory\":%s}",
+                                c[i].pinned ? "true" : "false", c[i].replicas,
+                                c[i].memory ? "true" : "false");
                 }
                 fprintf(ctl.out, "]\n");
         } else {
-                fprintf(ctl.out, "%-20s %-10s %6s %6s %7s %12s  %-20s  %-6s  %4s  %s\n", "STEP", "STATE",
-                       "WORLD", "RANKS", "SHARDS", "BYTES", "COMMITTED AT", "PIN", "REPL", "REMOTE");
+                fprintf(ctl.out, "%-20s %-10s %6s %6s %7s %12s  %-20s  %-6s  %4s  %-8s  %s\n", "STEP",
+                       "STATE", "WORLD", "RANKS", "SHARDS", "BYTES", "COMMITTED AT", "PIN", "REPL",
+                       "REMOTE", "MEMORY");
                 for (uint32_t i = 0; i < n; i++)
-                        fprintf(ctl.out, "%-20" PRIu64 " %-10s %6u %6u %7u %12s  %-20s  %-6s  %4u  %s\n", c[i].step,
+                        fprintf(ctl.out, "%-20" PRIu64 " %-10s %6u %6u %7u %12s  %-20s  %-6s  %4u  %-8s  %s\n", c[i].step,
                                ckpt_state_name(c[i].state), c[i].world_size, c[i].ranks_local,
                                c[i].shards, human_bytes(c[i].bytes, b), fmt_time(c[i].committed_at, t),
                                c[i].pinned ? "pinned" : "", c[i].replicas,
-                               ckpt_remote_state_name(c[i].remote_state));
+                               ckpt_remote_state_name(c[i].remote_state), c[i].memory ? "memory" : "");
                 if (n == 0)
                         fprintf(ctl.out, "(no checkpoints)\n");
         }

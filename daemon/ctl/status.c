@@ -109,6 +109,8 @@ int cmd_status(int nargs, char **args) {
                        ",\"slots\":%u,\"slots_used\":%u,\"waiters\":%u}",
                        s->pool_bytes, s->pool_used_bytes, s->slot_count, s->slots_used,
                        s->slot_waiters);
+                fprintf(ctl.out, ",\"memory\":{\"bytes\":%" PRIu64 ",\"steps\":%u}",
+                        s->memory_bytes, s->memory_steps);
                 fprintf(ctl.out, ",\"in_flight\":{\"bytes\":%" PRIu64 ",\"shards\":%u,\"saves\":%u}",
                        s->bytes_in_flight, s->shards_in_flight, s->saves_active);
                 fprintf(ctl.out, ",\"clients\":%u,\"bytes_written\":%" PRIu64 ",\"bytes_read\":%" PRIu64
@@ -163,6 +165,8 @@ int cmd_status(int nargs, char **args) {
                 fprintf(ctl.out, "pool:      %u of %u slots in use (%s of %s), %u waiting\n", s->slots_used,
                        s->slot_count, human_bytes(s->pool_used_bytes, b1),
                        human_bytes(s->pool_bytes, b2), s->slot_waiters);
+                fprintf(ctl.out, "memory:    %u committed steps resident, %s of the pool\n",
+                        s->memory_steps, human_bytes(s->memory_bytes, b1));
                 fprintf(ctl.out, "in flight: %u saves, %u shards, %s not yet on disk; %u clients\n",
                        s->saves_active, s->shards_in_flight, human_bytes(s->bytes_in_flight, b1),
                        s->clients);

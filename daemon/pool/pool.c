@@ -55,6 +55,12 @@ struct pool {
          * not run their callbacks from inside the caller (a cancel, new
          * limits) */
         struct loop_timer wake_timer;
+        /* the memory tier's hook (pool_set_evictor); evicting: inside it,
+         * where releases serve no waiter (the request that asked comes
+         * first, then the queue from the loop) */
+        bool (*evict)(void *data);
+        void *evict_data;
+        bool evicting;
 };
 
 /* ---- who holds what ----------------------------------------------------------------- */
@@ -558,12 +564,45 @@ static int pool_acquire(struct pool *p, uint32_t uid, uint32_t want, bool whole,
         return 1;
 }
 
+/* pool_acquire(), but when it finds nothing, first have the memory tier
+ * give back what it keeps, oldest first, until the request is served or
+ * the tier has nothing left: staging always wins over a step kept only to
+ * be restored fast. */
+static int pool_acquire_evicting(struct pool *p, uint32_t uid, uint32_t want, bool whole,
+                                 bool capped, struct pool_extent *e) {
+        int r = pool_acquire(p, uid, want, whole, capped, e);
+        bool gave = false;
+
+        while (r == 0 && p->evict && !p->evicting) {
+                p->evicting = true;
+                bool more = p->evict(p->evict_data);
+                p->evicting = false;
+                if (!more)
+                        break;
+                gave = true;
+                r = pool_acquire(p, uid, want, whole, capped, e);
+        }
+        /* what was given back and not taken may serve the queue */
+        if (gave)
+                pool_wake_later(p);
+        return r;
+}
+
 int pool_try_acquire(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e) {
-        return pool_acquire(p, uid, want, false, true, e);
+        return pool_acquire_evicting(p, uid, want, false, true, e);
 }
 
 int pool_try_acquire_whole(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e) {
-        return pool_acquire(p, uid, want, true, false, e);
+        return pool_acquire_evicting(p, uid, want, true, false, e);
+}
+
+int pool_try_acquire_spare(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e) {
+        return pool_acquire(p, uid, want, false, true, e);
+}
+
+void pool_set_evictor(struct pool *p, bool (*evict)(void *data), void *data) {
+        p->evict = evict;
+        p->evict_data = data;
 }
 
 /* A waiter joins or leaves the queue: it makes its uid active. */
@@ -655,10 +694,12 @@ static void pool_wake_later(struct pool *p) {
 static void pool_wake(struct pool *p) {
         struct list *pos = p->waiters.next;
 
+        if (p->evicting)
+                return; /* pool_acquire_evicting() serves the queue after */
         while (pos != &p->waiters) {
                 struct pool_waiter *w = list_entry(pos, struct pool_waiter, link);
                 struct pool_extent got;
-                int r = pool_acquire(p, w->uid, w->want, w->whole, !w->whole, &got);
+                int r = pool_acquire_evicting(p, w->uid, w->want, w->whole, !w->whole, &got);
                 if (r == 0) {
                         const struct pool_holder *u = user_find(p, w->uid);
                         if (w->whole || !u || u->slots < share_of(p, u))

@@ -51,6 +51,14 @@
  * and gets new memory before it is lent again, so a late write lands in
  * memory nobody reads.
  *
+ * Memory kept after its transfer (the memory tier, memory/memtier.h: the
+ * newest committed step of each job) stays lent in the pool's books; the
+ * pool knows nothing of it but a hook, pool_set_evictor(): a request that
+ * finds no memory first asks the hook to give some back, again and again
+ * until the request is served or the hook has nothing left, before it
+ * fails or waits.  So staging always wins, and the kept memory never
+ * holds up a transfer.
+ *
  * Not thread-safe: loop thread only (the memory itself is read by workers).
  */
 #pragma once
@@ -163,6 +171,9 @@ int pool_try_acquire(struct pool *p, uint32_t uid, uint32_t want, struct pool_ex
  * before the memory is found (a peer's frame, an object-store range).
  * Daemon-internal: never refused for uid's share. */
 int pool_try_acquire_whole(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e);
+/* pool_try_acquire(), but only from memory free now: the memory tier is
+ * not asked to give any back (a read-ahead is worth less than a kept step). */
+int pool_try_acquire_spare(struct pool *p, uint32_t uid, uint32_t want, struct pool_extent *e);
 
 /* Queue for units; cb runs later (never from inside this call), with up to
  * `want` units: fewer when only a shorter run is free.  Waiters are served
@@ -183,6 +194,12 @@ void pool_release(struct pool *p, const struct pool_extent *e);
  * that was never handed back): nothing more of its slot is lent until the
  * slot is free and has new memory. */
 void pool_revoke(struct pool *p, const struct pool_extent *e);
+
+/* The memory tier's hook: evict() gives back (pool_release / pool_revoke)
+ * the oldest memory it keeps and returns true, or false when it keeps
+ * none.  Called from inside a request that found no memory (never from a
+ * release); its releases serve no waiter until it returns.  NULL: none. */
+void pool_set_evictor(struct pool *p, bool (*evict)(void *data), void *data);
 
 /* Units needed for `bytes` (rounded up), capped at one slot. */
 uint32_t pool_units_for(const struct pool *p, uint64_t bytes);

@@ -33,6 +33,7 @@
 struct server;
 struct step_state;
 struct shard;
+struct memtier_shard;
 struct conn_fetch;
 struct peer_fetch;
 struct read_op;
@@ -92,6 +93,17 @@ struct conn {
         uint32_t nsaves;
         struct pool_extent reads[SERVER_READS_PER_CONN]; /* lent by READ (.slot NULL: free) */
         struct read_lease read_leases[SERVER_READS_PER_CONN];
+        /* per read lease: the memory tier's shard a READ pointed the client
+         * at (the extent is the tier's, pinned until READ_DONE; no lease
+         * timer: the tier revokes it if it must give it back), or NULL */
+        struct memtier_shard *read_resident[SERVER_READS_PER_CONN];
+        /* the memory tier's blocks checked ahead of this reader, while it
+         * copies the piece before them (restore.c read_from_memory):
+         * bytes [start, end) of shard (pinned), or shard NULL */
+        struct memory_ahead {
+                struct memtier_shard *shard;
+                uint64_t start, end;
+        } mem_ahead;
         /* per read lease: slot id + 1 of a READ window taken back and not
          * yet asked about (0: none), for READ_DONE's error */
         uint32_t read_revoked[SERVER_READS_PER_CONN];

@@ -1450,10 +1450,11 @@ static void read_prefetch_next(struct conn *c, const struct read_op *prev) {
                 if (!op)
                         return; /* the real request will report any problem */
                 /* Only with memory to spare: a read-ahead never waits for the
-                 * pool, and never while a save waits for it. */
+                 * pool, never while a save waits for it, and never takes
+                 * what the memory tier keeps. */
                 uint32_t want = pool_units_for(srv->pool, op->span_length);
                 if (pool_waiters(srv->pool) > 0 ||
-                    pool_try_acquire(srv->pool, (uint32_t)c->uid, want, &op->window) <= 0) {
+                    pool_try_acquire_spare(srv->pool, (uint32_t)c->uid, want, &op->window) <= 0) {
                         read_op_free(op);
                         return;
                 }
@@ -1521,6 +1522,86 @@ static bool read_prefetch_matches(const struct read_op *op, const struct ckpt_re
                !strcmp(op->job, req->job.str) && !strcmp(op->shard, req->shard.str);
 }
 
+/* The most one READ served from the memory tier covers: its blocks are
+ * checked on the loop before the reply, so a long READ is served in
+ * pieces that keep the loop responsive (and the client copies one while
+ * the daemon checks the next). */
+#define MEMORY_READ_MAX (16u << 20)
+
+/*
+ * A READ of a shard the memory tier holds: point the client at the bytes
+ * in the slot, each block checked against the MANIFEST's CRC32C first; the
+ * disk is not touched.  true: answered; false: serve it from the disk (not
+ * resident, or the memory no longer matches: the shard is dropped).
+ */
+static void memory_ahead_forget(struct conn *c) {
+        if (c->mem_ahead.shard)
+                memtier_unpin(c->srv->memtier, c->mem_ahead.shard, false);
+        c->mem_ahead.shard = NULL;
+}
+
+/* Check the piece after [offset, offset + len) now, while the client
+ * copies this one on another core: a reader going on finds it checked,
+ * and the check costs it nothing on this reply's path (the memory can
+ * change after any check; what a check guarantees is the same either
+ * way: the bytes matched their CRC32C when the daemon looked). */
+static void memory_check_ahead(struct conn *c, struct memtier_shard *sh, uint64_t next) {
+        struct pool_extent e;
+        uint64_t in, bad;
+
+        memory_ahead_forget(c);
+        if (next >= memtier_shard_size(sh))
+                return;
+        uint64_t len = memtier_locate(sh, next, MEMORY_READ_MAX, &e, &in);
+        if (len == 0 || memtier_verify(sh, next, len, &bad) < 0)
+                return; /* the READ of it checks again, and says what is wrong */
+        memtier_pin(sh);
+        c->mem_ahead = (struct memory_ahead){ .shard = sh, .start = next, .end = next + len };
+}
+
+static bool read_from_memory(struct conn *c, const struct ckpt_req_read *req, int lease) {
+        struct server *srv = c->srv;
+        struct memtier_shard *sh = memtier_find(srv->memtier, req->job.str, req->step, req->rank,
+                                                req->shard.str);
+        if (!sh || req->offset > memtier_shard_size(sh))
+                return false; /* the disk path says what is wrong */
+        restore_drop_prefetches_of(c);
+        if (req->offset == memtier_shard_size(sh) || req->length == 0) {
+                /* end of the shard: an empty window that names no slot */
+                struct ckpt_reply rep = { 0 };
+                rep.slot.offset = req->offset;
+                conn_reply(c, &rep, -1);
+                return true;
+        }
+        struct pool_extent e;
+        uint64_t in, bad;
+        uint64_t len = memtier_locate(sh, req->offset, MIN(req->length, (uint64_t)MEMORY_READ_MAX),
+                                      &e, &in);
+        if (len == 0)
+                return false;
+        bool checked = c->mem_ahead.shard == sh && req->offset >= c->mem_ahead.start &&
+                       req->offset + len <= c->mem_ahead.end;
+        if (!checked && memtier_verify(sh, req->offset, len, &bad) < 0) {
+                server_job_error(srv, req->job.str, "job %s step %" PRIu64 " rank %u shard %s: "
+                                 "block %" PRIu64 " changed in memory after it was saved (a "
+                                 "trainer wrote into a slot); dropped from the memory tier, "
+                                 "read from disk", req->job.str, req->step, req->rank,
+                                 req->shard.str, bad);
+                memtier_drop_shard(srv->memtier, sh);
+                return false;
+        }
+        memtier_pin(sh);
+        c->reads[lease] = e;
+        c->read_resident[lease] = sh;
+        c->read_revoked[lease] = 0;
+        metrics_count(METRIC_READS, 1);
+        metrics_count(METRIC_RESTORED_BYTES, len);
+        metrics_observe_us(METRIC_READ_SECONDS, metrics_now_us() - c->read_asked_us);
+        conn_reply_slot(c, &e, in, req->offset, len);
+        memory_check_ahead(c, sh, req->offset + len);
+        return true;
+}
+
 void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
         struct server *srv = c->srv;
         char msg[CKPT_ERRMSG_MAX];
@@ -1556,14 +1637,17 @@ void restore_handle_read(struct conn *c, const struct ckpt_req_read *req) {
                 locate_error(c, r, req->job.str, req->step, req->rank);
                 return;
         }
-        bool lease_free = false;
-        for (int i = 0; i < SERVER_READS_PER_CONN; i++)
-                lease_free |= !c->reads[i].slot;
-        if (!lease_free) {
+        int lease = -1;
+        for (int i = SERVER_READS_PER_CONN - 1; i >= 0; i--)
+                if (!c->reads[i].slot)
+                        lease = i;
+        if (lease < 0) {
                 conn_error(c, -EMFILE, "%u reads outstanding on this connection; send READ_DONE "
                            "first", SERVER_READS_PER_CONN);
                 return;
         }
+        if (srv->memtier && read_from_memory(c, req, lease))
+                return;
         if (read_ahead_at_end(&c->ra, req)) {
                 /* end of the shard: an empty window that names no slot */
                 struct ckpt_reply rep = { 0 };
@@ -1641,12 +1725,22 @@ void restore_drop_prefetches(struct server *srv) {
         }
 }
 
+/* READ_DONE (or the connection went): the window goes back to the pool,
+ * or the memory tier's shard is no longer pinned by it. */
+static void read_lease_return(struct conn *c, int i) {
+        loop_timer_cancel(&c->read_leases[i].timer);
+        if (c->read_resident[i])
+                memtier_unpin(c->srv->memtier, c->read_resident[i], false);
+        else
+                pool_release(c->srv->pool, &c->reads[i]);
+        c->read_resident[i] = NULL;
+        c->reads[i].slot = NULL;
+}
+
 void restore_handle_read_done(struct conn *c, const struct ckpt_req_read_done *req) {
         for (int i = 0; i < SERVER_READS_PER_CONN; i++) {
                 if (c->reads[i].slot && c->reads[i].slot->id == req->slot_id) {
-                        loop_timer_cancel(&c->read_leases[i].timer);
-                        pool_release(c->srv->pool, &c->reads[i]);
-                        c->reads[i].slot = NULL;
+                        read_lease_return(c, i);
                         conn_reply_empty(c);
                         return;
                 }
@@ -1662,6 +1756,47 @@ void restore_handle_read_done(struct conn *c, const struct ckpt_req_read_done *r
                 return;
         }
         conn_error(c, -EINVAL, "slot %u is not lent to this connection by a READ", req->slot_id);
+}
+
+/*
+ * MAP of a shard the memory tier holds in one run of one slot: hand over
+ * a read-only descriptor of the slot's memfd and where the shard starts in
+ * it.  Neither side checks the CRC32C here: the daemon checked every block
+ * when the shard was staged, and checking 1 GiB costs ~0.1 s where the
+ * mapping costs microseconds (docs/design-decisions.md, "The memory
+ * tier").  From now on the tier revokes rather than releases the shard
+ * when it gives it back, so the mapping never shows a later save's bytes.
+ * true: answered.
+ */
+static bool map_from_memory(struct conn *c, const struct ckpt_req_read *req) {
+        struct memtier_shard *sh = memtier_find(c->srv->memtier, req->job.str, req->step,
+                                                req->rank, req->shard.str);
+        struct slot *slot;
+        uint64_t offset;
+        char path[64];
+
+        /* an older client maps from offset 0 and checks the CRC32C */
+        if (!sh || c->busy_version < CKPT_PROTO_VERSION_MEMORY ||
+            !memtier_contiguous(sh, &slot, &offset))
+                return false;
+        /* a descriptor of the same memory that cannot be mapped writable */
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", slot->memfd);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+                log_notice("MAP of job %s step %" PRIu64 " rank %u shard %s: cannot reopen slot "
+                           "%u read-only (%m); mapping the file instead", req->job.str,
+                           req->step, req->rank, req->shard.str, slot->id);
+                return false;
+        }
+        memtier_expose(sh);
+        struct ckpt_reply rep = { 0 };
+        rep.map.size = memtier_shard_size(sh);
+        rep.map.crc32c = memtier_shard_crc32c(sh);
+        rep.map.has_fd = 1;
+        rep.map.offset = offset;
+        rep.map.memory = 1;
+        conn_reply(c, &rep, fd);
+        return true;
 }
 
 void restore_handle_map(struct conn *c, const struct ckpt_req_read *req) {
@@ -1684,6 +1819,8 @@ void restore_handle_map(struct conn *c, const struct ckpt_req_read *req) {
                 locate_error(c, r, req->job.str, req->step, req->rank);
                 return;
         }
+        if (c->srv->memtier && map_from_memory(c, req))
+                return;
         /* MAP hands over the file and the client checks the whole-shard
          * CRC32C itself; a copy known corrupt with no good one left is
          * not handed over at all */
@@ -1745,11 +1882,8 @@ void restore_conn_closed(struct conn *c) {
                         op->conn = NULL;
         }
         restore_drop_prefetches_of(c);
-        for (int i = 0; i < SERVER_READS_PER_CONN; i++) {
-                loop_timer_cancel(&c->read_leases[i].timer);
-                if (c->reads[i].slot) {
-                        pool_release(c->srv->pool, &c->reads[i]);
-                        c->reads[i].slot = NULL;
-                }
-        }
+        memory_ahead_forget(c);
+        for (int i = 0; i < SERVER_READS_PER_CONN; i++)
+                if (c->reads[i].slot)
+                        read_lease_return(c, i);
 }

@@ -60,6 +60,7 @@ struct chunk {
         struct save *save;
         struct shard *shard;
         uint32_t claimed, computed;
+        bool kept;               /* on disk and handed to the memory tier */
 };
 
 
@@ -252,6 +253,9 @@ void save_fail(struct save *s, int error, const char *fmt, ...) {
         metrics_count(METRIC_SAVES_FAILED, 1);
         bool was_writing = s->state == SAVE_WRITING;
         s->state = SAVE_FAILED;
+        /* what the memory tier kept of it is of no use to a restore */
+        if (srv->memtier)
+                memtier_drop_rank(srv->memtier, s->step->job, s->step->step, s->rank);
         server_job_event(srv, LOG_CTX(.id = LOG_ID_SAVE_FAILED, .job = s->step->job,
                                       LOG_STEP(s->step->step), LOG_RANK(s->rank)),
                          "job %s step %" PRIu64 " rank %u: save failed: %s", s->step->job, s->step->step, s->rank, s->errmsg);
@@ -298,6 +302,8 @@ static void save_on_disk(void *userdata, int error) {
                 return;
         }
         s->state = SAVE_DONE;
+        if (srv->memtier)
+                memtier_rank_landed(srv->memtier, s->manifest);
         /* the ingest added the rank's catalog rows */
         s->manifest = manifest_free(s->manifest);
         ckpt_state_update(srv, s->step);
@@ -344,7 +350,8 @@ static void chunk_release(struct chunk *ch) {
         struct save *s = ch->save;
         struct server *srv = s->srv;
 
-        pool_release(srv->pool, &ch->ic.ext);
+        if (!ch->kept)
+                pool_release(srv->pool, &ch->ic.ext);
         srv->bytes_in_flight -= ch->ic.length;
         s->chunks_pending--;
         free(ch);
@@ -389,8 +396,19 @@ static void chunk_done(struct ingest_chunk *ic, int error) {
         else if (ic->end == INGEST_WRITE && error < 0)
                 save_fail(s, error, "writing shard '%s' at offset %" PRIu64 " failed: %s",
                           ch->shard->name, ic->offset, strerror(-error));
-        else if (ic->end == INGEST_WRITE)
+        else if (ic->end == INGEST_WRITE) {
                 ch->shard->written += ic->length;
+                /* The memory tier keeps the window for a restore from
+                 * memory, unless someone waits for pool memory: a waiter
+                 * is served by releases (which a kept window is not), and
+                 * staging wins. */
+                struct step_state *st = s->step;
+                ch->kept = s->srv->memtier && s->state != SAVE_FAILED &&
+                           pool_waiters(s->srv->pool) == 0 &&
+                           memtier_keep(s->srv->memtier, st->job, st->step, s->rank, s->uid,
+                                        ch->shard->name, ch->shard->size, ic->offset, ic->length,
+                                        &ic->ext);
+        }
         chunk_release(ch);
 }
 
@@ -519,6 +537,9 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
                 conn_error(c, r, "catalog error creating job '%s'", job);
                 return;
         }
+        /* the memory tier's copy of the rank is the old one's */
+        if (srv->memtier)
+                memtier_drop_rank(srv->memtier, job, req->step, req->rank);
         bool ask_verdict = false;
         if (!st) {
                 st = step_new(srv, job, req->step, req->world_size);

@@ -409,6 +409,10 @@ void server_status_gather(struct server *srv, int64_t uid, struct ckpt_rep_statu
         st->saves_active = srv->saves_active;
         st->bytes_written = store_bytes_written(srv->store);
         st->bytes_read = store_bytes_read(srv->store);
+        if (srv->memtier) {
+                st->memory_bytes = memtier_bytes(srv->memtier);
+                st->memory_steps = memtier_steps(srv->memtier);
+        }
         st->errors = log_error_count();
         st->jobs = catalog_job_count(srv->catalog, uid);
         const char *last = log_last_error();
@@ -513,8 +517,15 @@ static void handle_ckpt_list(struct conn *c, const struct ckpt_req_list *req) {
                 conn_error(c, r, "no job named '%s'", req->job.str);
         else if (r < 0)
                 conn_error(c, r, "cannot list checkpoints of '%s': catalog error", req->job.str);
-        else
-                conn_reply(c, rep, -1);
+        if (r < 0) {
+                free(rep);
+                return;
+        }
+        for (uint32_t i = 0; c->srv->memtier && i < rep->ckpt_list.count; i++)
+                rep->ckpt_list.entries[i].memory =
+                        memtier_step_resident(c->srv->memtier, req->job.str,
+                                              rep->ckpt_list.entries[i].step);
+        conn_reply(c, rep, -1);
         free(rep);
 }
 
@@ -908,6 +919,10 @@ int server_new(struct server **out, struct loop *loop, struct pool *pool, struct
         list_init(&srv->heals);
         list_init(&srv->uid_errors);
         fd_budget_init(&srv->files, opts->files_per_uid);
+        if (opts->memory_tier && memtier_new(&srv->memtier, pool) < 0) {
+                free(srv);
+                return -ENOMEM;
+        }
         srv->reap_hook.run = server_reap;
         loop_hook_add(loop, &srv->reap_hook);
         *out = srv;
@@ -1119,6 +1134,8 @@ struct server *server_free(struct server *srv) {
         loop_timer_cancel(&srv->drain_timer);
         step_state_free_all(srv);
         heal_free_all(srv);
+        /* after the connections: their READs pin what it keeps */
+        srv->memtier = memtier_free(srv->memtier);
         list_for_each_safe(pos, tmp, &srv->uid_errors) {
                 struct uid_errors *e = list_entry(pos, struct uid_errors, link);
                 list_unlink(&e->link);

@@ -32,6 +32,7 @@
 #include "io/loop.h"
 #include "io/worker.h"
 #include "local/store.h"
+#include "memory/memtier.h"
 #include "pool/pool.h"
 #include "peer/peers.h"
 #include "remote/audit.h"
@@ -68,6 +69,7 @@ struct server_options {
         uint32_t conn_per_uid;     /* of them held by one uid (root exempt); 0: no limit */
         uint32_t files_per_uid;    /* descriptors held for one uid's saves and reads (root
                                     * exempt); 0: no limit */
+        bool memory_tier;          /* keep the newest committed step in the pool */
 };
 
 struct server {
@@ -82,6 +84,11 @@ struct server {
         struct fetcher *fetcher;
         struct peers *peers;      /* NULL: no replication */
         struct scrub *scrub;      /* NULL: none (set by daemon.c; STATUS reports it) */
+        /* the memory tier ([pool] memory_tier), NULL when off: save.c hands
+         * it the windows on disk and tells it of landed and failed ranks,
+         * step.c and delete.c of commits and removals, restore.c serves
+         * READ and MAP from it */
+        struct memtier *memtier;
         /* The cluster-wide commit (node_count > 1, docs/commit.md), set by
          * daemon.c; NULL on a single node.  cluster_report sends a
          * STEP_REPORT to the coordinator (over the control link, or to

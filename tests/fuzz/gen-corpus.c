@@ -472,6 +472,8 @@ static void replies(void) {
                         rep.map.size = 1ull << 30;
                         rep.map.crc32c = 0xdeadbeef;
                         rep.map.has_fd = 1;
+                        rep.map.offset = 64ull << 20; /* the memory tier's slot */
+                        rep.map.memory = 1;
                         break;
                 case CKPT_MSG_STATUS:
                         snprintf(rep.status.daemon_version, sizeof(rep.status.daemon_version), "0.1.0");
@@ -509,6 +511,8 @@ static void replies(void) {
                         snprintf(rep.status.remote_error, sizeof(rep.status.remote_error),
                                  "job x step 5: PutObject jobs/x/steps/00000000000000000005/"
                                  "ranks/0/a (bucket ckpt): 403 SignatureDoesNotMatch");
+                        rep.status.memory_bytes = 2ull << 30;
+                        rep.status.memory_steps = 2;
                         break;
                 case CKPT_MSG_JOB_LIST:
                         rep.job_list.total = 2;
@@ -541,6 +545,7 @@ static void replies(void) {
                                         snprintf(e->reason, sizeof(e->reason),
                                                  "rank 3: trainer (pid 4242) disconnected "
                                                  "before finishing its save of rank 3");
+                                e->memory = k == 3; /* the newest committed */
                         }
                         break;
                 case CKPT_MSG_FETCH:

@@ -403,6 +403,17 @@ def ctl_json(d, *args):
                           % (" ".join(map(str, args)), e, p.stdout))
 
 
+def pool_at_rest(st):
+    """Nothing holds pool memory in `ckptctl --json status` st but the memory
+    tier (the newest committed steps it keeps, [pool] memory_tier): no window
+    or read leaked.  Returns the bytes the tier holds."""
+    pool, memory = st["pool"], st["memory"]
+    check(pool["used_bytes"] == memory["bytes"] and pool["waiters"] == 0,
+          "pool not at rest: %s bytes used, %s of them the memory tier's (%s)"
+          % (pool["used_bytes"], memory["bytes"], st))
+    return memory["bytes"]
+
+
 # ---- raw protocol (ckpt-rawclient) ------------------------------------------------
 
 CKPT_PROTO_MAGIC = 0x54504B43

@@ -11,6 +11,7 @@ shard list of it is refused.  Exit statuses follow ckptctl(1): 3 and a clear mes
 daemon listens, 2 for usage errors, 1 for errors the daemon reports.
 Finally, as another user: root's jobs are not shown or described."""
 import json
+import re
 import os
 import socket
 import subprocess
@@ -18,8 +19,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import (CKPTCTL, CKPTD, Daemon, check, ctl_json, log, run_test,  # noqa: E402
-                     shards_arg)
+from harness import (CKPTCTL, CKPTD, Daemon, check, ctl_json, log, pool_at_rest,  # noqa: E402
+                     run_test, shards_arg)
 
 MiB = 1024 * 1024
 A, B = "ctl-job.a", "ctl_job+b"
@@ -96,8 +97,12 @@ def json_forms(d, t0, t1):
     st = ctl_json(d, "status")
     check(st["version"] == version[1], "status version %r, want %r" % (st["version"], version[1]))
     check(st["state_dir"] == d.state_dir, "status state_dir %r" % st["state_dir"])
-    check(st["pool"] == {"bytes": 64 * MiB, "used_bytes": 0, "slots": 8, "slots_used": 0,
-                         "waiters": 0}, "status pool %s" % st["pool"])
+    # at rest: only the memory tier holds pool memory, the newest committed
+    # step of each job (A's 20, B's 5)
+    check(st["pool"]["bytes"] == 64 * MiB and st["pool"]["slots"] == 8,
+          "status pool %s" % st["pool"])
+    held = pool_at_rest(st)
+    check(st["memory"]["steps"] == 2 and held > 0, "status memory %s" % st["memory"])
     check(st["in_flight"] == {"bytes": 0, "shards": 0, "saves": 0},
           "status in_flight %s (every save is on disk)" % st["in_flight"])
     check(st["uptime_ms"] > 0 and st["errors"] == 0 and st["last_error"] == "",
@@ -178,7 +183,9 @@ def table_forms(d):
     version = ctl_json(d, "status")["version"]
     out = d.ctl("status").stdout
     check(out.startswith("ckptd %s, up " % version), "status table header: %r" % out[:80])
-    check("0 of 8 slots in use (0 B of 64.0 MiB), 0 waiting" in out, "status pool line:\n" + out)
+    check(re.search(r"\d of 8 slots in use \([^)]* of 64\.0 MiB\), 0 waiting", out),
+          "status pool line:\n" + out)
+    check(re.search(r"memory: +2 committed steps resident, ", out), "status memory line:\n" + out)
     check(d.state_dir in out, "status does not show the state dir:\n" + out)
 
     def job_rows(text):
@@ -199,6 +206,10 @@ def table_forms(d):
 
     text = d.ctl("list", A).stdout
     rows = [line.split() for line in text.splitlines()[1:]]
+    # the MEMORY column, last, says "memory" for the newest committed step only
+    memory = [r[-1] == "memory" for r in rows]
+    check(memory == [False, True, False], "list %s MEMORY column:\n%s" % (A, text))
+    rows = [r[:-1] if m else r for r, m in zip(rows, memory)]
     check([r[:5] for r in rows] == [["30", "local", "2", "1", "3"],
                                     ["20", "committed", "2", "2", "6"],
                                     ["10", "committed", "2", "2", "6"]],

@@ -59,7 +59,8 @@ def rank_step(d, job, rank, below=None):
 
 
 def case_ranged_read(tmp):
-    d = Daemon(tmp, name="ranged", pool="256M", slot="16M").start()
+    d = Daemon(tmp, name="ranged", pool="256M", slot="16M",
+               extra=["--pool-memory-tier=no"]).start()
     job = "ranged"
     layout = [("w", 48 * MiB)]
     try:
@@ -113,7 +114,8 @@ def read_costs(d, what, *args):
 
 
 def case_read_ahead(tmp):
-    d = Daemon(tmp, name="readahead", pool="256M", slot="16M").start()
+    d = Daemon(tmp, name="readahead", pool="256M", slot="16M",
+               extra=["--pool-memory-tier=no"]).start()
     job = "readahead"
     try:
         save_node(d, job, 1, [0], 1, {0: [("a", 64 * MiB), ("b", 64 * MiB)]})
@@ -136,7 +138,8 @@ def case_read_ahead(tmp):
 
 
 def case_read_ahead_across(tmp):
-    d = Daemon(tmp, name="across", pool="256M", slot="16M").start()
+    d = Daemon(tmp, name="across", pool="256M", slot="16M",
+               extra=["--pool-memory-tier=no"]).start()
     job = "across"
     try:
         save_node(d, job, 1, [0], 1, {0: [("s%d" % i, 16 * MiB) for i in range(6)]})
@@ -163,7 +166,7 @@ def case_damaged_step(tmp):
     layout = [("w", 3 * MiB + 17), ("opt", 4096 + 5)]
     layouts = {0: layout, 1: layout}
     state = os.path.join(tmp, "damaged-state")
-    d = Daemon(tmp, name="damaged", state_dir=state, extra=["--local-keep", "3"]).start()
+    d = Daemon(tmp, name="damaged", state_dir=state, extra=["--local-keep", "3", "--pool-memory-tier=no"]).start()
     try:
         for step in (1, 2, 3):
             save_node(d, job, step, [0, 1], 2, layouts)
@@ -172,7 +175,7 @@ def case_damaged_step(tmp):
         shutil.move(os.path.join(step_path(state, job, 2), "rank-1"), aside)
         with open(os.path.join(step_path(state, job, 3), "rank-1", "MANIFEST"), "w") as f:
             f.write("not a manifest\n")
-        d = Daemon(tmp, name="damaged", state_dir=state, extra=["--local-keep", "3"]).start()
+        d = Daemon(tmp, name="damaged", state_dir=state, extra=["--local-keep", "3", "--pool-memory-tier=no"]).start()
         listed = {e["step"]: e for e in ctl_json(d, "list", job)}
         for step in (1, 2, 3):
             check(step in listed and listed[step]["state"] == "committed",

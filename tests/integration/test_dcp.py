@@ -226,7 +226,8 @@ def load_error(sock, job, checkpoint_id):
 
 def case_bad_input(ctx):
     have_torch()
-    d = Daemon(ctx.tmp, pool="256M", slot="4M").start()
+    # the corrupt shard is on disk: the memory tier would serve its saved bytes
+    d = Daemon(ctx.tmp, pool="256M", slot="4M", extra=["--pool-memory-tier=no"]).start()
     ctx.daemons.append(d)
     ranks("save", 2, [d.socket] * 2, "bad", 5)
     out = load_error(d.socket, "nojob", "ckptd://nojob/5")

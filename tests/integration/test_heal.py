@@ -126,7 +126,7 @@ def two_nodes(ctx, steps):
     replicated."""
     # every step of a case is kept (retention's default keeps 3)
     cl = Cluster(ctx, 2, 2, 1, "clique", ranks_per_node=1, pool="64M", slot="4M",
-                 extra=["--local-keep", "10"])
+                 extra=["--local-keep", "10", "--pool-memory-tier=no"])
     cl.start()
     wait_until(lambda: ctl_json(cl.nodes[0], "status").get("replication", {}).get("peers_up")
                == 1, timeout=30, what="node 0 to be connected to node 1")
@@ -422,7 +422,8 @@ def case_verify(ctx):
 
 
 def case_next_neighbour(ctx):
-    cl = Cluster(ctx, 3, 3, 1, "clique", ranks_per_node=1, pool="64M", slot="4M")
+    cl = Cluster(ctx, 3, 3, 1, "clique", ranks_per_node=1, pool="64M", slot="4M",
+                 extra=["--pool-memory-tier=no"])
     cl.start()
     n0, n1, n2 = cl.nodes
     wait_until(lambda: status_object(n0, "replication").get("peers_up") == 2, timeout=30,
@@ -460,7 +461,8 @@ def case_store(ctx):
     ctx.cleanups.append(rctx.cleanup)  # runs first: the daemon before the gateway
     bucket, job = "heal", "heal.job-4"
     rctx.store.s3.create_bucket(bucket)
-    d = rctx.daemon("n0", bucket, node=(0, 1), pool="64M", slot="4M").start()
+    d = rctx.daemon("n0", bucket, node=(0, 1), pool="64M", slot="4M",
+                    flags=["--pool-memory-tier=no"]).start()
     d.node = 0
     spec = layout(0, big=3 * MiB)
     save_node(d, job, 40, [0], 1, {0: spec}, seed=40)

@@ -292,6 +292,8 @@ static void make_reply(struct ckpt_reply *m, uint16_t type, uint32_t count) {
                 m->map.size = 0x0003ffffffffffffull;
                 m->map.crc32c = 0x12345678;
                 m->map.has_fd = 1;
+                m->map.offset = 0x0000000180000000ull;
+                m->map.memory = 1;
                 break;
         case CKPT_MSG_STATUS: {
                 struct ckpt_rep_status *s = &m->status;
@@ -326,6 +328,8 @@ static void make_reply(struct ckpt_reply *m, uint16_t type, uint32_t count) {
                 s->remote_retries = 0x1000000000000016ull;
                 s->remote_failures = 0x1000000000000017ull;
                 fill(s->remote_error, 30, 'e');
+                s->memory_bytes = 0x1000000000000018ull;
+                s->memory_steps = 0x10000019u;
                 break;
         }
         case CKPT_MSG_FETCH:
@@ -372,6 +376,7 @@ static void make_reply(struct ckpt_reply *m, uint16_t type, uint32_t count) {
                          * allowed in the first, so a full page is the worst case */
                         if (e->state == CKPT_STATE_FAILED)
                                 fill(e->reason, i == 3 ? CKPT_FAIL_REASON_MAX : 40 + i % 7, 'A');
+                        e->memory = (uint8_t)(i % 3 == 0);
                 }
                 break;
         case CKPT_MSG_METRICS:
@@ -792,6 +797,64 @@ static void test_status_scrub(void) {
                  "STATUS more objects uploaded again than found bad");
 }
 
+/* ---- version 7: the memory tier's fields ------------------------------------ */
+
+/* Version 7 appends MAP's offset and memory, STATUS's memory_bytes and
+ * memory_steps and each CKPT_LIST entry's memory: in 7 they round-trip, in
+ * 6 they are not sent and read back as zero, and a version-7 header on 6's
+ * body is malformed.  memory is a boolean, offset a multiple of 4096. */
+static void test_memory_fields(void) {
+        memset(&rep_a, 0, sizeof(rep_a));
+        rep_a.hdr.type = CKPT_MSG_MAP | CKPT_MSG_REPLY;
+        rep_a.hdr.seq = 13;
+        rep_a.map.size = 1ull << 30;
+        rep_a.map.crc32c = 0xdeadbeef;
+        rep_a.map.has_fd = 1;
+        rep_a.map.offset = 64ull << 20;
+        rep_a.map.memory = 1;
+        reply_version_roundtrip(7, sizeof(rep_a.map), "MAP v7");
+        int n6 = reply_version_roundtrip(6, offsetof(struct ckpt_rep_map, offset), "MAP v6");
+        CHECK(rep_b.map.offset == 0 && rep_b.map.memory == 0,
+              "MAP v6: offset and memory must read as zero");
+        buf[4] = 7;
+        CHECK_RC(ckpt_reply_decode(&rep_b, buf, (size_t)n6), -EBADMSG, "MAP v7 header, v6 body");
+        rep_a.hdr.version = 7;
+        rep_a.map.memory = 2;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "MAP memory 2");
+        rep_a.map.memory = 1;
+        rep_a.map.offset = 4095;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "MAP offset 4095");
+
+        memset(&rep_a, 0, sizeof(rep_a));
+        rep_a.hdr.type = CKPT_MSG_STATUS | CKPT_MSG_REPLY;
+        rep_a.hdr.seq = 14;
+        rep_a.status.node_count = 1;
+        rep_a.status.memory_bytes = 3ull << 30;
+        rep_a.status.memory_steps = 2;
+        reply_version_roundtrip(7, sizeof(rep_a.status), "STATUS v7");
+        reply_version_roundtrip(6, offsetof(struct ckpt_rep_status, memory_bytes), "STATUS v6");
+        CHECK(rep_b.status.memory_bytes == 0 && rep_b.status.memory_steps == 0,
+              "STATUS v6: the memory fields must read as zero");
+
+        memset(&rep_a, 0, sizeof(rep_a));
+        rep_a.hdr.type = CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY;
+        rep_a.hdr.seq = 15;
+        rep_a.ckpt_list.total = rep_a.ckpt_list.count = 2;
+        for (int i = 0; i < 2; i++)
+                rep_a.ckpt_list.entries[i] = (struct ckpt_ckpt_entry){
+                        .step = 10 + (uint64_t)i, .world_size = 1, .ranks_local = 1,
+                        .state = CKPT_STATE_COMMITTED, .committed_at = 1, .memory = (uint8_t)i,
+                };
+        reply_version_roundtrip(7, sizeof(rep_a.ckpt_list), "CKPT_LIST v7");
+        reply_version_roundtrip(6, offsetof(struct ckpt_rep_ckpt_list, entries), "CKPT_LIST v6");
+        CHECK(rep_b.ckpt_list.count == 2 && rep_b.ckpt_list.entries[1].step == 11 &&
+                      rep_b.ckpt_list.entries[1].memory == 0,
+              "CKPT_LIST v6: entries decode, memory reads as zero");
+        rep_a.hdr.version = 7;
+        rep_a.ckpt_list.entries[1].memory = 2;
+        CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL, "CKPT_LIST memory 2");
+}
+
 /* ---- version 6: VERIFY's per-shard entries --------------------------------- */
 
 /* Version 6 adds `copies` and each entry's shard to the VERIFY reply: a full
@@ -858,6 +921,16 @@ static void test_versions(void) {
                         for (uint32_t k = 0; k < rep_a.ckpt_list.count; k++)
                                 memset(rep_a.ckpt_list.entries[k].reason, 0,
                                        sizeof(rep_a.ckpt_list.entries[k].reason)); /* 7 on */
+                /* version 7's fields are not sent (test_memory_fields) */
+                if (reply_types[i] == (CKPT_MSG_MAP | CKPT_MSG_REPLY))
+                        rep_a.map.offset = rep_a.map.memory = 0;
+                if (reply_types[i] == (CKPT_MSG_STATUS | CKPT_MSG_REPLY)) {
+                        rep_a.status.memory_bytes = 0;
+                        rep_a.status.memory_steps = 0;
+                }
+                for (uint32_t k = 0; reply_types[i] == (CKPT_MSG_CKPT_LIST | CKPT_MSG_REPLY) &&
+                                     k < rep_a.ckpt_list.count; k++)
+                        rep_a.ckpt_list.entries[k].memory = 0;
                 int n = ckpt_reply_encode(&rep_a, buf, sizeof(buf));
                 CHECK(n >= CKPT_HDR_SIZE && buf[4] == 2 && buf[5] == 0, "%s v2: encode %d",
                       ckpt_msg_type_name(reply_types[i]), n);
@@ -1500,6 +1573,8 @@ static void test_values(void) {
         raw_u64(1);
         raw_u32(1);
         raw_u8(0xff);
+        raw_u64(0);
+        raw_u8(0);
         raw_end();
         CHECK_RC(raw_decode_rep(), -EBADMSG, "map has_fd 255");
 
@@ -1564,6 +1639,7 @@ static void test_values(void) {
                 raw_u8(0);
                 raw_u8(1);
                 raw_u16(0); /* reason "" */
+                raw_u8(1); /* memory */
                 raw_end();
                 CHECK_RC(raw_decode_rep(), entries[i].want, "ckpt entry %zu", i);
         }
@@ -1584,6 +1660,7 @@ static void test_values(void) {
                 raw_u8(tails[i][1]);
                 raw_u8(0);
                 raw_u16(0); /* reason "" */
+                raw_u8(0);
                 raw_end();
                 CHECK_RC(raw_decode_rep(), -EBADMSG, "ckpt entry remote %u pinned %u", tails[i][0],
                          tails[i][1]);
@@ -2043,15 +2120,18 @@ static void test_fail_reason(void) {
         CHECK_RC(ckpt_reply_encode(&rep_a, buf, sizeof(buf)), -EINVAL,
                  "CKPT_LIST v6 with a reason");
 
-        for (uint32_t k = 0; k < CKPT_LIST_PAGE; k++)
+        for (uint32_t k = 0; k < CKPT_LIST_PAGE; k++) {
                 memset(rep_a.ckpt_list.entries[k].reason, 0,
                        sizeof(rep_a.ckpt_list.entries[k].reason));
+                rep_a.ckpt_list.entries[k].memory = 0; /* version 7 on too */
+        }
         int n7 = reply_version_roundtrip(CKPT_PROTO_VERSION_FAIL_REASON, sizeof(rep_a.ckpt_list),
                                          "CKPT_LIST v7 no reasons");
         int n6 = reply_version_roundtrip(CKPT_PROTO_VERSION_FAIL_REASON - 1,
                                          sizeof(rep_a.ckpt_list), "CKPT_LIST v6");
-        CHECK(n7 - n6 == 2 * CKPT_LIST_PAGE, "v7 %d bytes, v6 %d: want %d more", n7, n6,
-              2 * CKPT_LIST_PAGE);
+        /* 2 bytes of the empty reason's length, 1 of `memory` */
+        CHECK(n7 - n6 == 3 * CKPT_LIST_PAGE, "v7 %d bytes, v6 %d: want %d more", n7, n6,
+              3 * CKPT_LIST_PAGE);
 
         /* one byte over the bound in the array: the encoder refuses it
          * (every message it cannot send is -EINVAL to its caller) */
@@ -2077,6 +2157,7 @@ static void test_fail_reason(void) {
                 raw_u8(0);
                 raw_u8(0);
                 raw_str(longer, len);
+                raw_u8(0); /* memory */
                 raw_end();
                 CHECK_RC(raw_decode_rep(), len > CKPT_FAIL_REASON_MAX ? -EBADMSG : 0,
                          "CKPT_LIST reason of %zu bytes", len);
@@ -2091,6 +2172,7 @@ int main(void) {
         test_golden();
         test_versions();
         test_status_scrub();
+        test_memory_fields();
         test_verify_shards();
         test_truncation();
         test_header();
