@@ -350,14 +350,16 @@ class CkptdWriter(StorageWriter, AsyncStager):
         """Begin this rank's save on the writer's connection, which is kept
         across saves: a new one maps the daemon's slots again (MAP_POPULATE:
         ~0.2 s per GiB staged, bench/dcp.py), an open one has them mapped.
-        When the daemon went away since (a restart), one new connection."""
+        When the daemon went away since (a restart; its farewell says
+        ESHUTDOWN, docs/protocol.md "Farewell"), one new connection."""
         for attempt in (0, 1):
             if self._client is None:
                 self._client = ckptd.Client(self.socket_path)
             try:
                 return self._client, self._client.save(self.job, self.step, rank, world)
             except ckptd.Error as e:
-                if attempt or e.errno not in (errno.ENOTCONN, errno.ECONNRESET, errno.EPIPE):
+                if attempt or e.errno not in (errno.ENOTCONN, errno.ECONNRESET, errno.EPIPE,
+                                              errno.ESHUTDOWN):
                     raise
                 self.close()
         raise AssertionError("unreachable")
