@@ -633,6 +633,11 @@ static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
         case CKPT_MSG_RETENTION:
                 retention_request_handle(c, &req->retention);
                 break;
+        case CKPT_MSG_CLUSTER:
+                /* The codec is in; gathering the nodes over the peer
+                 * protocol is not yet (issue 14, /work/notes/cluster.md). */
+                conn_error(c, -EOPNOTSUPP, "this ckptd does not serve the cluster view yet");
+                break;
         default:
                 conn_error(c, -EBADMSG, "unknown request type %u", t);
                 break;

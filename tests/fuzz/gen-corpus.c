@@ -393,6 +393,7 @@ static void replies(void) {
                 CKPT_MSG_READ, CKPT_MSG_READ_DONE, CKPT_MSG_MAP, CKPT_MSG_STATUS,
                 CKPT_MSG_JOB_LIST, CKPT_MSG_CKPT_LIST, CKPT_MSG_FETCH, CKPT_MSG_PIN,
                 CKPT_MSG_LATEST_RANK, CKPT_MSG_COMMIT_ASYNC, CKPT_MSG_DELETE, CKPT_MSG_RETENTION,
+                CKPT_MSG_CLUSTER,
         };
         char fn[64];
 
@@ -440,6 +441,20 @@ static void replies(void) {
                 case CKPT_MSG_DELETE:
                         rep.del.steps = 1;
                         rep.del.bytes = 8ull << 30;
+                        break;
+                case CKPT_MSG_CLUSTER:
+                        rep.cluster.total = 3;
+                        rep.cluster.index = 1;
+                        snprintf(rep.cluster.node, sizeof(rep.cluster.node), "node-b");
+                        rep.cluster.njobs = 1;
+                        name(&rep.cluster.jobs[0].job, "llama-70b");
+                        rep.cluster.jobs[0].newest_step = 2000;
+                        rep.cluster.jobs[0].steps_owed = 1;
+                        rep.cluster.nlinks = 1;
+                        rep.cluster.links[0] = 2;
+                        rep.cluster.errors = 1;
+                        snprintf(rep.cluster.last_error, sizeof(rep.cluster.last_error),
+                                 "node 2: connection refused");
                         break;
                 case CKPT_MSG_RETENTION:
                         rep.retention.total = rep.retention.count = 2;
