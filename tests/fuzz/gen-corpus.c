@@ -951,6 +951,21 @@ static void peers(void) {
                         snprintf(pm.step_state.message, sizeof(pm.step_state.message),
                                  "ranks 4-5 of 16 are not saved (nodes with none saved: 2)");
                         break;
+                case PEER_MSG_NODE_STATUS_REQ:
+                        pm.node_status_req.nonce = 42;
+                        break;
+                case PEER_MSG_NODE_STATUS:
+                        pm.node_status.nonce = 42;
+                        pm.node_status.njobs = 1;
+                        name(&pm.node_status.jobs[0].job, "llama-70b");
+                        pm.node_status.jobs[0].newest_step = 900;
+                        pm.node_status.jobs[0].steps_owed = 1;
+                        pm.node_status.nlinks = 1;
+                        pm.node_status.links[0] = 2;
+                        pm.node_status.errors = 1;
+                        snprintf(pm.node_status.last_error, sizeof(pm.node_status.last_error),
+                                 "node 2: connection refused");
+                        break;
                 default: /* AUTH_OK */
                         break;
                 }
@@ -970,6 +985,10 @@ static void peers(void) {
                         write_file("peer", "invalid-truncated.bin", peer_buf, (size_t)n - 1);
                         peer_buf[n] = 0;
                         peer_bad("invalid-trailing.bin", n + 1, 8, (uint32_t)n + 1 - PEER_HDR_SIZE, true);
+                        break;
+                case PEER_MSG_NODE_STATUS:
+                        /* nonce at 24, njobs at 32: one past the bound */
+                        peer_bad("invalid-node-status-jobs.bin", n, 32, CKPT_CLUSTER_JOBS + 1, true);
                         break;
                 case PEER_MSG_RANK_BEGIN:
                         /* job "llama-70b" at 24 (u16 length) + 26 */
