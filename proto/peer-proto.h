@@ -279,6 +279,9 @@ struct peer_node_status {
         uint64_t nonce;
         uint32_t njobs, jobs_omitted;
         struct ckpt_cluster_job jobs[CKPT_CLUSTER_JOBS];
+        /* each job's owner, so that the asking daemon applies STATUS's
+         * privacy rule (a non-root uid sees only its own jobs) */
+        uint32_t uids[CKPT_CLUSTER_JOBS];
         uint32_t nlinks;
         uint32_t links[CKPT_CLUSTER_LINKS];
         uint32_t errors;

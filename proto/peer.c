@@ -296,6 +296,7 @@ static void put_body(struct wbuf *w, const struct peer_msg *m) {
                 w_u32(w, p->jobs_omitted);
                 for (uint32_t i = 0; i < p->njobs; i++) {
                         w_name(w, &p->jobs[i].job);
+                        w_u32(w, p->uids[i]);
                         w_u64(w, p->jobs[i].newest_step);
                         w_u32(w, p->jobs[i].steps_owed);
                 }
@@ -437,6 +438,7 @@ static void get_body(struct rbuf *r, struct peer_msg *m) {
                 }
                 for (uint32_t i = 0; i < p->njobs && r->err != -EBADMSG; i++) {
                         r_name(r, &p->jobs[i].job);
+                        p->uids[i] = r_u32(r);
                         p->jobs[i].newest_step = r_u64(r);
                         p->jobs[i].steps_owed = r_u32(r);
                 }

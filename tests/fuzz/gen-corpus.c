@@ -958,6 +958,7 @@ static void peers(void) {
                         pm.node_status.nonce = 42;
                         pm.node_status.njobs = 1;
                         name(&pm.node_status.jobs[0].job, "llama-70b");
+                        pm.node_status.uids[0] = 1000;
                         pm.node_status.jobs[0].newest_step = 900;
                         pm.node_status.jobs[0].steps_owed = 1;
                         pm.node_status.nlinks = 1;

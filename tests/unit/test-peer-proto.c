@@ -237,6 +237,7 @@ static void make_msg(struct peer_msg *m, uint16_t type, int variant) {
                         p->jobs_omitted = UINT32_MAX;
                         for (uint32_t i = 0; i < p->njobs; i++) {
                                 long_name(&p->jobs[i].job, CKPT_NAME_MAX, i);
+                                p->uids[i] = UINT32_MAX - 2 * i;
                                 p->jobs[i].newest_step = (uint64_t)CKPT_STEP_MAX - i;
                                 p->jobs[i].steps_owed = UINT32_MAX - i;
                         }
