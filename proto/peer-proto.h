@@ -266,9 +266,15 @@ struct peer_step_state {
 };
 
 /* NODE_STATUS_REQ: what a node asks of another for its cluster view;
- * the answer carries the same nonce. */
+ * the answer carries the same nonce.  uid: whose jobs and errors the
+ * answer may name, the uid of the client that asked on the asking node
+ * (PEER_UID_ANY: root's view, every job and the daemon's own errors), so
+ * that STATUS's privacy rule holds on every node and the bounded job list
+ * is the asker's own jobs, not the first CKPT_CLUSTER_JOBS of anyone's. */
+#define PEER_UID_ANY UINT32_MAX
 struct peer_node_status_req {
         uint64_t nonce;
+        uint32_t uid;
 };
 
 /* NODE_STATUS: the answering node's jobs (the first CKPT_CLUSTER_JOBS,

@@ -288,6 +288,7 @@ static void put_body(struct wbuf *w, const struct peer_msg *m) {
         }
         case PEER_MSG_NODE_STATUS_REQ:
                 w_u64(w, m->node_status_req.nonce);
+                w_u32(w, m->node_status_req.uid);
                 break;
         case PEER_MSG_NODE_STATUS: {
                 const struct peer_node_status *p = &m->node_status;
@@ -425,6 +426,7 @@ static void get_body(struct rbuf *r, struct peer_msg *m) {
         }
         case PEER_MSG_NODE_STATUS_REQ:
                 m->node_status_req.nonce = r_u64(r);
+                m->node_status_req.uid = r_u32(r);
                 break;
         case PEER_MSG_NODE_STATUS: {
                 struct peer_node_status *p = &m->node_status;

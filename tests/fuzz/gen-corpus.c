@@ -953,6 +953,7 @@ static void peers(void) {
                         break;
                 case PEER_MSG_NODE_STATUS_REQ:
                         pm.node_status_req.nonce = 42;
+                        pm.node_status_req.uid = 1000;
                         break;
                 case PEER_MSG_NODE_STATUS:
                         pm.node_status.nonce = 42;

@@ -228,6 +228,7 @@ static void make_msg(struct peer_msg *m, uint16_t type, int variant) {
         }
         case PEER_MSG_NODE_STATUS_REQ:
                 m->node_status_req.nonce = variant ? 1 : UINT64_MAX;
+                m->node_status_req.uid = variant ? 0 : PEER_UID_ANY;
                 break;
         case PEER_MSG_NODE_STATUS: {
                 struct peer_node_status *p = &m->node_status;
