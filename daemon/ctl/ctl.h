@@ -94,3 +94,4 @@ int status_watch(int nargs, char **args);
 int cmd_metrics(int nargs, char **args);
 int cmd_delete(int nargs, char **args);
 int cmd_retention(int nargs, char **args);
+int cmd_cluster(int nargs, char **args);

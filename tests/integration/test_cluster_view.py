@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""`ckptctl cluster` (issue 14, "A cluster view"): from one node, every
+node's reachability, newest committed step per job, steps owed to
+replication targets, degraded links and errors, gathered over the
+authenticated peer links within a 2 s deadline.
+
+Three real daemons on the loopback (clique, replication factor 3: every
+node replicates to both others):
+
+  1. a step committed and replicated everywhere: `ckptctl --json cluster`
+     on node 0 lists the 3 nodes reachable, each with the job's newest
+     committed step and nothing owed, and exits 0; the human table has a
+     row per node;
+  2. node 2 SIGSTOPped: within about 3 s node 2 shows "unreachable" (its
+     link is up, it does not answer), the others still reachable, exit 1;
+     then SIGKILLed: node 2 shows "down" (its link is gone), node 1's
+     link to it degraded, exit 1; the human output names it down;
+  3. privacy, as STATUS's: uid 65534 sees every node reachable but none
+     of root's jobs on any node; root sees them (skipped unless root).
+Cases can be chosen with CKPT_CV_CASES=1 (by number) when run by hand.
+"""
+import json
+import os
+import re
+import signal
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from harness import (SkipTest, TestFailure, check, check_log_clean, log, run_cases,  # noqa: E402
+                     save_node, wait_until)
+from cluster import Cluster, layout, wait_replicated  # noqa: E402
+
+JOB = "cv.job-1"
+NOBODY = 65534
+STEP = 7
+
+
+def cluster_json(d, want_rc=None):
+    p = d.ctl("--json", "cluster", check_rc=False)
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError as e:
+        raise TestFailure("ckptctl --json cluster printed invalid JSON (%s): %r%s"
+                             % (e, p.stdout, p.stderr))
+    if want_rc is not None:
+        check(p.returncode == want_rc, "ckptctl cluster exited %d, want %d: %s%s"
+              % (p.returncode, want_rc, p.stdout, p.stderr))
+    return doc, p.returncode
+
+
+def node_of(doc, i):
+    got = [n for n in doc["nodes"] if n["index"] == i]
+    check(len(got) == 1, "node %d listed %d times in %r" % (i, len(got), doc))
+    return got[0]
+
+
+def committed_cluster(ctx, extra=None):
+    cl = Cluster(ctx, 3, 3, 1, "clique", extra=extra).start()
+    cl.wait_control_links()
+    layouts = {r: layout(r) for r in range(cl.world)}
+    for d in cl.nodes:
+        save_node(d, JOB, STEP, cl.ranks_of(d.node), cl.world, layouts, commit=False)
+    cl.nodes[0].rank("commit", "--job", JOB, "--step", STEP)
+    for d in cl.nodes:
+        wait_replicated(d, JOB, STEP)
+    return cl
+
+
+def check_all_reachable(cl, doc):
+    check(len(doc["nodes"]) == 3, "want 3 nodes, got %r" % doc)
+    for i in range(3):
+        n = node_of(doc, i)
+        check(n["state"] == "reachable", "node %d: state %r, want reachable: %r"
+              % (i, n["state"], n))
+        jobs = {j["job"]: j for j in n["jobs"]}
+        check(JOB in jobs, "node %d lists no job %s: %r" % (i, JOB, n))
+        check(jobs[JOB]["newest_step"] == STEP, "node %d: newest step %r, want %d"
+              % (i, jobs[JOB]["newest_step"], STEP))
+        check(jobs[JOB]["steps_owed"] == 0, "node %d owes %r steps after replication"
+              % (i, jobs[JOB]["steps_owed"]))
+        check(n["degraded_links"] == [], "node %d: degraded links %r with every node up"
+              % (i, n["degraded_links"]))
+
+
+def case_reachable(ctx):
+    cl = committed_cluster(ctx)
+    # every node's view sees the three (node 0's, and node 1's too)
+    for d in cl.nodes[:2]:
+        doc, _ = cluster_json(d, want_rc=0)
+        check_all_reachable(cl, doc)
+    text = cl.nodes[0].ctl("cluster").stdout
+    log("   ckptctl cluster on node 0:\n" + text)
+    for i in range(3):
+        check(re.search(r"^\s*%d\s+\S+\s+reachable\b" % i, text, re.M),
+              "no reachable row for node %d in:\n%s" % (i, text))
+    check(JOB in text, "the human output does not name job %s:\n%s" % (JOB, text))
+    for d in cl.nodes:
+        check_log_clean(d)
+
+
+def case_stopped_then_killed(ctx):
+    cl = committed_cluster(ctx)
+    cluster_json(cl.nodes[0], want_rc=0)
+    victim = cl.nodes[2]
+    os.kill(victim.proc.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        doc, _ = cluster_json(cl.nodes[0], want_rc=1)
+        took = time.monotonic() - t0
+        check(took < 4.0, "the answer with node 2 stopped took %.1f s (deadline 2 s)" % took)
+        log("   with node 2 stopped: answered in %.1f s" % took)
+        check(node_of(doc, 2)["state"] == "unreachable",
+              "stopped node 2 should be unreachable: %r" % node_of(doc, 2))
+        for i in (0, 1):
+            n = node_of(doc, i)
+            check(n["state"] == "reachable", "node %d should stay reachable: %r" % (i, n))
+    finally:
+        victim.kill(signal.SIGKILL)
+        try:
+            os.kill(victim.proc.pid, signal.SIGCONT)
+        except OSError:
+            pass
+        victim.proc.wait(30)
+
+    def down():
+        doc, rc = cluster_json(cl.nodes[0])
+        return (doc, rc) if node_of(doc, 2)["state"] == "down" else None
+    doc, rc = wait_until(down, timeout=15, interval=0.3, what="node 2 shown down")
+    check(rc == 1, "ckptctl cluster with a node down exited %d, want 1" % rc)
+    check(node_of(doc, 0)["state"] == "reachable", "node 0 itself: %r" % node_of(doc, 0))
+    check(2 in node_of(doc, 1)["degraded_links"],
+          "node 1's link to the killed node 2 should be degraded: %r" % node_of(doc, 1))
+    p = cl.nodes[0].ctl("cluster", check_rc=False)
+    log("   ckptctl cluster on node 0, node 2 killed:\n" + p.stdout)
+    log("   --json: " + json.dumps(doc))
+    check(p.returncode == 1, "human ckptctl cluster exit %d, want 1" % p.returncode)
+    check(re.search(r"^\s*2\s+\S+\s+down\b", p.stdout, re.M),
+          "no down row for node 2 in:\n%s" % p.stdout)
+
+
+def case_privacy(ctx):
+    if os.geteuid() != 0:
+        raise SkipTest("needs root to run ckptctl as uid %d (setpriv)" % NOBODY)
+    for path in (os.path.dirname(ctx.tmp), ctx.tmp):
+        os.chmod(path, 0o755)  # nobody must reach the sockets
+    cl = committed_cluster(ctx, extra=["--socket-mode", "0666"])
+    p = cl.nodes[1].ctl("--json", "cluster", user=NOBODY, check_rc=False)
+    check(p.returncode == 0, "ckptctl cluster as uid %d: exit %d: %s%s"
+          % (NOBODY, p.returncode, p.stdout, p.stderr))
+    check(JOB not in p.stdout, "uid %d sees root's job %s: %s" % (NOBODY, JOB, p.stdout))
+    doc = json.loads(p.stdout)
+    for i in range(3):
+        n = node_of(doc, i)
+        check(n["state"] == "reachable" and n["jobs"] == [] and n["jobs_omitted"] == 0,
+              "uid %d's view of node %d: %r" % (NOBODY, i, n))
+    text = cl.nodes[1].ctl("cluster", user=NOBODY).stdout
+    check(JOB not in text, "uid %d sees root's job in:\n%s" % (NOBODY, text))
+    doc, _ = cluster_json(cl.nodes[1], want_rc=0)
+    check_all_reachable(cl, doc)
+
+
+CASES = [
+    (1, "three nodes reachable, the newest committed step of each", case_reachable),
+    (2, "a stopped node is unreachable, a killed one down", case_stopped_then_killed),
+    (3, "a user sees only its own jobs, on every node", case_privacy),
+]
+
+if __name__ == "__main__":
+    sys.exit(run_cases(CASES, "CKPT_CV_CASES", "ckptd-cluster-view-"))
