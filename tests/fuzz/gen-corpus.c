@@ -1133,6 +1133,29 @@ static void peer_links(void) {
         snprintf(pm.error.message, sizeof(pm.error.message), "going away");
         link_add(&pm, NULL, 0);
         write_file("peer-link", "list-get-error.bin", link_buf, link_len);
+
+        /* the cluster view: a status request (answered on any link), an
+         * answer nobody asked for (dropped), then a PING */
+        link_start(1);
+        memset(&pm, 0, sizeof(pm));
+        pm.hdr.type = PEER_MSG_NODE_STATUS_REQ;
+        pm.node_status_req.nonce = 9;
+        pm.node_status_req.uid = PEER_UID_ANY;
+        link_add(&pm, NULL, 0);
+        memset(&pm, 0, sizeof(pm));
+        pm.hdr.type = PEER_MSG_NODE_STATUS;
+        pm.node_status.nonce = 9;
+        pm.node_status.njobs = 1;
+        name(&pm.node_status.jobs[0].job, "fuzz-job");
+        pm.node_status.jobs[0].newest_step = 1;
+        pm.node_status.nlinks = 1;
+        pm.node_status.links[0] = 0;
+        link_add(&pm, NULL, 0);
+        memset(&pm, 0, sizeof(pm));
+        pm.hdr.type = PEER_MSG_PING;
+        pm.ping.value = 7;
+        link_add(&pm, NULL, 0);
+        write_file("peer-link", "node-status.bin", link_buf, link_len);
 }
 
 /* ---- text decoders: XML, endpoint URL, credentials, ckptd.conf, PSK ----
