@@ -86,10 +86,9 @@ static void print_human(const struct ckpt_rep_cluster *nodes, uint32_t total,
 int cmd_cluster(int nargs, char **args) {
         (void)nargs;
         (void)args;
-        if (ctl.wire.proto < CKPT_PROTO_VERSION_CLUSTER)
-                return ctl_fail(EXIT_DAEMON_ERROR, EPROTONOSUPPORT,
-                                "this ckptd speaks protocol version %u, cluster needs version %u: "
-                                "upgrade ckptd", ctl.wire.proto, CKPT_PROTO_VERSION_CLUSTER);
+        int need = ctl_need_proto(CKPT_PROTO_VERSION_CLUSTER, "cluster needs");
+        if (need)
+                return need;
         struct ckpt_reply *rep = malloc(sizeof(*rep));
         struct ckpt_rep_cluster *nodes = NULL;
         uint32_t total = 1, reachable = 0;
