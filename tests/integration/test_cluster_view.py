@@ -17,7 +17,8 @@ node replicates to both others):
      SIGCONT: all reachable again (its late answer to the first view
      changes nothing);
      then SIGKILLed: node 2 shows "down" (its link is gone), node 1's
-     link to it degraded, exit 1; the human output names it down;
+     link to it degraded, exit 1; the human output names it down; a job
+     of node 0's ranks alone committed then shows 1 step owed (to node 2);
   3. privacy, as STATUS's: uid 65534 sees every node reachable but none
      of root's jobs on any node; root sees them (skipped unless root).
 Cases can be chosen with CKPT_CV_CASES=1 (by number) when run by hand.
@@ -36,6 +37,7 @@ from harness import (SkipTest, TestFailure, check, log, run_cases, save_node,  #
 from cluster import Cluster, layout, stop_clean, wait_replicated  # noqa: E402
 
 JOB = "cv.job-1"
+JOB2 = "cv.job-2"
 NOBODY = 65534
 STEP = 7
 
@@ -147,6 +149,19 @@ def case_stopped_then_killed(ctx):
     check(p.returncode == 1, "human ckptctl cluster exit %d, want 1" % p.returncode)
     check(re.search(r"^\s*2\s+\S+\s+down\b", p.stdout, re.M),
           "no down row for node 2 in:\n%s" % p.stdout)
+
+    # a job of node 0's ranks alone commits without node 2, and its step
+    # stays owed to node 2 (node 1 acknowledges its copy)
+    layouts = {r: layout(r) for r in cl.ranks_of(0)}
+    save_node(cl.nodes[0], JOB2, 1, cl.ranks_of(0), len(layouts), layouts)
+
+    def owed_one():
+        doc, _ = cluster_json(cl.nodes[0])
+        jobs = {j["job"]: j for j in node_of(doc, 0)["jobs"]}
+        j = jobs.get(JOB2)
+        return j if j and j["newest_step"] == 1 and j["steps_owed"] == 1 else None
+    wait_until(owed_one, timeout=30, interval=0.3,
+               what="node 0 listing %s step 1 with 1 step owed (to node 2)" % JOB2)
     stop_clean(cl.nodes[:2])
 
 
