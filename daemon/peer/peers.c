@@ -395,20 +395,32 @@ int peers_node_status_ask(struct peers *ps, uint32_t node, uint64_t nonce, uint3
         struct plink *l = d && dialer_up(d) ? d->l : link_from(ps, node);
 
         if (!l || ps->links.freeing) {
+                bool dials_here = false;
+                for (size_t i = 0; i < ps->naccept; i++)
+                        dials_here |= ps->accept[i] == node;
                 if (d)
                         snprintf(why, size, "link down%s%s", d->last_error[0] ? ": " : "",
                                  d->last_error);
+                else if (dials_here)
+                        snprintf(why, size, "its link to node %u is not up (it connects to "
+                                 "this node)", ps->links.self);
                 else
                         snprintf(why, size, "no link from node %u (it neither replicates to "
                                  "nor from it: ask node %u, linked to every node)",
                                  ps->links.self, PEERS_COORDINATOR);
                 return -ENOTCONN;
         }
-        struct peer_msg m = { .hdr.type = PEER_MSG_NODE_STATUS_REQ };
-        m.node_status_req.nonce = nonce;
-        m.node_status_req.uid = uid;
-        m.hdr.seq = link_next_seq(l);
-        int r = link_send(l, &m);
+        /* a struct peer_msg is ~70 KiB (LIST_REP): not on the stack */
+        _cleanup_free_ struct peer_msg *m = calloc(1, sizeof(*m));
+        if (!m) {
+                snprintf(why, size, "out of memory");
+                return -ENOMEM;
+        }
+        m->hdr.type = PEER_MSG_NODE_STATUS_REQ;
+        m->node_status_req.nonce = nonce;
+        m->node_status_req.uid = uid;
+        m->hdr.seq = link_next_seq(l);
+        int r = link_send(l, m);
         if (r < 0) {
                 snprintf(why, size, "cannot send: %s", strerror(-r));
                 return -ENOTCONN;

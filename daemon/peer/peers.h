@@ -119,7 +119,8 @@ int peers_control_send(struct peers *ps, uint32_t node, struct peer_msg *m);
  * or one the node opened to here.  0: asked (the answer comes through
  * control.node_status_answer, or never: the caller's deadline decides);
  * -ENOTCONN: no such link is up, why (size bytes) says why ("link down:
- * <last link error>", or that the nodes have no link). */
+ * <last link error>", or that the nodes have no link); -ENOMEM, why
+ * says so too. */
 int peers_node_status_ask(struct peers *ps, uint32_t node, uint64_t nonce, uint32_t uid, char *why,
                           size_t size);
 /* The nodes this node's own links (to its targets and the coordinator)
