@@ -20,7 +20,10 @@ node replicates to both others):
      link to it degraded, exit 1; the human output names it down; a job
      of node 0's ranks alone committed then shows 1 step owed (to node 2);
   3. privacy, as STATUS's: uid 65534 sees every node reachable but none
-     of root's jobs on any node; root sees them (skipped unless root).
+     of root's jobs on any node; root sees them (skipped unless root);
+  4. four nodes in two replication cliques: node 0 (linked to all for the
+     commit) sees every node reachable; node 2, with no link to node 1,
+     shows it down saying "no link ... ask node 0".
 Cases can be chosen with CKPT_CV_CASES=1 (by number) when run by hand.
 """
 import json
@@ -187,10 +190,29 @@ def case_privacy(ctx):
     stop_clean(cl.nodes)
 
 
+def case_partial_links(ctx):
+    """Replication factor 2 of 4 nodes: cliques {0,1} and {2,3}.  Node 0,
+    which every node links to for the commit, sees all four; node 2 has
+    no link to node 1 and says so."""
+    cl = Cluster(ctx, 4, 2, 1, "clique").start()
+    cl.wait_control_links()
+    doc, _ = cluster_json(cl.nodes[0], want_rc=0)
+    for i in range(4):
+        check(node_of(doc, i)["state"] == "reachable", "node 0's view: %r" % node_of(doc, i))
+    doc, _ = cluster_json(cl.nodes[2], want_rc=1)
+    for i in (0, 2, 3):
+        check(node_of(doc, i)["state"] == "reachable", "node 2's view: %r" % node_of(doc, i))
+    n1 = node_of(doc, 1)
+    check(n1["state"] == "down" and "no link from node 2" in n1["last_error"]
+          and "ask node 0" in n1["last_error"], "node 2's view of node 1: %r" % n1)
+    stop_clean(cl.nodes)
+
+
 CASES = [
     (1, "three nodes reachable, the newest committed step of each", case_reachable),
     (2, "a stopped node is unreachable, a killed one down", case_stopped_then_killed),
     (3, "a user sees only its own jobs, on every node", case_privacy),
+    (4, "without a link: down, and node 0 sees every node", case_partial_links),
 ]
 
 if __name__ == "__main__":
