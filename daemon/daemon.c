@@ -36,6 +36,7 @@
 #include "remote/flush.h"
 #include "remote/s3.h"
 #include "scrub/scrub.h"
+#include "server/cluster_view.h"
 #include "server/exposition.h"
 #include "server/delete.h"
 #include "server/heal.h"
@@ -531,6 +532,17 @@ static void daemon_control_message(void *userdata, uint32_t node, const struct p
         }
 }
 
+static void daemon_node_status(void *userdata, uint32_t uid, struct peer_node_status *st) {
+        struct daemon *d = userdata;
+        cluster_view_local(d->server, uid, st);
+}
+
+static void daemon_node_status_answer(void *userdata, uint32_t node,
+                                      const struct peer_node_status *st) {
+        struct daemon *d = userdata;
+        cluster_view_answer(d->server, node, st);
+}
+
 static void daemon_coordinator_up(void *userdata) {
         struct daemon *d = userdata;
         step_cluster_sync(d->server);
@@ -552,6 +564,8 @@ static int daemon_cluster_open(struct daemon *d) {
         const struct peers_control control = {
                 .message = daemon_control_message,
                 .coordinator_up = daemon_coordinator_up,
+                .node_status = daemon_node_status,
+                .node_status_answer = daemon_node_status_answer,
                 .userdata = d,
         };
         peers_set_control(d->peers, &control);

@@ -44,10 +44,10 @@
  * copies_unrepairable), the scrub_* fields and the audit_* fields;
  * version 6 from 5 in the VERIFY reply, whose entries are one per shard of
  * each copy (with the shard's name) and which counts the copies;
- * version 7 from 6 in the requests METRICS, DELETE and RETENTION, which
- * earlier versions do not have, and in the replies MAP (offset, memory),
- * STATUS (memory_bytes, memory_steps) and CKPT_LIST (each entry's memory),
- * which gained the memory tier's fields at their end. */
+ * version 7 from 6 in the requests METRICS, DELETE, RETENTION and CLUSTER,
+ * which earlier versions do not have, and in the replies MAP (offset,
+ * memory), STATUS (memory_bytes, memory_steps) and CKPT_LIST (each entry's
+ * reason and memory), which gained those fields at their end. */
 #define CKPT_PROTO_VERSION 7     /* the newest */
 #define CKPT_PROTO_VERSION_MIN 2 /* the oldest */
 #define CKPT_PROTO_VERSION_REPLACED 3 /* the first with SAVE_BEGIN's `replaced` */
@@ -59,6 +59,7 @@
 #define CKPT_PROTO_VERSION_DELETE 7 /* the first with DELETE and RETENTION */
 #define CKPT_PROTO_VERSION_FAIL_REASON 7 /* the first with CKPT_LIST's reason */
 #define CKPT_PROTO_VERSION_MEMORY 7 /* the first with the memory tier's fields */
+#define CKPT_PROTO_VERSION_CLUSTER 7 /* the first with CLUSTER */
 #define CKPT_HDR_SIZE 16
 /* Fits the default net.core.wmem_max so no process needs SO_SNDBUFFORCE. */
 #define CKPT_MSG_MAX 65536
@@ -103,6 +104,7 @@ enum ckpt_msg_type {
         CKPT_MSG_DELETE = 23,       /* from version 7 on */
         CKPT_MSG_RETENTION = 24,    /* from version 7 on */
         CKPT_MSG_METRICS = 25,      /* from version 7 on */
+        CKPT_MSG_CLUSTER = 26,      /* from version 7 on */
         CKPT_MSG_REQUEST_MAX_,
 
         /* A reply has the request's type with this bit set ... */
@@ -301,6 +303,13 @@ struct ckpt_req_metrics {
  * job's newest committed step and pinned steps unless force 1.  Answered
  * once the steps are no longer listed or restorable; their bytes go in
  * the background (docs/protocol.md). */
+/* CLUSTER: node `index` (0 .. the reply's total - 1) of the cluster view,
+ * one node per reply so that a reply stays below CKPT_MSG_MAX
+ * (docs/protocol.md, CLUSTER). */
+struct ckpt_req_cluster {
+        uint32_t index;
+};
+
 struct ckpt_req_delete {
         struct ckpt_name job;
         uint64_t step;     /* <= CKPT_STEP_MAX; 0 with whole_job */
@@ -342,6 +351,7 @@ struct ckpt_request {
                 struct ckpt_req_latest_rank latest_rank;
                 struct ckpt_req_verify verify;
                 struct ckpt_req_metrics metrics;
+                struct ckpt_req_cluster cluster;
                 struct ckpt_req_delete del;
                 struct ckpt_req_retention retention;
                 /* STATUS has an empty body. */
@@ -625,6 +635,36 @@ struct ckpt_rep_retention {
         struct ckpt_retention_entry entries[CKPT_RETENTION_PAGE];
 };
 
+/* CLUSTER reply: node `index` of `total` as the asked daemon saw it.
+ * The lists are bounded; jobs_omitted counts the jobs past the first
+ * CKPT_CLUSTER_JOBS, links name (by node index) the node's replication
+ * links that are down. */
+#define CKPT_CLUSTER_JOBS 32
+#define CKPT_CLUSTER_LINKS 16
+#define CKPT_CLUSTER_ERROR_MAX 200
+enum ckpt_node_reach {
+        CKPT_NODE_REACHABLE = 0,
+        CKPT_NODE_UNREACHABLE = 1, /* no answer within the deadline */
+        CKPT_NODE_DOWN = 2,        /* connection refused or link down */
+        CKPT_NODE_REACH_MAX_,
+};
+struct ckpt_cluster_job {
+        struct ckpt_name job;
+        uint64_t newest_step;  /* <= CKPT_STEP_MAX: the newest committed step */
+        uint32_t steps_owed;   /* to its replication targets */
+};
+struct ckpt_rep_cluster {
+        uint32_t total, index;
+        char node[CKPT_NAME_MAX + 1];
+        uint8_t reach;         /* enum ckpt_node_reach; not reachable: no lists */
+        uint32_t njobs, jobs_omitted;
+        struct ckpt_cluster_job jobs[CKPT_CLUSTER_JOBS];
+        uint32_t nlinks;
+        uint32_t links[CKPT_CLUSTER_LINKS]; /* < total */
+        uint32_t errors;
+        char last_error[CKPT_CLUSTER_ERROR_MAX + 1];
+};
+
 struct ckpt_reply {
         struct ckpt_hdr hdr;
         union {
@@ -645,6 +685,7 @@ struct ckpt_reply {
                 struct ckpt_rep_metrics metrics;
                 struct ckpt_rep_delete del;
                 struct ckpt_rep_retention retention;
+                struct ckpt_rep_cluster cluster;
                 /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE,
                  * PIN, COMMIT_ASYNC: empty body */
         };

@@ -106,6 +106,9 @@ enum peer_msg_type {
          * reports to the coordinator (node 0), which answers and decides */
         PEER_MSG_STEP_REPORT = 15, /* node -> coordinator */
         PEER_MSG_STEP_STATE = 16,  /* coordinator -> node */
+        /* the cluster view (ckptctl cluster): any node asks any node */
+        PEER_MSG_NODE_STATUS_REQ = 17,
+        PEER_MSG_NODE_STATUS = 18,
         PEER_MSG_TYPE_MAX_,
 };
 
@@ -262,6 +265,35 @@ struct peer_step_state {
         char message[PEER_ERRMSG_MAX + 1];
 };
 
+/* NODE_STATUS_REQ: what a node asks of another for its cluster view;
+ * the answer carries the same nonce.  uid: whose jobs and errors the
+ * answer may name, the uid of the client that asked on the asking node
+ * (PEER_UID_ANY: root's view, every job and the daemon's own errors), so
+ * that STATUS's privacy rule holds on every node and the bounded job list
+ * is the asker's own jobs, not the first CKPT_CLUSTER_JOBS of anyone's. */
+#define PEER_UID_ANY UINT32_MAX
+struct peer_node_status_req {
+        uint64_t nonce;
+        uint32_t uid;
+};
+
+/* NODE_STATUS: the answering node's jobs (the first CKPT_CLUSTER_JOBS,
+ * jobs_omitted the rest), its replication links that are down (node
+ * indexes; the receiver checks them against its cluster size) and its
+ * errors, as in the CLUSTER reply (ckpt-proto.h). */
+struct peer_node_status {
+        uint64_t nonce;
+        uint32_t njobs, jobs_omitted;
+        struct ckpt_cluster_job jobs[CKPT_CLUSTER_JOBS];
+        /* each job's owner, so that the asking daemon applies STATUS's
+         * privacy rule (a non-root uid sees only its own jobs) */
+        uint32_t uids[CKPT_CLUSTER_JOBS];
+        uint32_t nlinks;
+        uint32_t links[CKPT_CLUSTER_LINKS];
+        uint32_t errors;
+        char last_error[CKPT_CLUSTER_ERROR_MAX + 1];
+};
+
 struct peer_msg {
         struct peer_hdr hdr;
         union {
@@ -278,6 +310,8 @@ struct peer_msg {
                 struct peer_ping ping; /* PING, PONG */
                 struct peer_step_report step_report;
                 struct peer_step_state step_state;
+                struct peer_node_status_req node_status_req;
+                struct peer_node_status node_status;
                 /* AUTH_OK, RANK_END: empty body */
         };
 };

@@ -57,6 +57,8 @@ static bool stream_ok(uint16_t type, uint32_t stream) {
         case PEER_MSG_PONG:
         case PEER_MSG_STEP_REPORT:
         case PEER_MSG_STEP_STATE:
+        case PEER_MSG_NODE_STATUS_REQ:
+        case PEER_MSG_NODE_STATUS:
                 return stream == 0;
         case PEER_MSG_ERROR:
                 return true;
@@ -175,6 +177,16 @@ static int check_msg(const struct peer_msg *m) {
                 check_cstr(&c, p->message, PEER_ERRMSG_MAX);
                 break;
         }
+        case PEER_MSG_NODE_STATUS: {
+                const struct peer_node_status *p = &m->node_status;
+                check_bad(&c, p->njobs > CKPT_CLUSTER_JOBS || p->nlinks > CKPT_CLUSTER_LINKS);
+                for (uint32_t i = 0; i < p->njobs && i < CKPT_CLUSTER_JOBS; i++) {
+                        check_name(&c, &p->jobs[i].job);
+                        check_step(&c, p->jobs[i].newest_step);
+                }
+                check_cstr(&c, p->last_error, CKPT_CLUSTER_ERROR_MAX);
+                break;
+        }
         default: /* AUTH, PING, PONG: any bytes; AUTH_OK, RANK_END: empty */
                 break;
         }
@@ -272,6 +284,28 @@ static void put_body(struct wbuf *w, const struct peer_msg *m) {
                 w_u64(w, (uint64_t)p->committed_at);
                 w_i32(w, p->error);
                 w_cstr(w, p->message, PEER_ERRMSG_MAX);
+                break;
+        }
+        case PEER_MSG_NODE_STATUS_REQ:
+                w_u64(w, m->node_status_req.nonce);
+                w_u32(w, m->node_status_req.uid);
+                break;
+        case PEER_MSG_NODE_STATUS: {
+                const struct peer_node_status *p = &m->node_status;
+                w_u64(w, p->nonce);
+                w_u32(w, p->njobs);
+                w_u32(w, p->jobs_omitted);
+                for (uint32_t i = 0; i < p->njobs; i++) {
+                        w_name(w, &p->jobs[i].job);
+                        w_u32(w, p->uids[i]);
+                        w_u64(w, p->jobs[i].newest_step);
+                        w_u32(w, p->jobs[i].steps_owed);
+                }
+                w_u32(w, p->nlinks);
+                for (uint32_t i = 0; i < p->nlinks; i++)
+                        w_u32(w, p->links[i]);
+                w_u32(w, p->errors);
+                w_cstr(w, p->last_error, CKPT_CLUSTER_ERROR_MAX);
                 break;
         }
         default: /* AUTH_OK, RANK_END: empty */
@@ -388,6 +422,37 @@ static void get_body(struct rbuf *r, struct peer_msg *m) {
                 p->committed_at = (int64_t)r_u64(r);
                 p->error = r_i32(r);
                 r_cstr(r, p->message, PEER_ERRMSG_MAX);
+                break;
+        }
+        case PEER_MSG_NODE_STATUS_REQ:
+                m->node_status_req.nonce = r_u64(r);
+                m->node_status_req.uid = r_u32(r);
+                break;
+        case PEER_MSG_NODE_STATUS: {
+                struct peer_node_status *p = &m->node_status;
+                p->nonce = r_u64(r);
+                p->njobs = r_u32(r);
+                p->jobs_omitted = r_u32(r);
+                /* The counts size the arrays: check them before the entries. */
+                if (p->njobs > CKPT_CLUSTER_JOBS) {
+                        r_fail(r, -EBADMSG);
+                        break;
+                }
+                for (uint32_t i = 0; i < p->njobs && r->err != -EBADMSG; i++) {
+                        r_name(r, &p->jobs[i].job);
+                        p->uids[i] = r_u32(r);
+                        p->jobs[i].newest_step = r_u64(r);
+                        p->jobs[i].steps_owed = r_u32(r);
+                }
+                p->nlinks = r_u32(r);
+                if (p->nlinks > CKPT_CLUSTER_LINKS) {
+                        r_fail(r, -EBADMSG);
+                        break;
+                }
+                for (uint32_t i = 0; i < p->nlinks && r->err != -EBADMSG; i++)
+                        p->links[i] = r_u32(r);
+                p->errors = r_u32(r);
+                r_cstr(r, p->last_error, CKPT_CLUSTER_ERROR_MAX);
                 break;
         }
         default: /* AUTH_OK, RANK_END: empty */
@@ -512,6 +577,8 @@ static const char *const type_names[PEER_MSG_TYPE_MAX_] = {
         [PEER_MSG_LIST_REP] = "LIST_REP",
         [PEER_MSG_GET_RANK] = "GET_RANK",
         [PEER_MSG_STEP_REPORT] = "STEP_REPORT",
+        [PEER_MSG_NODE_STATUS_REQ] = "NODE_STATUS_REQ",
+        [PEER_MSG_NODE_STATUS] = "NODE_STATUS",
         [PEER_MSG_STEP_STATE] = "STEP_STATE",
         [PEER_MSG_PING] = "PING",
         [PEER_MSG_PONG] = "PONG",

@@ -166,6 +166,9 @@ static int check_request(const struct ckpt_request *m) {
         case CKPT_MSG_METRICS:
                 check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_METRICS);
                 break;
+        case CKPT_MSG_CLUSTER:
+                check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_CLUSTER);
+                break;
         case CKPT_MSG_DELETE:
                 /* types versions 2 to 6 do not have: malformed there */
                 check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_DELETE);
@@ -289,6 +292,9 @@ static void put_request_body(struct wbuf *w, const struct ckpt_request *m) {
         case CKPT_MSG_METRICS:
                 w_u64(w, m->metrics.offset);
                 break;
+        case CKPT_MSG_CLUSTER:
+                w_u32(w, m->cluster.index);
+                break;
         case CKPT_MSG_DELETE:
                 w_name(w, &m->del.job);
                 w_u64(w, m->del.step);
@@ -401,6 +407,9 @@ static void get_request_body(struct rbuf *r, struct ckpt_request *m) {
                 break;
         case CKPT_MSG_METRICS:
                 m->metrics.offset = r_u64(r);
+                break;
+        case CKPT_MSG_CLUSTER:
+                m->cluster.index = r_u32(r);
                 break;
         case CKPT_MSG_DELETE:
                 r_name(r, &m->del.job);
@@ -536,6 +545,22 @@ static int check_reply(const struct ckpt_reply *m) {
         case CKPT_MSG_DELETE:
                 check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_DELETE);
                 break;
+        case CKPT_MSG_CLUSTER: {
+                const struct ckpt_rep_cluster *cl = &m->cluster;
+                check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_CLUSTER);
+                check_inval(&c, cl->index >= cl->total);
+                check_cstr(&c, cl->node, CKPT_NAME_MAX);
+                check_bad(&c, cl->reach >= CKPT_NODE_REACH_MAX_);
+                check_bad(&c, cl->njobs > CKPT_CLUSTER_JOBS || cl->nlinks > CKPT_CLUSTER_LINKS);
+                for (uint32_t i = 0; i < cl->njobs && i < CKPT_CLUSTER_JOBS; i++) {
+                        check_name(&c, &cl->jobs[i].job);
+                        check_step(&c, cl->jobs[i].newest_step);
+                }
+                for (uint32_t i = 0; i < cl->nlinks && i < CKPT_CLUSTER_LINKS; i++)
+                        check_inval(&c, cl->links[i] >= cl->total);
+                check_cstr(&c, cl->last_error, CKPT_CLUSTER_ERROR_MAX);
+                break;
+        }
         case CKPT_MSG_RETENTION: {
                 const struct ckpt_rep_retention *l = &m->retention;
                 check_bad(&c, msg_version(&m->hdr) < CKPT_PROTO_VERSION_DELETE);
@@ -814,6 +839,26 @@ static void put_reply_body(struct wbuf *w, const struct ckpt_reply *m) {
                 w_u32(w, m->metrics.length);
                 w_bytes(w, m->metrics.text, m->metrics.length);
                 break;
+        case CKPT_MSG_CLUSTER: {
+                const struct ckpt_rep_cluster *cl = &m->cluster;
+                w_u32(w, cl->total);
+                w_u32(w, cl->index);
+                w_cstr(w, cl->node, CKPT_NAME_MAX);
+                w_u8(w, cl->reach);
+                w_u32(w, cl->njobs);
+                w_u32(w, cl->jobs_omitted);
+                for (uint32_t i = 0; i < cl->njobs; i++) {
+                        w_name(w, &cl->jobs[i].job);
+                        w_u64(w, cl->jobs[i].newest_step);
+                        w_u32(w, cl->jobs[i].steps_owed);
+                }
+                w_u32(w, cl->nlinks);
+                for (uint32_t i = 0; i < cl->nlinks; i++)
+                        w_u32(w, cl->links[i]);
+                w_u32(w, cl->errors);
+                w_cstr(w, cl->last_error, CKPT_CLUSTER_ERROR_MAX);
+                break;
+        }
         default: /* CHUNK_PUT, SAVE_FINISH, SAVE_ABORT, COMMIT, READ_DONE */
                 break;
         }
@@ -1060,6 +1105,31 @@ static void get_reply_body(struct rbuf *r, struct ckpt_reply *m) {
                 r_bytes(r, mt->text, mt->length);
                 break;
         }
+        case CKPT_MSG_CLUSTER: {
+                struct ckpt_rep_cluster *cl = &m->cluster;
+                cl->total = r_u32(r);
+                cl->index = r_u32(r);
+                r_cstr(r, cl->node, CKPT_NAME_MAX);
+                cl->reach = r_u8(r);
+                cl->njobs = r_u32(r);
+                cl->jobs_omitted = r_u32(r);
+                /* the counts size the arrays: judged before them */
+                if (!r_count(r, CKPT_CLUSTER_JOBS, cl->njobs, CKPT_CLUSTER_JOBS))
+                        break;
+                for (uint32_t i = 0; i < cl->njobs; i++) {
+                        r_name(r, &cl->jobs[i].job);
+                        cl->jobs[i].newest_step = r_u64(r);
+                        cl->jobs[i].steps_owed = r_u32(r);
+                }
+                cl->nlinks = r_u32(r);
+                if (!r_count(r, CKPT_CLUSTER_LINKS, cl->nlinks, CKPT_CLUSTER_LINKS))
+                        break;
+                for (uint32_t i = 0; i < cl->nlinks; i++)
+                        cl->links[i] = r_u32(r);
+                cl->errors = r_u32(r);
+                r_cstr(r, cl->last_error, CKPT_CLUSTER_ERROR_MAX);
+                break;
+        }
         default: /* empty bodies */
                 break;
         }
@@ -1225,6 +1295,7 @@ static const char *const request_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_METRICS] = "METRICS",
         [CKPT_MSG_DELETE] = "DELETE",
         [CKPT_MSG_RETENTION] = "RETENTION",
+        [CKPT_MSG_CLUSTER] = "CLUSTER",
 };
 
 static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
@@ -1253,6 +1324,7 @@ static const char *const reply_names[CKPT_MSG_REQUEST_MAX_] = {
         [CKPT_MSG_METRICS] = "METRICS_REPLY",
         [CKPT_MSG_DELETE] = "DELETE_REPLY",
         [CKPT_MSG_RETENTION] = "RETENTION_REPLY",
+        [CKPT_MSG_CLUSTER] = "CLUSTER_REPLY",
 };
 
 /* Never NULL, so it can go straight into a log format. */

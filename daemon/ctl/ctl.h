@@ -58,6 +58,9 @@ int ctl_fail(int status, int err, const char *fmt, ...) __attribute__((format(pr
 /* A request to the daemon failed with r (-errno): its message, or
  * strerror; returns EXIT_DAEMON_ERROR. */
 int ctl_report(int r, const char *what);
+/* 0 when the daemon speaks protocol `version`, else EXIT_DAEMON_ERROR
+ * after saying "<what> version N: upgrade ckptd" ("metrics need"). */
+int ctl_need_proto(uint16_t version, const char *what);
 /* "usage: <cmd->usage>", EXIT_USAGE. */
 int ctl_usage(const char *usage);
 
@@ -94,3 +97,4 @@ int status_watch(int nargs, char **args);
 int cmd_metrics(int nargs, char **args);
 int cmd_delete(int nargs, char **args);
 int cmd_retention(int nargs, char **args);
+int cmd_cluster(int nargs, char **args);

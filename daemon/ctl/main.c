@@ -69,6 +69,12 @@ static const struct ctl_command commands[] = {
           "ones that go, and why; applied now unless --dry-run;\n"
           "--keep-latest/--keep-every preview another policy",
           0, 6, cmd_retention },
+        { "cluster", "cluster",
+          "every node: reachable, unreachable (no answer in\n"
+          "2 s) or down, newest committed step and steps owed\n"
+          "per job, links down, errors; exit 1 when a node is\n"
+          "not reachable",
+          0, 0, cmd_cluster },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -16,10 +16,9 @@
 int cmd_metrics(int nargs, char **args) {
         (void)nargs;
         (void)args;
-        if (ctl.wire.proto < CKPT_PROTO_VERSION_METRICS)
-                return ctl_fail(EXIT_DAEMON_ERROR, EPROTONOSUPPORT,
-                                "this ckptd speaks protocol version %u, metrics need version %u: "
-                                "upgrade ckptd", ctl.wire.proto, CKPT_PROTO_VERSION_METRICS);
+        int need = ctl_need_proto(CKPT_PROTO_VERSION_METRICS, "metrics need");
+        if (need)
+                return need;
         struct ckpt_reply *rep = malloc(sizeof(*rep));
         if (!rep)
                 return ctl_fail(EXIT_DAEMON_ERROR, ENOMEM, "out of memory");

@@ -102,6 +102,14 @@ int ctl_report(int r, const char *what) {
                         ctl.wire.errmsg[0] ? ctl.wire.errmsg : strerror(-r));
 }
 
+int ctl_need_proto(uint16_t version, const char *what) {
+        if (ctl.wire.proto >= version)
+                return 0;
+        return ctl_fail(EXIT_DAEMON_ERROR, EPROTONOSUPPORT, "this ckptd speaks protocol "
+                        "version %u, %s version %u: upgrade ckptd", ctl.wire.proto, what,
+                        version);
+}
+
 int ctl_usage(const char *usage) {
         return ctl_fail(EXIT_USAGE, EINVAL, "usage: %s", usage);
 }

@@ -219,11 +219,40 @@ static bool peers_copy_reported(struct peers *ps, struct plink *l, const struct 
         return true;
 }
 
+/* The cluster view's messages ride on any authenticated link, control
+ * links included: a node answers whoever holds the key, and asks over
+ * whatever link it has. */
+static void on_node_status(struct peers *ps, struct plink *l, const struct peer_msg *m) {
+        if (m->hdr.type == PEER_MSG_NODE_STATUS) {
+                if (ps->control.node_status_answer)
+                        ps->control.node_status_answer(ps->control.userdata, l->node,
+                                                       &m->node_status);
+                return;
+        }
+        _cleanup_free_ struct peer_msg *rep = calloc(1, sizeof(*rep));
+        if (!rep) {
+                link_send_error(l, 0, -ENOMEM, "no memory for a NODE_STATUS");
+                return;
+        }
+        rep->hdr.type = PEER_MSG_NODE_STATUS;
+        if (ps->control.node_status)
+                ps->control.node_status(ps->control.userdata, m->node_status_req.uid,
+                                        &rep->node_status);
+        rep->node_status.nonce = m->node_status_req.nonce;
+        rep->hdr.seq = link_next_seq(l);
+        if (link_send(l, rep) == 0)
+                link_flush(l);
+}
+
 static void on_message(struct plink *l, const struct peer_msg *m) {
         struct peers *ps = peers_of_env(l->env);
 
         if (m->hdr.type == PEER_MSG_STEP_REPORT || m->hdr.type == PEER_MSG_STEP_STATE) {
                 on_control(ps, l, m);
+                return;
+        }
+        if (m->hdr.type == PEER_MSG_NODE_STATUS_REQ || m->hdr.type == PEER_MSG_NODE_STATUS) {
+                on_node_status(ps, l, m);
                 return;
         }
         /* A control-only link (a node that does not replicate to this
@@ -349,6 +378,73 @@ int peers_control_send(struct peers *ps, uint32_t node, struct peer_msg *m) {
         if (r == 0)
                 link_flush(l);
         return r;
+}
+
+/* This node's dialer to node (a target's, or the control link's), NULL:
+ * it dials none there. */
+static struct dialer *dialer_to(struct peers *ps, uint32_t node) {
+        for (size_t i = 0; i < ps->ntargets; i++)
+                if (ps->targets[i].node == node)
+                        return &ps->targets[i];
+        return ps->to_coord && ps->to_coord->node == node ? ps->to_coord : NULL;
+}
+
+int peers_node_status_ask(struct peers *ps, uint32_t node, uint64_t nonce, uint32_t uid, char *why,
+                          size_t size) {
+        struct dialer *d = dialer_to(ps, node);
+        struct plink *l = d && dialer_up(d) ? d->l : link_from(ps, node);
+
+        if (!l || ps->links.freeing) {
+                bool dials_here = false;
+                for (size_t i = 0; i < ps->naccept; i++)
+                        dials_here |= ps->accept[i] == node;
+                if (d)
+                        snprintf(why, size, "link down%s%s", d->last_error[0] ? ": " : "",
+                                 d->last_error);
+                else if (dials_here)
+                        snprintf(why, size, "its link to node %u is not up (it connects to "
+                                 "this node)", ps->links.self);
+                else
+                        snprintf(why, size, "no link from node %u (it neither replicates to "
+                                 "nor from it: ask node %u, linked to every node)",
+                                 ps->links.self, PEERS_COORDINATOR);
+                return -ENOTCONN;
+        }
+        /* a struct peer_msg is ~70 KiB (LIST_REP): not on the stack */
+        _cleanup_free_ struct peer_msg *m = calloc(1, sizeof(*m));
+        if (!m) {
+                snprintf(why, size, "out of memory");
+                return -ENOMEM;
+        }
+        m->hdr.type = PEER_MSG_NODE_STATUS_REQ;
+        m->node_status_req.nonce = nonce;
+        m->node_status_req.uid = uid;
+        m->hdr.seq = link_next_seq(l);
+        int r = link_send(l, m);
+        if (r < 0) {
+                snprintf(why, size, "cannot send: %s", strerror(-r));
+                return -ENOTCONN;
+        }
+        link_flush(l);
+        return 0;
+}
+
+uint32_t peers_links_down(const struct peers *ps, uint32_t *nodes, uint32_t max) {
+        uint32_t n = 0;
+        for (size_t i = 0; i < ps->ntargets && n < max; i++)
+                if (!dialer_up(&ps->targets[i]))
+                        nodes[n++] = ps->targets[i].node;
+        if (ps->to_coord == &ps->coord && !dialer_up(&ps->coord) && n < max)
+                nodes[n++] = ps->coord.node;
+        return n;
+}
+
+uint32_t peers_job_owed(const struct peers *ps, const char *job) {
+        return replication_job_owed(&ps->repl, job);
+}
+
+void peers_node_name(const struct peers *ps, uint32_t node, char *buf, size_t size) {
+        node_address_format(&ps->opts.addrs[node], buf, size);
 }
 
 bool peers_coordinator_up(const struct peers *ps) {

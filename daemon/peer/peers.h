@@ -88,6 +88,13 @@ struct peers_control {
         /* this node's control link to the coordinator is up (again):
          * report what the coordinator must know */
         void (*coordinator_up)(void *userdata);
+        /* the cluster view (`ckptctl cluster`): fill this node's answer to
+         * a NODE_STATUS_REQ, naming only what uid may see (PEER_UID_ANY:
+         * everything); and a NODE_STATUS answer from node (NULL: this
+         * node does not take part) */
+        void (*node_status)(void *userdata, uint32_t uid, struct peer_node_status *st);
+        void (*node_status_answer)(void *userdata, uint32_t node,
+                                   const struct peer_node_status *st);
         void *userdata;
 };
 
@@ -107,6 +114,22 @@ void peers_set_control(struct peers *ps, const struct peers_control *control);
  * STEP_STATE to node (from the coordinator).  0, or -ENOTCONN: no link up
  * now (the reconnect's coordinator_up() is when to report again). */
 int peers_control_send(struct peers *ps, uint32_t node, struct peer_msg *m);
+/* Ask node for its status (NODE_STATUS_REQ nonce, uid) over whichever
+ * authenticated link this node has to it: a target's, the control link,
+ * or one the node opened to here.  0: asked (the answer comes through
+ * control.node_status_answer, or never: the caller's deadline decides);
+ * -ENOTCONN: no such link is up, why (size bytes) says why ("link down:
+ * <last link error>", or that the nodes have no link); -ENOMEM, why
+ * says so too. */
+int peers_node_status_ask(struct peers *ps, uint32_t node, uint64_t nonce, uint32_t uid, char *why,
+                          size_t size);
+/* The nodes this node's own links (to its targets and the coordinator)
+ * go to that are down now, at most max of them; how many were written. */
+uint32_t peers_links_down(const struct peers *ps, uint32_t *nodes, uint32_t max);
+/* Steps of job owed to the replication targets, summed over them. */
+uint32_t peers_job_owed(const struct peers *ps, const char *job);
+/* node's peer address as configured ("host:port"). */
+void peers_node_name(const struct peers *ps, uint32_t node, char *buf, size_t size);
 /* This node's control link to the coordinator is up (false on node 0). */
 bool peers_coordinator_up(const struct peers *ps);
 /* Replication is on: this node has replication targets. */

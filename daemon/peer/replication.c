@@ -578,3 +578,13 @@ void replication_reseed(struct replication *r, size_t slot, const struct rkeys *
         }
         free(sl.steps.v);
 }
+
+uint32_t replication_job_owed(const struct replication *r, const char *job) {
+        uint32_t n = 0;
+        for (size_t i = 0; i < r->ntargets; i++) {
+                const struct list *pos;
+                for (pos = r->targets[i].steps.next; pos != &r->targets[i].steps; pos = pos->next)
+                        n += !strcmp(list_entry(pos, struct rstep, link)->job, job);
+        }
+        return n;
+}

@@ -91,6 +91,9 @@ int replication_replicated(struct replication *r, const char *job, uint64_t step
 /* Retention removed (job, step) here: a step a target refused is owed no
  * more (one still on its way is dropped when its rank cannot be read). */
 void replication_step_removed(struct replication *r, const char *job, uint64_t step);
+/* Steps of job owed to the targets, summed over them (refused ones
+ * included, as steps_pending counts them). */
+uint32_t replication_job_owed(const struct replication *r, const char *job);
 /* Target slot's link came up: queue everything owed to it, from the catalog. */
 void replication_connected(struct replication *r, size_t slot);
 /* Start rank transfers of the steps owed to target slot, oldest first,

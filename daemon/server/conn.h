@@ -38,6 +38,7 @@ struct conn_fetch;
 struct peer_fetch;
 struct read_op;
 struct verify_op;
+struct cluster_view;
 struct conn;
 
 /* How long a READ window may stay lent: [pool] window_lease, like a save's. */
@@ -135,6 +136,7 @@ struct conn {
         struct peer_fetch *peer_fetch; /* restoring from the neighbours (ckptctl) */
         bool fetch_retry;     /* serving a request again after its fetch */
         struct verify_op *verify;   /* VERIFY being served (verify.c) */
+        struct cluster_view *cluster; /* CLUSTER's view, gathering or read (cluster_view.c) */
         char errmsg[CKPT_ERRMSG_MAX + 1];
 };
 

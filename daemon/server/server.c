@@ -33,6 +33,7 @@
 #include "scrub/scrub.h"
 #include "server/server.h"
 #include "server/verify.h"
+#include "server/cluster_view.h"
 #include "util/cleanup.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -180,7 +181,7 @@ void conn_reply_empty(struct conn *c) {
 /* Copy a text into a field of cap bytes (NUL included), cut at a
  * character boundary: a text field is at most CKPT_ERRMSG_MAX bytes on the
  * wire, and what is cut ends up in JSON. */
-static void text_copy(char *dst, size_t cap, const char *src) {
+void text_copy(char *dst, size_t cap, const char *src) {
         size_t len = strlen(src), keep = MIN(len, cap - 1);
         while (keep < len && keep > 0 && ((unsigned char)src[keep] & 0xc0) == 0x80)
                 keep--;
@@ -382,9 +383,9 @@ static void status_restrict(struct conn *c, struct ckpt_rep_status *st) {
 
         if (c->uid == 0)
                 return;
-        const struct uid_errors *e = uid_errors_find(srv, (uint32_t)c->uid);
-        st->errors = e ? e->count : 0;
-        snprintf(st->last_error, sizeof(st->last_error), "%s", e ? e->last : "");
+        const char *last;
+        server_errors_seen(srv, (int64_t)c->uid, &st->errors, &last);
+        snprintf(st->last_error, sizeof(st->last_error), "%s", last);
         if (srv->flusher && st->remote_error[0]) {
                 uint32_t owner;
                 const char *job = flush_last_error_job(srv->flusher);
@@ -393,6 +394,17 @@ static void status_restrict(struct conn *c, struct ckpt_rep_status *st) {
                         snprintf(st->remote_error, sizeof(st->remote_error),
                                  "(the last error concerns another user's job: root sees it)");
         }
+}
+
+void server_errors_seen(struct server *srv, int64_t uid, uint64_t *count, const char **last) {
+        if (uid < 0) {
+                *count = log_error_count();
+                *last = log_last_error() ? log_last_error() : "";
+                return;
+        }
+        const struct uid_errors *e = uid_errors_find(srv, (uint32_t)uid);
+        *count = e ? e->count : 0;
+        *last = e ? e->last : "";
 }
 
 void server_status_gather(struct server *srv, int64_t uid, struct ckpt_rep_status *st) {
@@ -644,6 +656,9 @@ static void conn_dispatch(struct conn *c, const struct ckpt_request *req) {
         case CKPT_MSG_RETENTION:
                 retention_request_handle(c, &req->retention);
                 break;
+        case CKPT_MSG_CLUSTER:
+                cluster_view_handle(c, &req->cluster);
+                break;
         default:
                 conn_error(c, -EBADMSG, "unknown request type %u", t);
                 break;
@@ -785,6 +800,7 @@ static void conn_close(struct conn *c) {
         save_conn_closed(c);
         restore_conn_closed(c);
         verify_conn_closed(c);
+        cluster_view_conn_closed(c);
 
         struct list *pos, *tmp;
         list_for_each_safe(pos, tmp, &c->outq) {
@@ -918,6 +934,7 @@ int server_new(struct server **out, struct loop *loop, struct pool *pool, struct
         list_init(&srv->steps);
         list_init(&srv->heals);
         list_init(&srv->uid_errors);
+        list_init(&srv->cluster_views);
         fd_budget_init(&srv->files, opts->files_per_uid);
         if (opts->memory_tier && memtier_new(&srv->memtier, pool) < 0) {
                 free(srv);

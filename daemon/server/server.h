@@ -112,6 +112,7 @@ struct server {
         struct list steps;   /* struct step_state */
         struct list heals;   /* struct heal: corrupt copies being replaced (heal.c) */
         struct list uid_errors; /* struct uid_errors: what STATUS tells a non-root uid */
+        struct list cluster_views; /* struct cluster_view being gathered (cluster_view.c) */
         struct fd_budget files; /* descriptors held for each uid's saves and reads */
         uint32_t saves_active;
         uint32_t read_ops;       /* restore reads alive (incl. read-ahead) */
@@ -158,6 +159,13 @@ void server_job_event(struct server *srv, const struct log_ctx *ctx, const char 
  * the jobs and scrub findings of that uid.  The last error fields are the
  * daemon's (the caller restricts them). */
 void server_status_gather(struct server *srv, int64_t uid, struct ckpt_rep_status *st);
+/* The errors uid may see (-1: root, the daemon's own), as STATUS shows
+ * them: how many since start and the last one ("" if none; valid until
+ * the next error). */
+void server_errors_seen(struct server *srv, int64_t uid, uint64_t *count, const char **last);
+/* Copy a text into a field of cap bytes (NUL included), cut at a UTF-8
+ * character boundary. */
+void text_copy(char *dst, size_t cap, const char *src);
 /* Someone waits for pool memory: have save.c start checking and writing
  * every deferred chunk, and restore.c give back read-ahead memory. */
 void server_relieve_memory(struct server *srv);

@@ -393,6 +393,7 @@ static void replies(void) {
                 CKPT_MSG_READ, CKPT_MSG_READ_DONE, CKPT_MSG_MAP, CKPT_MSG_STATUS,
                 CKPT_MSG_JOB_LIST, CKPT_MSG_CKPT_LIST, CKPT_MSG_FETCH, CKPT_MSG_PIN,
                 CKPT_MSG_LATEST_RANK, CKPT_MSG_COMMIT_ASYNC, CKPT_MSG_DELETE, CKPT_MSG_RETENTION,
+                CKPT_MSG_CLUSTER,
         };
         char fn[64];
 
@@ -440,6 +441,20 @@ static void replies(void) {
                 case CKPT_MSG_DELETE:
                         rep.del.steps = 1;
                         rep.del.bytes = 8ull << 30;
+                        break;
+                case CKPT_MSG_CLUSTER:
+                        rep.cluster.total = 3;
+                        rep.cluster.index = 1;
+                        snprintf(rep.cluster.node, sizeof(rep.cluster.node), "node-b");
+                        rep.cluster.njobs = 1;
+                        name(&rep.cluster.jobs[0].job, "llama-70b");
+                        rep.cluster.jobs[0].newest_step = 2000;
+                        rep.cluster.jobs[0].steps_owed = 1;
+                        rep.cluster.nlinks = 1;
+                        rep.cluster.links[0] = 2;
+                        rep.cluster.errors = 1;
+                        snprintf(rep.cluster.last_error, sizeof(rep.cluster.last_error),
+                                 "node 2: connection refused");
                         break;
                 case CKPT_MSG_RETENTION:
                         rep.retention.total = rep.retention.count = 2;
@@ -945,6 +960,23 @@ static void peers(void) {
                         snprintf(pm.step_state.message, sizeof(pm.step_state.message),
                                  "ranks 4-5 of 16 are not saved (nodes with none saved: 2)");
                         break;
+                case PEER_MSG_NODE_STATUS_REQ:
+                        pm.node_status_req.nonce = 42;
+                        pm.node_status_req.uid = 1000;
+                        break;
+                case PEER_MSG_NODE_STATUS:
+                        pm.node_status.nonce = 42;
+                        pm.node_status.njobs = 1;
+                        name(&pm.node_status.jobs[0].job, "llama-70b");
+                        pm.node_status.uids[0] = 1000;
+                        pm.node_status.jobs[0].newest_step = 900;
+                        pm.node_status.jobs[0].steps_owed = 1;
+                        pm.node_status.nlinks = 1;
+                        pm.node_status.links[0] = 2;
+                        pm.node_status.errors = 1;
+                        snprintf(pm.node_status.last_error, sizeof(pm.node_status.last_error),
+                                 "node 2: connection refused");
+                        break;
                 default: /* AUTH_OK */
                         break;
                 }
@@ -964,6 +996,10 @@ static void peers(void) {
                         write_file("peer", "invalid-truncated.bin", peer_buf, (size_t)n - 1);
                         peer_buf[n] = 0;
                         peer_bad("invalid-trailing.bin", n + 1, 8, (uint32_t)n + 1 - PEER_HDR_SIZE, true);
+                        break;
+                case PEER_MSG_NODE_STATUS:
+                        /* nonce at 24, njobs at 32: one past the bound */
+                        peer_bad("invalid-node-status-jobs.bin", n, 32, CKPT_CLUSTER_JOBS + 1, true);
                         break;
                 case PEER_MSG_RANK_BEGIN:
                         /* job "llama-70b" at 24 (u16 length) + 26 */
@@ -1106,6 +1142,29 @@ static void peer_links(void) {
         snprintf(pm.error.message, sizeof(pm.error.message), "going away");
         link_add(&pm, NULL, 0);
         write_file("peer-link", "list-get-error.bin", link_buf, link_len);
+
+        /* the cluster view: a status request (answered on any link), an
+         * answer nobody asked for (dropped), then a PING */
+        link_start(1);
+        memset(&pm, 0, sizeof(pm));
+        pm.hdr.type = PEER_MSG_NODE_STATUS_REQ;
+        pm.node_status_req.nonce = 9;
+        pm.node_status_req.uid = PEER_UID_ANY;
+        link_add(&pm, NULL, 0);
+        memset(&pm, 0, sizeof(pm));
+        pm.hdr.type = PEER_MSG_NODE_STATUS;
+        pm.node_status.nonce = 9;
+        pm.node_status.njobs = 1;
+        name(&pm.node_status.jobs[0].job, "fuzz-job");
+        pm.node_status.jobs[0].newest_step = 1;
+        pm.node_status.nlinks = 1;
+        pm.node_status.links[0] = 0;
+        link_add(&pm, NULL, 0);
+        memset(&pm, 0, sizeof(pm));
+        pm.hdr.type = PEER_MSG_PING;
+        pm.ping.value = 7;
+        link_add(&pm, NULL, 0);
+        write_file("peer-link", "node-status.bin", link_buf, link_len);
 }
 
 /* ---- text decoders: XML, endpoint URL, credentials, ckptd.conf, PSK ----

@@ -13,6 +13,7 @@ Finally, as another user: root's jobs are not shown or described."""
 import json
 import re
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -349,11 +350,33 @@ def other_user(d, tmp):
               % (" ".join(args), NOBODY, p.returncode, p.stdout, p.stderr))
 
 
+def single_node_cluster(d):
+    """ckptctl cluster on a daemon without [cluster]: itself, reachable,
+    each job with a committed step at its newest one, nothing owed."""
+    doc = ctl_json(d, "cluster")
+    check(doc["total"] == 1 and doc["reachable"] == 1 and len(doc["nodes"]) == 1,
+          "cluster of one node: %r" % doc)
+    n = doc["nodes"][0]
+    check(n["index"] == 0 and n["state"] == "reachable" and n["degraded_links"] == [],
+          "the node itself: %r" % n)
+    want = {}
+    for job, (_, _, steps) in CKPTS.items():
+        committed = [s for s, (_, c) in steps.items() if c]
+        if committed:
+            want[job] = max(committed)
+    got = {j["job"]: j["newest_step"] for j in n["jobs"]}
+    check(got == want, "newest committed steps %r, want %r" % (got, want))
+    check(all(j["steps_owed"] == 0 for j in n["jobs"]), "steps owed without targets: %r" % n)
+    text = d.ctl("cluster").stdout
+    check(re.search(r"^0\s+\S+\s+reachable\b", text, re.M), "no row for node 0:\n" + text)
+
+
 def main(tmp):
     os.chmod(tmp, 0o711)  # the other-user checks need to reach the socket
     d = Daemon(tmp, pool="64M", slot="8M", extra=["--socket-mode", "0666"]).start()
     t0, t1 = populate(d)
     json_forms(d, t0, t1)
+    single_node_cluster(d)
     table_forms(d)
     exit_codes(d, tmp)
     other_user(d, tmp)

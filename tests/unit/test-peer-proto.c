@@ -102,6 +102,8 @@ static uint32_t stream_for(uint16_t type) {
         case PEER_MSG_PONG:
         case PEER_MSG_STEP_REPORT:
         case PEER_MSG_STEP_STATE:
+        case PEER_MSG_NODE_STATUS_REQ:
+        case PEER_MSG_NODE_STATUS:
                 return 0;
         default:
                 return 0xfffffffeu - type;
@@ -221,6 +223,30 @@ static void make_msg(struct peer_msg *m, uint16_t type, int variant) {
                         p->nranks = PEER_REPORT_RANKS_MAX;
                         for (uint32_t i = 0; i < p->nranks; i++)
                                 p->ranks[i] = CKPT_WORLD_MAX - 1 - i * 7;
+                }
+                break;
+        }
+        case PEER_MSG_NODE_STATUS_REQ:
+                m->node_status_req.nonce = variant ? 1 : UINT64_MAX;
+                m->node_status_req.uid = variant ? 0 : PEER_UID_ANY;
+                break;
+        case PEER_MSG_NODE_STATUS: {
+                struct peer_node_status *p = &m->node_status;
+                p->nonce = variant ? 1 : UINT64_MAX;
+                if (!variant) { /* the longest: full lists of the longest names */
+                        p->njobs = CKPT_CLUSTER_JOBS;
+                        p->jobs_omitted = UINT32_MAX;
+                        for (uint32_t i = 0; i < p->njobs; i++) {
+                                long_name(&p->jobs[i].job, CKPT_NAME_MAX, i);
+                                p->uids[i] = UINT32_MAX - 2 * i;
+                                p->jobs[i].newest_step = (uint64_t)CKPT_STEP_MAX - i;
+                                p->jobs[i].steps_owed = UINT32_MAX - i;
+                        }
+                        p->nlinks = CKPT_CLUSTER_LINKS;
+                        for (uint32_t i = 0; i < p->nlinks; i++)
+                                p->links[i] = i * 3;
+                        p->errors = UINT32_MAX;
+                        fill(p->last_error, CKPT_CLUSTER_ERROR_MAX, 'e');
                 }
                 break;
         }
@@ -992,6 +1018,8 @@ static void test_type_names(void) {
                 [PEER_MSG_LIST_REP] = "LIST_REP", [PEER_MSG_GET_RANK] = "GET_RANK",
                 [PEER_MSG_PING] = "PING",         [PEER_MSG_PONG] = "PONG",
                 [PEER_MSG_STEP_REPORT] = "STEP_REPORT", [PEER_MSG_STEP_STATE] = "STEP_STATE",
+                [PEER_MSG_NODE_STATUS_REQ] = "NODE_STATUS_REQ",
+                [PEER_MSG_NODE_STATUS] = "NODE_STATUS",
         };
         for (uint16_t t = PEER_MSG_HELLO; t < PEER_MSG_TYPE_MAX_; t++)
                 CHECK(strcmp(peer_msg_type_name(t), want[t]) == 0, "name of %u: %s", t,

@@ -198,6 +198,9 @@ static void make_request(struct ckpt_request *m, uint16_t type) {
         case CKPT_MSG_METRICS:
                 m->metrics.offset = 0x0102030405060708ull;
                 break;
+        case CKPT_MSG_CLUSTER:
+                m->cluster.index = 0x01020304;
+                break;
         case CKPT_MSG_VERIFY:
                 set_name(&m->verify.job, "verify-job");
                 m->verify.step = 0x7fffffffffffff01ull;
@@ -386,6 +389,28 @@ static void make_reply(struct ckpt_reply *m, uint16_t type, uint32_t count) {
                 for (uint32_t i = 0; i < m->metrics.length; i++)
                         m->metrics.text[i] = (char)(i % 95 + 32);
                 break;
+        case CKPT_MSG_CLUSTER: {
+                struct ckpt_rep_cluster *cl = &m->cluster;
+                cl->total = 0x00010000;
+                cl->index = 0x0000ffff;
+                snprintf(cl->node, sizeof(cl->node), "node-%u", count);
+                cl->reach = (uint8_t)(count % CKPT_NODE_REACH_MAX_);
+                cl->njobs = count < CKPT_CLUSTER_JOBS ? count : CKPT_CLUSTER_JOBS;
+                cl->jobs_omitted = count - cl->njobs;
+                for (uint32_t i = 0; i < cl->njobs; i++) {
+                        char name[32];
+                        snprintf(name, sizeof(name), "cluster-job-%u", i);
+                        set_name(&cl->jobs[i].job, name);
+                        cl->jobs[i].newest_step = 0x7fffffffffffff00ull + i;
+                        cl->jobs[i].steps_owed = 0xf0000000u + i;
+                }
+                cl->nlinks = count < CKPT_CLUSTER_LINKS ? count : CKPT_CLUSTER_LINKS;
+                for (uint32_t i = 0; i < cl->nlinks; i++)
+                        cl->links[i] = 0x0000fff0u + i;
+                cl->errors = 0x01020304;
+                memset(cl->last_error, 'e', CKPT_CLUSTER_ERROR_MAX);
+                break;
+        }
         case CKPT_MSG_DELETE:
                 m->del.steps = 0x01020304;
                 m->del.bytes = 0x1122334455667788ull;
@@ -498,6 +523,7 @@ static const uint16_t reply_types[] = {
         CKPT_MSG_METRICS | CKPT_MSG_REPLY,
         CKPT_MSG_DELETE | CKPT_MSG_REPLY,
         CKPT_MSG_RETENTION | CKPT_MSG_REPLY,
+        CKPT_MSG_CLUSTER | CKPT_MSG_REPLY,
 };
 
 /* Numbers below CKPT_MSG_REQUEST_MAX_ that are no type (left to a branch
@@ -911,7 +937,8 @@ static void test_versions(void) {
                 if (reply_types[i] == (CKPT_MSG_COMMIT_ASYNC | CKPT_MSG_REPLY) ||
                     reply_types[i] == (CKPT_MSG_METRICS | CKPT_MSG_REPLY) ||
                     reply_types[i] == (CKPT_MSG_DELETE | CKPT_MSG_REPLY) ||
-                    reply_types[i] == (CKPT_MSG_RETENTION | CKPT_MSG_REPLY))
+                    reply_types[i] == (CKPT_MSG_RETENTION | CKPT_MSG_REPLY) ||
+                    reply_types[i] == (CKPT_MSG_CLUSTER | CKPT_MSG_REPLY))
                         continue; /* version 4 and 7 on: below and in test_metrics() */
                 make_reply(&rep_a, reply_types[i], 3);
                 rep_a.hdr.version = 2;
@@ -948,7 +975,8 @@ static void test_versions(void) {
         for (uint16_t t = CKPT_MSG_HELLO; t < CKPT_MSG_REQUEST_MAX_; t++) {
                 struct ckpt_request m, out;
                 if (t == CKPT_MSG_COMMIT_ASYNC || t == CKPT_MSG_VERIFY || t == CKPT_MSG_METRICS ||
-                    t == CKPT_MSG_DELETE || t == CKPT_MSG_RETENTION || type_reserved(t))
+                    t == CKPT_MSG_DELETE || t == CKPT_MSG_RETENTION || t == CKPT_MSG_CLUSTER ||
+                    type_reserved(t))
                         continue; /* version 4, 5 and 7 on: below */
                 make_request(&m, t);
                 m.hdr.version = 2;
@@ -1988,20 +2016,67 @@ static void test_enum_names(void) {
         CHECK(strcmp(ckpt_state_name(CKPT_STATE_MAX_), "unknown") == 0, "state max");
 }
 
+/* A request type that exists from version `first` on is refused in an
+ * older header both ways, and is body_len bytes in its own. */
+static void check_request_from(uint16_t type, uint16_t first, int body_len) {
+        struct ckpt_request m, out;
+        const char *name = ckpt_msg_type_name(type);
+
+        make_request(&m, type);
+        m.hdr.version = (uint16_t)(first - 1);
+        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "%s v%u encoded", name,
+                 first - 1);
+        m.hdr.version = 0;
+        int n = ckpt_request_encode(&m, buf, sizeof(buf));
+        CHECK(n == CKPT_HDR_SIZE + body_len, "%s request is %d bytes", name, n);
+        buf[4] = (uint8_t)(first - 1); /* the header's version, by hand */
+        CHECK_RC(ckpt_request_decode(&out, buf, (size_t)n), -EBADMSG, "%s v%u decoded", name,
+                 first - 1);
+}
+
+/* CLUSTER exists from version 7 on; a reply's counts, node indexes and
+ * reachability are judged (a hostile daemon's reply changes nothing). */
+static void test_cluster(void) {
+        struct ckpt_reply rep, rout;
+        int n;
+
+        check_request_from(CKPT_MSG_CLUSTER, CKPT_PROTO_VERSION_CLUSTER, 4);
+
+        /* the longest reply fits in one message */
+        make_reply(&rep, CKPT_MSG_CLUSTER | CKPT_MSG_REPLY, 1000);
+        for (uint32_t i = 0; i < rep.cluster.njobs; i++)
+                long_name(&rep.cluster.jobs[i].job, CKPT_NAME_MAX, i);
+        memset(rep.cluster.node, 'n', CKPT_NAME_MAX);
+        n = ckpt_reply_encode(&rep, buf, sizeof(buf));
+        CHECK(n > 0 && n <= CKPT_MSG_MAX, "longest CLUSTER reply: %d", n);
+        CHECK_RC(ckpt_reply_decode(&rout, buf, (size_t)n), 0, "longest CLUSTER reply");
+
+        make_reply(&rep, CKPT_MSG_CLUSTER | CKPT_MSG_REPLY, 3);
+        rep.cluster.index = rep.cluster.total;
+        CHECK_RC(ckpt_reply_encode(&rep, buf, sizeof(buf)), -EINVAL, "index past total");
+        make_reply(&rep, CKPT_MSG_CLUSTER | CKPT_MSG_REPLY, 3);
+        rep.cluster.links[1] = rep.cluster.total;
+        CHECK_RC(ckpt_reply_encode(&rep, buf, sizeof(buf)), -EINVAL, "link past total");
+        make_reply(&rep, CKPT_MSG_CLUSTER | CKPT_MSG_REPLY, 3);
+        rep.cluster.reach = CKPT_NODE_REACH_MAX_;
+        CHECK_RC(ckpt_reply_encode(&rep, buf, sizeof(buf)), -EINVAL, "reach unknown");
+
+        /* a job count above the page, whatever follows, is malformed */
+        make_reply(&rep, CKPT_MSG_CLUSTER | CKPT_MSG_REPLY, 0);
+        n = ckpt_reply_encode(&rep, buf, sizeof(buf));
+        CHECK_RC(ckpt_reply_decode(&rout, buf, (size_t)n), 0, "empty CLUSTER reply");
+        size_t njobs_at = CKPT_HDR_SIZE + 8 + 2 + strlen(rep.cluster.node) + 1;
+        buf[njobs_at] = CKPT_CLUSTER_JOBS + 1;
+        CHECK_RC(ckpt_reply_decode(&rout, buf, (size_t)n), -EBADMSG, "33 jobs");
+}
+
 /* METRICS exists from version 7 on; its reply's length is bounded by
  * the page and by what is left of the document;  */
 static void test_metrics(void) {
-        struct ckpt_request m, out;
         struct ckpt_reply rep, rout;
+        int n;
 
-        make_request(&m, CKPT_MSG_METRICS);
-        m.hdr.version = CKPT_PROTO_VERSION_METRICS - 1;
-        CHECK_RC(ckpt_request_encode(&m, buf, sizeof(buf)), -EINVAL, "METRICS v6 encoded");
-        m.hdr.version = 0;
-        int n = ckpt_request_encode(&m, buf, sizeof(buf));
-        CHECK(n == CKPT_HDR_SIZE + 8, "METRICS request is %d bytes", n);
-        buf[4] = CKPT_PROTO_VERSION_METRICS - 1; /* the header's version, by hand */
-        CHECK_RC(ckpt_request_decode(&out, buf, (size_t)n), -EBADMSG, "METRICS v6 decoded");
+        check_request_from(CKPT_MSG_METRICS, CKPT_PROTO_VERSION_METRICS, 8);
 
         make_reply(&rep, CKPT_MSG_METRICS | CKPT_MSG_REPLY, 1);
         rep.metrics.total = 1000;
@@ -2168,6 +2243,7 @@ int main(void) {
         test_roundtrips();
         test_fail_reason();
         test_metrics();
+        test_cluster();
         test_delete_retention();
         test_golden();
         test_versions();
