@@ -646,6 +646,9 @@ enum ckpt_node_reach {
         CKPT_NODE_REACHABLE = 0,
         CKPT_NODE_UNREACHABLE = 1, /* no answer within the deadline */
         CKPT_NODE_DOWN = 2,        /* connection refused or link down */
+        /* not asked: the asked node has no link to it (it neither replicates
+         * to nor from it); node 0, linked to every node, knows */
+        CKPT_NODE_UNKNOWN = 3,
         CKPT_NODE_REACH_MAX_,
 };
 struct ckpt_cluster_job {

@@ -2,13 +2,14 @@
 /*
  * ckptctl cluster: every node of the cluster as the daemon asked sees it
  * now (server/cluster_view.c): reachable, unreachable (no answer within
- * 2 s) or down (no link), the newest committed step and the steps owed to
+ * 2 s), down (its link is down) or unknown (no link from the asked node:
+ * ask node 0), the newest committed step and the steps owed to
  * replication targets of each job, the links that are down, the errors.
  *
  * One node per reply (CLUSTER, docs/protocol.md): node 0's request
- * gathers the view, the others read it.  Exit 1 when a node is not
- * reachable, with the output printed all the same: the table is the
- * finding.
+ * gathers the view, the others read it.  Exit 1 when a node is
+ * unreachable or down, with the output printed all the same: the table is
+ * the finding.  An unknown node is not a finding about that node.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -20,6 +21,7 @@ static const char *const reach_names[CKPT_NODE_REACH_MAX_] = {
         [CKPT_NODE_REACHABLE] = "reachable",
         [CKPT_NODE_UNREACHABLE] = "unreachable",
         [CKPT_NODE_DOWN] = "down",
+        [CKPT_NODE_UNKNOWN] = "unknown",
 };
 
 static void print_json(const struct ckpt_rep_cluster *nodes, uint32_t total,
@@ -91,7 +93,7 @@ int cmd_cluster(int nargs, char **args) {
                 return need;
         struct ckpt_reply *rep = malloc(sizeof(*rep));
         struct ckpt_rep_cluster *nodes = NULL;
-        uint32_t total = 1, reachable = 0;
+        uint32_t total = 1, reachable = 0, unknown = 0;
         int status = 0;
         if (!rep)
                 return ctl_fail(EXIT_DAEMON_ERROR, ENOMEM, "out of memory");
@@ -119,14 +121,15 @@ int cmd_cluster(int nargs, char **args) {
                 }
                 nodes[n] = rep->cluster;
                 reachable += rep->cluster.reach == CKPT_NODE_REACHABLE;
+                unknown += rep->cluster.reach == CKPT_NODE_UNKNOWN;
         }
         if (ctl.json)
                 print_json(nodes, total, reachable);
         else
                 print_human(nodes, total, reachable);
-        if (reachable < total) {
-                fprintf(stderr, "ckptctl: %u of %u nodes not reachable\n", total - reachable,
-                        total);
+        if (reachable + unknown < total) {
+                fprintf(stderr, "ckptctl: %u of %u nodes not reachable\n",
+                        total - reachable - unknown, total);
                 ctl.keep_output = true;
                 status = EXIT_DAEMON_ERROR;
         }

@@ -404,10 +404,12 @@ int peers_node_status_ask(struct peers *ps, uint32_t node, uint64_t nonce, uint3
                 else if (dials_here)
                         snprintf(why, size, "its link to node %u is not up (it connects to "
                                  "this node)", ps->links.self);
-                else
+                else {
                         snprintf(why, size, "no link from node %u (it neither replicates to "
                                  "nor from it: ask node %u, linked to every node)",
                                  ps->links.self, PEERS_COORDINATOR);
+                        return -ENOLINK;
+                }
                 return -ENOTCONN;
         }
         /* a struct peer_msg is ~70 KiB (LIST_REP): not on the stack */

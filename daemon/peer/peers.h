@@ -118,8 +118,9 @@ int peers_control_send(struct peers *ps, uint32_t node, struct peer_msg *m);
  * authenticated link this node has to it: a target's, the control link,
  * or one the node opened to here.  0: asked (the answer comes through
  * control.node_status_answer, or never: the caller's deadline decides);
- * -ENOTCONN: no such link is up, why (size bytes) says why ("link down:
- * <last link error>", or that the nodes have no link); -ENOMEM, why
+ * -ENOTCONN: the link to it is not up, why (size bytes) says why ("link
+ * down: <last link error>"); -ENOLINK: the two nodes have no link at all
+ * (neither replicates to the other; why says to ask node 0); -ENOMEM, why
  * says so too. */
 int peers_node_status_ask(struct peers *ps, uint32_t node, uint64_t nonce, uint32_t uid, char *why,
                           size_t size);

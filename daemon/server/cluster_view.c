@@ -201,8 +201,12 @@ static int gather(struct conn *c) {
                         continue;
                 }
                 char why[CKPT_CLUSTER_ERROR_MAX + 1];
-                if (peers_node_status_ask(srv->peers, n, v->id, conn_peer_uid(c), why,
-                                          sizeof(why)) < 0) {
+                int r = peers_node_status_ask(srv->peers, n, v->id, conn_peer_uid(c), why,
+                                              sizeof(why));
+                if (r < 0) {
+                        /* no link at all says nothing about the node */
+                        if (r == -ENOLINK)
+                                row->reach = CKPT_NODE_UNKNOWN;
                         text_copy(row->last_error, sizeof(row->last_error), why);
                         continue;
                 }
