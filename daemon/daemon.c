@@ -543,6 +543,12 @@ static void daemon_node_status_answer(void *userdata, uint32_t node,
         cluster_view_answer(d->server, node, st);
 }
 
+static void daemon_node_status_relay(void *userdata, uint32_t node,
+                                     const struct peer_node_status_req *req) {
+        struct daemon *d = userdata;
+        cluster_view_relay(d->server, node, req);
+}
+
 static void daemon_coordinator_up(void *userdata) {
         struct daemon *d = userdata;
         step_cluster_sync(d->server);
@@ -566,6 +572,7 @@ static int daemon_cluster_open(struct daemon *d) {
                 .coordinator_up = daemon_coordinator_up,
                 .node_status = daemon_node_status,
                 .node_status_answer = daemon_node_status_answer,
+                .node_status_relay = daemon_node_status_relay,
                 .userdata = d,
         };
         peers_set_control(d->peers, &control);

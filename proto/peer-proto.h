@@ -272,9 +272,15 @@ struct peer_step_state {
  * that STATUS's privacy rule holds on every node and the bounded job list
  * is the asker's own jobs, not the first CKPT_CLUSTER_JOBS of anyone's. */
 #define PEER_UID_ANY UINT32_MAX
+/* about: the node whose status is asked; PEER_NODE_SELF the receiver.
+ * Another node's is a relay request to the coordinator (node 0, linked to
+ * every node), from a node with no link to that one: the coordinator asks
+ * it and answers with its NODE_STATUS (about, reach) in turn. */
+#define PEER_NODE_SELF UINT32_MAX
 struct peer_node_status_req {
         uint64_t nonce;
         uint32_t uid;
+        uint32_t about;
 };
 
 /* NODE_STATUS: the answering node's jobs (the first CKPT_CLUSTER_JOBS,
@@ -283,6 +289,11 @@ struct peer_node_status_req {
  * errors, as in the CLUSTER reply (ckpt-proto.h). */
 struct peer_node_status {
         uint64_t nonce;
+        /* whose status this is (PEER_NODE_SELF: the sender's) and, in a
+         * relayed answer, what the relaying node found (enum
+         * ckpt_node_reach; anything but reachable carries only last_error) */
+        uint32_t about;
+        uint8_t reach;
         uint32_t njobs, jobs_omitted;
         struct ckpt_cluster_job jobs[CKPT_CLUSTER_JOBS];
         /* each job's owner, so that the asking daemon applies STATUS's

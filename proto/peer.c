@@ -180,6 +180,9 @@ static int check_msg(const struct peer_msg *m) {
         case PEER_MSG_NODE_STATUS: {
                 const struct peer_node_status *p = &m->node_status;
                 check_bad(&c, p->njobs > CKPT_CLUSTER_JOBS || p->nlinks > CKPT_CLUSTER_LINKS);
+                check_bad(&c, p->reach >= CKPT_NODE_REACH_MAX_);
+                /* only a relayed answer reports another node, or an unreachable one */
+                check_inval(&c, p->reach != CKPT_NODE_REACHABLE && p->about == PEER_NODE_SELF);
                 for (uint32_t i = 0; i < p->njobs && i < CKPT_CLUSTER_JOBS; i++) {
                         check_name(&c, &p->jobs[i].job);
                         check_step(&c, p->jobs[i].newest_step);
@@ -289,10 +292,13 @@ static void put_body(struct wbuf *w, const struct peer_msg *m) {
         case PEER_MSG_NODE_STATUS_REQ:
                 w_u64(w, m->node_status_req.nonce);
                 w_u32(w, m->node_status_req.uid);
+                w_u32(w, m->node_status_req.about);
                 break;
         case PEER_MSG_NODE_STATUS: {
                 const struct peer_node_status *p = &m->node_status;
                 w_u64(w, p->nonce);
+                w_u32(w, p->about);
+                w_u8(w, p->reach);
                 w_u32(w, p->njobs);
                 w_u32(w, p->jobs_omitted);
                 for (uint32_t i = 0; i < p->njobs; i++) {
@@ -427,10 +433,13 @@ static void get_body(struct rbuf *r, struct peer_msg *m) {
         case PEER_MSG_NODE_STATUS_REQ:
                 m->node_status_req.nonce = r_u64(r);
                 m->node_status_req.uid = r_u32(r);
+                m->node_status_req.about = r_u32(r);
                 break;
         case PEER_MSG_NODE_STATUS: {
                 struct peer_node_status *p = &m->node_status;
                 p->nonce = r_u64(r);
+                p->about = r_u32(r);
+                p->reach = r_u8(r);
                 p->njobs = r_u32(r);
                 p->jobs_omitted = r_u32(r);
                 /* The counts size the arrays: check them before the entries. */

@@ -229,6 +229,14 @@ static void on_node_status(struct peers *ps, struct plink *l, const struct peer_
                                                        &m->node_status);
                 return;
         }
+        if (m->node_status_req.about != PEER_NODE_SELF) {
+                /* another node's status, relayed (the layer above answers
+                 * when it has it, or says why not) */
+                if (ps->control.node_status_relay)
+                        ps->control.node_status_relay(ps->control.userdata, l->node,
+                                                      &m->node_status_req);
+                return;
+        }
         _cleanup_free_ struct peer_msg *rep = calloc(1, sizeof(*rep));
         if (!rep) {
                 link_send_error(l, 0, -ENOMEM, "no memory for a NODE_STATUS");
@@ -239,6 +247,8 @@ static void on_node_status(struct peers *ps, struct plink *l, const struct peer_
                 ps->control.node_status(ps->control.userdata, m->node_status_req.uid,
                                         &rep->node_status);
         rep->node_status.nonce = m->node_status_req.nonce;
+        rep->node_status.about = PEER_NODE_SELF;
+        rep->node_status.reach = CKPT_NODE_REACHABLE;
         rep->hdr.seq = link_next_seq(l);
         if (link_send(l, rep) == 0)
                 link_flush(l);
@@ -389,10 +399,32 @@ static struct dialer *dialer_to(struct peers *ps, uint32_t node) {
         return ps->to_coord && ps->to_coord->node == node ? ps->to_coord : NULL;
 }
 
-int peers_node_status_ask(struct peers *ps, uint32_t node, uint64_t nonce, uint32_t uid, char *why,
-                          size_t size) {
+/* The authenticated link up to node, any kind; NULL: none. */
+static struct plink *link_to(struct peers *ps, uint32_t node) {
         struct dialer *d = dialer_to(ps, node);
-        struct plink *l = d && dialer_up(d) ? d->l : link_from(ps, node);
+        return d && dialer_up(d) ? d->l : link_from(ps, node);
+}
+
+int peers_node_status_send(struct peers *ps, uint32_t node, const struct peer_node_status *st) {
+        struct plink *l = ps->links.freeing ? NULL : link_to(ps, node);
+        if (!l)
+                return -ENOTCONN;
+        _cleanup_free_ struct peer_msg *m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        m->hdr.type = PEER_MSG_NODE_STATUS;
+        m->node_status = *st;
+        m->hdr.seq = link_next_seq(l);
+        int r = link_send(l, m);
+        if (r == 0)
+                link_flush(l);
+        return r;
+}
+
+int peers_node_status_ask(struct peers *ps, uint32_t node, uint64_t nonce, uint32_t uid,
+                          uint32_t about, char *why, size_t size) {
+        struct dialer *d = dialer_to(ps, node);
+        struct plink *l = link_to(ps, node);
 
         if (!l || ps->links.freeing) {
                 bool dials_here = false;
@@ -421,6 +453,7 @@ int peers_node_status_ask(struct peers *ps, uint32_t node, uint64_t nonce, uint3
         m->hdr.type = PEER_MSG_NODE_STATUS_REQ;
         m->node_status_req.nonce = nonce;
         m->node_status_req.uid = uid;
+        m->node_status_req.about = about;
         m->hdr.seq = link_next_seq(l);
         int r = link_send(l, m);
         if (r < 0) {

@@ -95,6 +95,10 @@ struct peers_control {
         void (*node_status)(void *userdata, uint32_t uid, struct peer_node_status *st);
         void (*node_status_answer)(void *userdata, uint32_t node,
                                    const struct peer_node_status *st);
+        /* a NODE_STATUS_REQ from node about another node (req->about): ask
+         * that one and answer node with peers_node_status_send(), in time */
+        void (*node_status_relay)(void *userdata, uint32_t node,
+                                  const struct peer_node_status_req *req);
         void *userdata;
 };
 
@@ -121,9 +125,13 @@ int peers_control_send(struct peers *ps, uint32_t node, struct peer_msg *m);
  * -ENOTCONN: the link to it is not up, why (size bytes) says why ("link
  * down: <last link error>"); -ENOLINK: the two nodes have no link at all
  * (neither replicates to the other; why says to ask node 0); -ENOMEM, why
- * says so too. */
-int peers_node_status_ask(struct peers *ps, uint32_t node, uint64_t nonce, uint32_t uid, char *why,
-                          size_t size);
+ * says so too.  about: PEER_NODE_SELF, or (asking the coordinator) the
+ * node it is to ask in turn, for a node with no link to that one. */
+int peers_node_status_ask(struct peers *ps, uint32_t node, uint64_t nonce, uint32_t uid,
+                          uint32_t about, char *why, size_t size);
+/* Send st (a relayed answer) to node over any authenticated link up to it:
+ * 0, -ENOTCONN (none), -ENOMEM, or link_send's error. */
+int peers_node_status_send(struct peers *ps, uint32_t node, const struct peer_node_status *st);
 /* The nodes this node's own links (to its targets and the coordinator)
  * go to that are down now, at most max of them; how many were written. */
 uint32_t peers_links_down(const struct peers *ps, uint32_t *nodes, uint32_t max);

@@ -24,10 +24,100 @@ struct cluster_view {
         bool gathering;
         struct loop_timer timer;   /* CLUSTER_VIEW_DEADLINE_MS */
         bool *asked;               /* per node: an answer is awaited */
+        bool *relayed;             /* per node: asked through the coordinator */
         struct ckpt_rep_cluster *nodes; /* total entries */
 };
 
+/* On the coordinator: a node's NODE_STATUS_REQ about another node, asked
+ * on its behalf (docs/peer-protocol.md, "Node status"). */
+struct cluster_relay {
+        struct list link;          /* server.cluster_relays */
+        struct server *srv;
+        uint64_t id;               /* the nonce of the request sent on */
+        uint64_t origin_nonce;     /* the asker's nonce, for the answer */
+        uint32_t origin, about;    /* the asking node, the node asked */
+        struct loop_timer timer;   /* CLUSTER_RELAY_DEADLINE_MS */
+};
+
 static uint64_t next_id = 1;
+
+static void relay_free(struct cluster_relay *r) {
+        list_unlink(&r->link);
+        loop_timer_cancel(&r->timer);
+        free(r);
+}
+
+void cluster_view_free_all(struct server *srv) {
+        while (!list_empty(&srv->cluster_relays))
+                relay_free(list_entry(srv->cluster_relays.next, struct cluster_relay, link));
+}
+
+/* Answer the asking node what became of its relayed request.  st: the
+ * node's answer (reach reachable), or NULL with reach and why. */
+static void relay_answer(struct server *srv, uint32_t origin, uint64_t nonce, uint32_t about,
+                         const struct peer_node_status *st, uint8_t reach, const char *why) {
+        _cleanup_free_ struct peer_node_status *out = calloc(1, sizeof(*out));
+        if (!out)
+                return; /* the asker's deadline says "unreachable" */
+        if (st)
+                *out = *st;
+        else
+                text_copy(out->last_error, sizeof(out->last_error), why);
+        out->nonce = nonce;
+        out->about = about;
+        out->reach = reach;
+        int r = srv->peers ? peers_node_status_send(srv->peers, origin, out) : -ENOTCONN;
+        if (r < 0)
+                log_debug("cluster view: cannot answer node %u about node %u: %s", origin, about,
+                          strerror(-r));
+}
+
+static void relay_deadline(struct loop_timer *t) {
+        struct cluster_relay *r = container_of(t, struct cluster_relay, timer);
+        char why[64];
+        snprintf(why, sizeof(why), "no answer to node %u within %u ms", r->srv->opts.node_index,
+                 CLUSTER_RELAY_DEADLINE_MS);
+        relay_answer(r->srv, r->origin, r->origin_nonce, r->about, NULL, CKPT_NODE_UNREACHABLE,
+                     why);
+        relay_free(r);
+}
+
+void cluster_view_relay(struct server *srv, uint32_t origin, const struct peer_node_status_req *req) {
+        uint32_t total = srv->opts.node_count ? srv->opts.node_count : 1;
+        char why[CKPT_CLUSTER_ERROR_MAX + 1];
+
+        /* Only the coordinator relays (it has a link to every node), and
+         * only one hop: a request about itself or the asker is no relay. */
+        if (srv->opts.node_index != PEERS_COORDINATOR || req->about >= total ||
+            req->about == origin || req->about == srv->opts.node_index) {
+                log_warn("cluster view: node %u asked node %u to relay to node %u: refused",
+                         origin, srv->opts.node_index, req->about);
+                snprintf(why, sizeof(why), "node %u does not relay to node %u",
+                         srv->opts.node_index, req->about);
+                if (req->about < total)
+                        relay_answer(srv, origin, req->nonce, req->about, NULL, CKPT_NODE_UNKNOWN,
+                                     why);
+                return;
+        }
+        struct cluster_relay *r = calloc(1, sizeof(*r));
+        if (!r)
+                return;
+        r->srv = srv;
+        r->id = next_id++;
+        r->origin_nonce = req->nonce;
+        r->origin = origin;
+        r->about = req->about;
+        int e = peers_node_status_ask(srv->peers, req->about, r->id, req->uid, PEER_NODE_SELF,
+                                      why, sizeof(why));
+        if (e < 0) {
+                relay_answer(srv, origin, req->nonce, req->about, NULL,
+                             e == -ENOLINK ? CKPT_NODE_UNKNOWN : CKPT_NODE_DOWN, why);
+                free(r);
+                return;
+        }
+        list_add_tail(&srv->cluster_relays, &r->link);
+        loop_timer_start(srv->loop, &r->timer, CLUSTER_RELAY_DEADLINE_MS, relay_deadline);
+}
 
 static struct cluster_view *view_free(struct cluster_view *v) {
         if (!v)
@@ -36,6 +126,7 @@ static struct cluster_view *view_free(struct cluster_view *v) {
                 list_unlink(&v->link);
         loop_timer_cancel(&v->timer);
         free(v->asked);
+        free(v->relayed);
         free(v->nodes);
         free(v);
         return NULL;
@@ -147,16 +238,41 @@ static void deadline(struct loop_timer *t) {
 void cluster_view_answer(struct server *srv, uint32_t node, const struct peer_node_status *st) {
         struct list *pos;
 
+        /* the answer to a request relayed for another node */
+        list_for_each(pos, &srv->cluster_relays) {
+                struct cluster_relay *r = list_entry(pos, struct cluster_relay, link);
+                if (r->id != st->nonce)
+                        continue;
+                if (node == r->about && st->about == PEER_NODE_SELF)
+                        relay_answer(srv, r->origin, r->origin_nonce, r->about, st,
+                                     CKPT_NODE_REACHABLE, NULL);
+                else
+                        log_warn("cluster view: node %u answered a relay to node %u", node,
+                                 r->about);
+                relay_free(r);
+                return;
+        }
         list_for_each(pos, &srv->cluster_views) {
                 struct cluster_view *v = list_entry(pos, struct cluster_view, link);
                 if (v->id != st->nonce)
                         continue;
-                if (node >= v->total || !v->asked[node]) {
-                        log_warn("cluster view: an answer from node %u nobody waits for", node);
+                /* a node's own answer, or the coordinator's about one it
+                 * was asked to relay to */
+                bool relayed = st->about != PEER_NODE_SELF;
+                uint32_t about = relayed ? st->about : node;
+                if (about >= v->total || !v->asked[about] ||
+                    relayed != (v->relayed[about] && node == PEERS_COORDINATOR)) {
+                        log_warn("cluster view: an answer from node %u about node %u nobody "
+                                 "waits for", node, about);
                         return;
                 }
-                fill_row(&v->nodes[node], st, conn_peer_uid(v->conn));
-                v->asked[node] = false;
+                struct ckpt_rep_cluster *row = &v->nodes[about];
+                row->reach = st->reach;
+                if (st->reach == CKPT_NODE_REACHABLE)
+                        fill_row(row, st, conn_peer_uid(v->conn));
+                else
+                        memcpy(row->last_error, st->last_error, sizeof(row->last_error));
+                v->asked[about] = false;
                 if (--v->waiting == 0)
                         gathered(v);
                 return;
@@ -174,8 +290,9 @@ static int gather(struct conn *c) {
         v->total = total;
         v->id = next_id++;
         v->asked = calloc(total, sizeof(*v->asked));
+        v->relayed = calloc(total, sizeof(*v->relayed));
         v->nodes = calloc(total, sizeof(*v->nodes));
-        if (!v->asked || !v->nodes) {
+        if (!v->asked || !v->relayed || !v->nodes) {
                 view_free(v);
                 return -ENOMEM;
         }
@@ -201,8 +318,18 @@ static int gather(struct conn *c) {
                         continue;
                 }
                 char why[CKPT_CLUSTER_ERROR_MAX + 1];
-                int r = peers_node_status_ask(srv->peers, n, v->id, conn_peer_uid(c), why,
-                                              sizeof(why));
+                int r = peers_node_status_ask(srv->peers, n, v->id, conn_peer_uid(c),
+                                              PEER_NODE_SELF, why, sizeof(why));
+                /* no link at all: the coordinator, linked to every node,
+                 * asks it for this one */
+                if (r == -ENOLINK && srv->opts.node_index != PEERS_COORDINATOR) {
+                        char via[CKPT_CLUSTER_ERROR_MAX + 1];
+                        if (peers_node_status_ask(srv->peers, PEERS_COORDINATOR, v->id,
+                                                  conn_peer_uid(c), n, via, sizeof(via)) == 0) {
+                                v->relayed[n] = true;
+                                r = 0;
+                        }
+                }
                 if (r < 0) {
                         /* no link at all says nothing about the node */
                         if (r == -ENOLINK)

@@ -935,6 +935,7 @@ int server_new(struct server **out, struct loop *loop, struct pool *pool, struct
         list_init(&srv->heals);
         list_init(&srv->uid_errors);
         list_init(&srv->cluster_views);
+        list_init(&srv->cluster_relays);
         fd_budget_init(&srv->files, opts->files_per_uid);
         if (opts->memory_tier && memtier_new(&srv->memtier, pool) < 0) {
                 free(srv);
@@ -1151,6 +1152,7 @@ struct server *server_free(struct server *srv) {
         loop_timer_cancel(&srv->drain_timer);
         step_state_free_all(srv);
         heal_free_all(srv);
+        cluster_view_free_all(srv);
         /* after the connections: their READs pin what it keeps */
         srv->memtier = memtier_free(srv->memtier);
         list_for_each_safe(pos, tmp, &srv->uid_errors) {

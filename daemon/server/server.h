@@ -113,6 +113,7 @@ struct server {
         struct list heals;   /* struct heal: corrupt copies being replaced (heal.c) */
         struct list uid_errors; /* struct uid_errors: what STATUS tells a non-root uid */
         struct list cluster_views; /* struct cluster_view being gathered (cluster_view.c) */
+        struct list cluster_relays; /* struct cluster_relay waiting (cluster_view.c) */
         struct fd_budget files; /* descriptors held for each uid's saves and reads */
         uint32_t saves_active;
         uint32_t read_ops;       /* restore reads alive (incl. read-ahead) */

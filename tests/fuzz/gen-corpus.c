@@ -963,9 +963,11 @@ static void peers(void) {
                 case PEER_MSG_NODE_STATUS_REQ:
                         pm.node_status_req.nonce = 42;
                         pm.node_status_req.uid = 1000;
+                        pm.node_status_req.about = PEER_NODE_SELF;
                         break;
                 case PEER_MSG_NODE_STATUS:
                         pm.node_status.nonce = 42;
+                        pm.node_status.about = PEER_NODE_SELF;
                         pm.node_status.njobs = 1;
                         name(&pm.node_status.jobs[0].job, "llama-70b");
                         pm.node_status.uids[0] = 1000;
@@ -1150,10 +1152,12 @@ static void peer_links(void) {
         pm.hdr.type = PEER_MSG_NODE_STATUS_REQ;
         pm.node_status_req.nonce = 9;
         pm.node_status_req.uid = PEER_UID_ANY;
+        pm.node_status_req.about = PEER_NODE_SELF;
         link_add(&pm, NULL, 0);
         memset(&pm, 0, sizeof(pm));
         pm.hdr.type = PEER_MSG_NODE_STATUS;
         pm.node_status.nonce = 9;
+        pm.node_status.about = PEER_NODE_SELF;
         pm.node_status.njobs = 1;
         name(&pm.node_status.jobs[0].job, "fuzz-job");
         pm.node_status.jobs[0].newest_step = 1;

@@ -23,7 +23,8 @@ node replicates to both others):
      of root's jobs on any node; root sees them (skipped unless root);
   4. four nodes in two replication cliques: node 0 (linked to all for the
      commit) sees every node reachable; node 2, with no link to node 1,
-     shows it "unknown" saying "no link ... ask node 0", and exits 0.
+     asks node 0 about it: reachable; stopped: unreachable (node 0's
+     deadline), killed: down.
 Cases can be chosen with CKPT_CV_CASES=1 (by number) when run by hand.
 """
 import json
@@ -109,6 +110,17 @@ def case_reachable(ctx):
     stop_clean(cl.nodes)
 
 
+def kill_stopped(victim):
+    """SIGKILL a daemon the case SIGSTOPped (a stopped process takes the
+    kill only once continued) and reap it."""
+    victim.kill(signal.SIGKILL)
+    try:
+        os.kill(victim.proc.pid, signal.SIGCONT)
+    except OSError:
+        pass
+    victim.proc.wait(30)
+
+
 def case_stopped_then_killed(ctx):
     cl = committed_cluster(ctx)
     cluster_json(cl.nodes[0], want_rc=0)
@@ -131,12 +143,7 @@ def case_stopped_then_killed(ctx):
         doc, _ = cluster_json(cl.nodes[0], want_rc=0)
         check_all_reachable(cl, doc)
     finally:
-        victim.kill(signal.SIGKILL)
-        try:
-            os.kill(victim.proc.pid, signal.SIGCONT)
-        except OSError:
-            pass
-        victim.proc.wait(30)
+        kill_stopped(victim)
 
     def down():
         doc, rc = cluster_json(cl.nodes[0])
@@ -193,28 +200,54 @@ def case_privacy(ctx):
 def case_partial_links(ctx):
     """Replication factor 2 of 4 nodes: cliques {0,1} and {2,3}.  Node 0,
     which every node links to for the commit, sees all four; node 2 has
-    no link to node 1 and says so: "unknown", not "down" (node 1 is up), and
-    exit 0 (that is no finding about node 1)."""
+    no link to node 1 and asks node 0 about it (a relay): node 1 reachable
+    with its jobs, exit 0.  Node 1 stopped: node 0's own deadline (1.5 s)
+    makes it unreachable in node 2's view, in time; killed: down, with node
+    0's reason."""
     cl = Cluster(ctx, 4, 2, 1, "clique").start()
     cl.wait_control_links()
-    doc, _ = cluster_json(cl.nodes[0], want_rc=0)
+    doc0, _ = cluster_json(cl.nodes[0], want_rc=0)
     for i in range(4):
-        check(node_of(doc, i)["state"] == "reachable", "node 0's view: %r" % node_of(doc, i))
-    # node 1 is up: node 2 cannot tell, and says so without a failure
+        check(node_of(doc0, i)["state"] == "reachable", "node 0's view: %r" % node_of(doc0, i))
     doc, _ = cluster_json(cl.nodes[2], want_rc=0)
+    for i in range(4):
+        check(node_of(doc, i)["state"] == "reachable", "node 2's view: %r" % node_of(doc, i))
+    check(node_of(doc, 1)["jobs"] == node_of(doc0, 1)["jobs"] and
+          node_of(doc, 1)["node"] == node_of(doc0, 1)["node"],
+          "node 2's view of node 1 through node 0 %r differs from node 0's %r"
+          % (node_of(doc, 1), node_of(doc0, 1)))
+
+    victim = cl.nodes[1]
+    os.kill(victim.proc.pid, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        doc, _ = cluster_json(cl.nodes[2], want_rc=1)
+        took = time.monotonic() - t0
+        n1 = node_of(doc, 1)
+        check(n1["state"] == "unreachable" and "no answer to node 0" in n1["last_error"],
+              "node 2's view of the stopped node 1: %r; want unreachable, said by node 0" % n1)
+        check(took < 4.0, "node 2's answer with node 1 stopped took %.1f s" % took)
+        log("   node 2's view, node 1 stopped, through node 0: %.1f s, %r"
+            % (took, n1["last_error"]))
+    finally:
+        kill_stopped(victim)
+
+    def down():
+        doc, rc = cluster_json(cl.nodes[2])
+        return (doc, rc) if node_of(doc, 1)["state"] == "down" else None
+    doc, rc = wait_until(down, timeout=15, interval=0.3, what="node 2 showing node 1 down")
+    check(rc == 1 and node_of(doc, 1)["last_error"],
+          "node 2's view of the killed node 1: exit %d, %r" % (rc, node_of(doc, 1)))
     for i in (0, 2, 3):
         check(node_of(doc, i)["state"] == "reachable", "node 2's view: %r" % node_of(doc, i))
-    n1 = node_of(doc, 1)
-    check(n1["state"] == "unknown" and "no link from node 2" in n1["last_error"]
-          and "ask node 0" in n1["last_error"], "node 2's view of node 1: %r" % n1)
-    stop_clean(cl.nodes)
+    stop_clean([n for k, n in enumerate(cl.nodes) if k != 1])
 
 
 CASES = [
     (1, "three nodes reachable, the newest committed step of each", case_reachable),
     (2, "a stopped node is unreachable, a killed one down", case_stopped_then_killed),
     (3, "a user sees only its own jobs, on every node", case_privacy),
-    (4, "without a link: down, and node 0 sees every node", case_partial_links),
+    (4, "without a link: through node 0, which sees every node", case_partial_links),
 ]
 
 if __name__ == "__main__":

@@ -229,10 +229,14 @@ static void make_msg(struct peer_msg *m, uint16_t type, int variant) {
         case PEER_MSG_NODE_STATUS_REQ:
                 m->node_status_req.nonce = variant ? 1 : UINT64_MAX;
                 m->node_status_req.uid = variant ? 0 : PEER_UID_ANY;
+                m->node_status_req.about = variant ? 3 : PEER_NODE_SELF;
                 break;
         case PEER_MSG_NODE_STATUS: {
                 struct peer_node_status *p = &m->node_status;
                 p->nonce = variant ? 1 : UINT64_MAX;
+                /* the variant: a relayed answer about node 5, found down */
+                p->about = variant ? 5 : PEER_NODE_SELF;
+                p->reach = variant ? CKPT_NODE_DOWN : CKPT_NODE_REACHABLE;
                 if (!variant) { /* the longest: full lists of the longest names */
                         p->njobs = CKPT_CLUSTER_JOBS;
                         p->jobs_omitted = UINT32_MAX;
@@ -1027,8 +1031,22 @@ static void test_type_names(void) {
         CHECK(strcmp(peer_msg_type_name(0), "UNKNOWN") == 0, "name of 0");
 }
 
+/* A relayed answer's reach is an enum ckpt_node_reach, and only a relayed
+ * answer (about another node) may say the node is not reachable. */
+static void test_node_status_reach(void) {
+        make_msg(&in, PEER_MSG_NODE_STATUS, 1);
+        CHECK(peer_msg_encode(&in, buf, sizeof(buf)) > 0, "relayed NODE_STATUS down encodes");
+        in.node_status.reach = CKPT_NODE_REACH_MAX_;
+        CHECK(peer_msg_encode(&in, buf, sizeof(buf)) < 0, "NODE_STATUS reach past the enum refused");
+        in.node_status.reach = CKPT_NODE_UNREACHABLE;
+        in.node_status.about = PEER_NODE_SELF;
+        CHECK(peer_msg_encode(&in, buf, sizeof(buf)) < 0,
+              "a node's own NODE_STATUS saying it is unreachable refused");
+}
+
 int main(void) {
         test_roundtrips();
+        test_node_status_reach();
         test_list_size();
         test_golden();
         test_truncation();
