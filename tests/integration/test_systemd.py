@@ -276,13 +276,16 @@ def sigterm_drain(tmp):
 
 
 def drain_attempt(tmp, attempt, last):
-    # 768 MiB pool for an 800 MiB save: when finish returns, up to 768 MiB
-    # are still only in memory — enough that writing them outlasts the
-    # test's SIGTERM even on a fast disk with a slow (sanitized) client
-    # exit; 256 MiB was not, once in CI's ASan run
-    d = Daemon(tmp, name="drain%d" % attempt, pool="768M", slot="16M")
+    # 768 MiB pool for a 128 MiB save: when finish returns, all of it is
+    # still only in memory, and the disk takes it 4 KiB at a time with one
+    # request in flight (32768 O_DIRECT writes: seconds on any disk), so
+    # that writing it outlasts the test's SIGTERM even with a slow
+    # (sanitized) client exit.  Racing a fast disk with 800 MiB at the
+    # default 1 MiB x 16 lost 3 times in a row in a loaded ASan run.
+    d = Daemon(tmp, name="drain%d" % attempt, pool="768M", slot="16M",
+               extra=["--local-io-size", "4K", "--local-queue-depth", "1"])
     d.start()
-    layout = [("model", 800 * MiB + 77), ("small", 5000)]
+    layout = [("model", 128 * MiB + 77), ("small", 5000)]
     # a second trainer still staging when SIGTERM comes: never acknowledged
     staging = d.rank_async("save", "--job", "drain-other", "--step", 1, "--rank", 0,
                            "--world", 1, "--shards", "huge:4G", "--zero-copy")
@@ -309,7 +312,7 @@ def drain_attempt(tmp, attempt, last):
     check(i_term >= 0 and i_disk >= 0, "log lacks SIGTERM or the rank reaching disk:\n"
           + logtext[-2000:])
     if i_term > i_disk and not last:
-        shutil.rmtree(d.state_dir, ignore_errors=True)  # 800 MiB
+        shutil.rmtree(d.state_dir, ignore_errors=True)  # 128 MiB
         return False
     check(i_term < i_disk, "the rank was on disk before SIGTERM arrived, 3 times: nothing was "
           "drained (test too slow to SIGTERM?)")
