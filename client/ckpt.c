@@ -17,6 +17,7 @@
 
 #include "ckpt.h"
 #include "conn.h"
+#include "copy.h"
 #include "crc32c.h"
 
 #define MIN_U64(a, b) ((a) < (b) ? (a) : (b))
@@ -652,7 +653,8 @@ int64_t ckpt_read(struct ckpt_conn *c, const char *job, uint64_t step, uint32_t 
                         r = -EPROTO;
                         break;
                 }
-                memcpy((char *)buf + done, src, got);
+                /* streaming stores: a restore is far larger than any cache */
+                copy_large((char *)buf + done, src, got);
                 struct ckpt_request rd = { .hdr.type = CKPT_MSG_READ_DONE };
                 struct ckpt_reply rdrep;
                 rd.read_done.slot_id = rep.slot.slot_id;
