@@ -666,8 +666,10 @@ static int daemon_peers_open(struct daemon *d, const struct store_options *so) {
         r = peers_new(&d->peers, d->loop, d->workers, d->pool, d->store, d->catalog, d->areas,
                       d->nareas, &po, daemon_peers_changed, d);
         explicit_bzero(psk, sizeof(psk));
-        if (r == 0)
+        if (r == 0) {
                 peers_set_copy_bad(d->peers, suspect_copy_bad, d->server);
+                peers_set_memory(d->peers, d->server->memtier);
+        }
         return r;
 }
 

@@ -39,6 +39,7 @@ struct memtier_shard {
 
 struct memtier_rank {
         struct list link; /* on mt->ranks, oldest first */
+        uint32_t src;     /* MEMTIER_OWN, or the node a replica is of */
         char job[CKPT_NAME_MAX + 1];
         uint64_t step;
         uint32_t rank, uid;
@@ -120,14 +121,14 @@ struct memtier *memtier_free(struct memtier *mt) {
         return NULL;
 }
 
-static struct memtier_rank *rank_find(const struct memtier *mt, const char *job, uint64_t step,
-                                      uint32_t rank) {
+static struct memtier_rank *rank_find(const struct memtier *mt, uint32_t src, const char *job,
+                                      uint64_t step, uint32_t rank) {
         struct list *pos;
 
         /* newest first: a save keeps its windows in the newest rank */
         for (pos = mt->ranks.prev; pos != &mt->ranks; pos = pos->prev) {
                 struct memtier_rank *r = list_entry(pos, struct memtier_rank, link);
-                if (r->step == step && r->rank == rank && !strcmp(r->job, job))
+                if (r->step == step && r->rank == rank && r->src == src && !strcmp(r->job, job))
                         return r;
         }
         return NULL;
@@ -144,16 +145,17 @@ static struct memtier_shard *shard_find(const struct memtier_rank *r, const char
         return NULL;
 }
 
-bool memtier_keep(struct memtier *mt, const char *job, uint64_t step, uint32_t rank,
-                  uint32_t uid, const char *shard, uint64_t size, uint64_t offset,
+bool memtier_keep(struct memtier *mt, uint32_t src, const char *job, uint64_t step,
+                  uint32_t rank, uint32_t uid, const char *shard, uint64_t size, uint64_t offset,
                   uint64_t length, const struct pool_extent *e) {
-        struct memtier_rank *r = rank_find(mt, job, step, rank);
+        struct memtier_rank *r = rank_find(mt, src, job, step, rank);
         if (r && (r->landed || r->committed))
                 return false; /* a rank on disk gains nothing after the fact */
         if (!r) {
                 r = calloc(1, sizeof(*r));
                 if (!r)
                         return false;
+                r->src = src;
                 snprintf(r->job, sizeof(r->job), "%s", job);
                 r->step = step;
                 r->rank = rank;
@@ -195,8 +197,8 @@ static int piece_cmp(const void *a, const void *b) {
         return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-void memtier_rank_landed(struct memtier *mt, const struct manifest *m) {
-        struct memtier_rank *r = rank_find(mt, m->job, m->step, m->rank);
+void memtier_rank_landed(struct memtier *mt, uint32_t src, const struct manifest *m) {
+        struct memtier_rank *r = rank_find(mt, src, m->job, m->step, m->rank);
         struct list *pos;
 
         if (!r)
@@ -227,21 +229,23 @@ void memtier_rank_landed(struct memtier *mt, const struct manifest *m) {
         }
 }
 
-void memtier_drop_rank(struct memtier *mt, const char *job, uint64_t step, uint32_t rank) {
+void memtier_drop_rank(struct memtier *mt, uint32_t src, const char *job, uint64_t step,
+                       uint32_t rank) {
         struct memtier_rank *r;
 
-        while ((r = rank_find(mt, job, step, rank)))
+        while ((r = rank_find(mt, src, job, step, rank)))
                 rank_free(mt, r);
 }
 
-/* Drop the ranks of job that pred(r, step) picks. */
-static void drop_ranks(struct memtier *mt, const char *job, uint64_t step,
+/* Drop the ranks of job that pred(r, step) picks (of src only, unless
+ * src is MEMTIER_ANY). */
+static void drop_ranks(struct memtier *mt, uint32_t src, const char *job, uint64_t step,
                        bool (*pred)(const struct memtier_rank *r, uint64_t step)) {
         struct list *pos, *tmp;
 
         list_for_each_safe(pos, tmp, &mt->ranks) {
                 struct memtier_rank *r = list_entry(pos, struct memtier_rank, link);
-                if (!strcmp(r->job, job) && pred(r, step))
+                if ((src == MEMTIER_ANY || r->src == src) && !strcmp(r->job, job) && pred(r, step))
                         rank_free(mt, r);
         }
 }
@@ -254,11 +258,11 @@ static bool older_than(const struct memtier_rank *r, uint64_t step) {
         return r->step < step;
 }
 
-void memtier_drop_step(struct memtier *mt, const char *job, uint64_t step) {
-        drop_ranks(mt, job, step, is_step);
+void memtier_drop_step(struct memtier *mt, uint32_t src, const char *job, uint64_t step) {
+        drop_ranks(mt, src, job, step, is_step);
 }
 
-void memtier_step_committed(struct memtier *mt, const char *job, uint64_t step) {
+void memtier_step_committed(struct memtier *mt, uint32_t src, const char *job, uint64_t step) {
         struct list *pos;
         bool newer = false;
 
@@ -266,25 +270,27 @@ void memtier_step_committed(struct memtier *mt, const char *job, uint64_t step) 
                 struct memtier_rank *r = list_entry(pos, struct memtier_rank, link);
                 if (strcmp(r->job, job))
                         continue;
-                if (r->step == step)
+                if (r->step == step && r->src == src)
                         r->committed = true;
                 else if (r->committed && r->step > step)
                         newer = true;
         }
-        /* only the newest committed step of a job is worth memory */
-        drop_ranks(mt, job, newer ? step + 1 : step, older_than);
+        /* only the newest committed step of a job is worth memory, whoever
+         * saved it: steps are the job's, cluster-wide */
+        drop_ranks(mt, MEMTIER_ANY, job, newer ? step + 1 : step, older_than);
         if (newer)
                 log_debug("memtier: job %s step %" PRIu64 " committed after a newer one; not kept",
                           job, step);
 }
 
-/* The pool's hook: give back the oldest shard kept. */
-static bool memtier_evict(void *data) {
-        struct memtier *mt = data;
+/* Give back the oldest shard kept of a replica (replicas), or of any rank. */
+static bool evict_one(struct memtier *mt, bool replicas) {
         struct list *pos, *p2;
 
         list_for_each(pos, &mt->ranks) {
                 struct memtier_rank *r = list_entry(pos, struct memtier_rank, link);
+                if (replicas && r->src == MEMTIER_OWN)
+                        continue;
                 list_for_each(p2, &r->shards) {
                         struct memtier_shard *sh = list_entry(p2, struct memtier_shard, link);
                         if (sh->npieces == 0)
@@ -300,9 +306,18 @@ static bool memtier_evict(void *data) {
         return false;
 }
 
-struct memtier_shard *memtier_find(struct memtier *mt, const char *job, uint64_t step,
-                                   uint32_t rank, const char *shard) {
-        struct memtier_rank *r = rank_find(mt, job, step, rank);
+/* The pool's hook: give back the oldest shard kept, replicas before this
+ * node's own ranks — a trainer restarted here (the most common failure)
+ * reads its own; a neighbour's replica is read only when a node is lost. */
+static bool memtier_evict(void *data) {
+        struct memtier *mt = data;
+
+        return evict_one(mt, true) || evict_one(mt, false);
+}
+
+struct memtier_shard *memtier_find(struct memtier *mt, uint32_t src, const char *job,
+                                   uint64_t step, uint32_t rank, const char *shard) {
+        struct memtier_rank *r = rank_find(mt, src, job, step, rank);
         if (!r || !r->landed || !r->committed)
                 return NULL;
         struct memtier_shard *sh = shard_find(r, shard);
@@ -346,6 +361,30 @@ int memtier_verify(const struct memtier_shard *sh, uint64_t offset, uint64_t len
         }
         int64_t b = manifest_shard_check(&sh->sums, start, (const char *)pool_extent_addr(&e) + in,
                                          end - start);
+        if (b >= 0) {
+                *bad = (uint64_t)b;
+                return -EBADMSG;
+        }
+        return 0;
+}
+
+int memtier_copy(const struct memtier_shard *sh, uint64_t offset, uint64_t length, void *dst,
+                 uint64_t *bad) {
+        if (offset % MANIFEST_BLOCK_SIZE || offset > sh->size || length > sh->size - offset ||
+            (length % MANIFEST_BLOCK_SIZE && offset + length != sh->size))
+                return -EINVAL;
+        for (uint64_t done = 0; done < length;) {
+                struct pool_extent e;
+                uint64_t in;
+                uint64_t n = memtier_locate(sh, offset + done, length - done, &e, &in);
+                if (n == 0)
+                        return -ENODATA;
+                memcpy((char *)dst + done, (const char *)pool_extent_addr(&e) + in, n);
+                done += n;
+        }
+        /* the copy is checked, not the kept memory: the bytes the caller
+         * goes on with are the ones that passed */
+        int64_t b = manifest_shard_check(&sh->sums, offset, dst, length);
         if (b >= 0) {
                 *bad = (uint64_t)b;
                 return -EBADMSG;
@@ -399,7 +438,7 @@ uint64_t memtier_bytes(const struct memtier *mt) {
 static bool rank_resident(const struct memtier_rank *r) {
         struct list *pos;
 
-        if (!r->landed || !r->committed)
+        if (!r->landed || !r->committed || r->src != MEMTIER_OWN)
                 return false;
         list_for_each(pos, &r->shards) {
                 const struct memtier_shard *sh = list_entry(pos, struct memtier_shard, link);
@@ -439,7 +478,7 @@ bool memtier_step_resident(const struct memtier *mt, const char *job, uint64_t s
 
         list_for_each(pos, &mt->ranks) {
                 const struct memtier_rank *r = list_entry(pos, struct memtier_rank, link);
-                if (r->step != step || strcmp(r->job, job))
+                if (r->step != step || r->src != MEMTIER_OWN || strcmp(r->job, job))
                         continue;
                 if (!r->landed || !r->committed)
                         return false;

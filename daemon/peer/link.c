@@ -169,7 +169,10 @@ static int out_seal(struct plink *l, struct link_out *o) {
  * are also warm in the shared cache when the other side copies them.  The
  * range is asked for (MADV_WILLNEED) before it is read, and the next
  * frame's too, so the disk reads ahead while this one is MACed and sent.
- * foff is a multiple of the frame payload, so page-aligned.  1, or -errno.
+ * foff is a multiple of the frame payload, so page-aligned.  A payload in
+ * the link_out's own memory (o->mem: a frame from the memory tier, copied
+ * and checked by peer/transfer) is MACed where it lies and sent with
+ * send().  1, or -errno.
  */
 static int out_seal_payload(struct plink *l, struct link_out *o) {
         struct frame_mac *fm = l->mac_tx;
@@ -177,6 +180,17 @@ static int out_seal_payload(struct plink *l, struct link_out *o) {
         o->trailer_len = o->trailer_sent = 0;
         if (!fm)
                 return 1;
+        if (o->mem) {
+                /* in the link_out's own memory: MACed where it lies */
+                int r = frame_mac_begin(fm);
+                if (r < 0)
+                        return r;
+                frame_mac_update(fm, o->buf, o->len);
+                frame_mac_update(fm, o->mem, o->flen);
+                frame_mac_end(fm, o->trailer);
+                o->trailer_len = PEER_TAG_SIZE;
+                return 1;
+        }
         /* a mapping past the end of the file would fault (SIGBUS) where
          * sendfile just stops short: check the file still holds the range */
         struct stat st;
@@ -206,6 +220,7 @@ static int out_seal_payload(struct plink *l, struct link_out *o) {
 static int out_next_frame(struct plink *l, struct link_out *o) {
         o->sent = o->fsent = o->flen = 0;
         o->payload = false;
+        o->mem = NULL;
         int r = o->next(o, l);
         if (r <= 0)
                 return r;
@@ -365,6 +380,17 @@ void link_flush(struct plink *l) {
                         int w = link_write(l, o->buf, o->len, &o->sent, o->flen ? MSG_MORE : 0);
                         if (w < 0)
                                 return;
+                        if (w == 0)
+                                break;
+                        continue;
+                }
+                if (o->fsent < o->flen && o->mem) {
+                        size_t sent = (size_t)o->fsent;
+                        int w = link_write(l, o->mem, (size_t)o->flen, &sent,
+                                           o->trailer_len ? MSG_MORE : 0);
+                        if (w < 0)
+                                return;
+                        o->fsent = sent;
                         if (w == 0)
                                 break;
                         continue;

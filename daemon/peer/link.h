@@ -113,10 +113,13 @@ struct link_out {
                                     * answer is due); else released once it is out */
         /* the frame on its way: buf (header [+ data header] or the whole
          * message, with room for a tag after len), then, when payload, flen
-         * bytes of fd from foff (a multiple of the page size) */
+         * bytes: of mem when set (memory the link_out owns and leaves alone
+         * until its next frame is asked for; sent with send()), else of fd
+         * from foff (a multiple of the page size; sent with sendfile) */
         uint8_t *buf;
         size_t len, sent;
         bool payload;
+        const uint8_t *mem;
         int fd;
         uint64_t foff, flen, fsent;
         /* link-owned: a DATA frame's tag (computed before its payload is

@@ -596,6 +596,7 @@ void neighbour_restore_answer_get(struct neighbour_restore *nr, struct plink *l,
         const struct peer_get_rank *g = &req->get_rank;
         struct store *store = NULL;
         uint32_t src = nr->self;
+        uint32_t memory_src = MEMTIER_OWN;
 
         if (l->nout >= PEER_STREAMS_MAX || link_out_find(l, req->hdr.stream)) {
                 link_send_error(l, req->hdr.stream, -EBUSY, "%u transfers are running on this "
@@ -611,6 +612,7 @@ void neighbour_restore_answer_get(struct neighbour_restore *nr, struct plink *l,
                 if (a) {
                         store = a->store;
                         src = a->src;
+                        memory_src = a->src;
                 }
         }
         if (!store) {
@@ -627,7 +629,8 @@ void neighbour_restore_answer_get(struct neighbour_restore *nr, struct plink *l,
                 return;
         }
         int err = 0;
-        struct tx *tx = transfer_tx_new(l, store, g->job.str, g->step, g->rank,
+        const struct transfer_source from = { store, nr->memory, memory_src };
+        struct tx *tx = transfer_tx_new(l, &from, g->job.str, g->step, g->rank,
                                         PEER_PURPOSE_RESTORE, src, req->hdr.stream, &err);
         if (!tx) {
                 link_send_error(l, req->hdr.stream, err, "cannot read rank %u: %s", g->rank,

@@ -61,6 +61,7 @@ struct restore_target {
 
 struct neighbour_restore {
         struct store *store;       /* the local tier: where restored ranks land */
+        struct memtier *memory;    /* what GET_RANK answers from first (NULL: tier off) */
         struct catalog *catalog;
         uint32_t self;
         struct replica_area *areas; /* borrowed */

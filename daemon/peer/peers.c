@@ -141,6 +141,7 @@ static int place_hook(void *owner, struct plink *l, const struct peer_rank_begin
                 }
                 rx->store = a->store;
                 rx->catalog = a->catalog;
+                rx->memory_src = a->src;
                 return 0;
         }
         if (!l->client || !asked) {
@@ -154,6 +155,7 @@ static int place_hook(void *owner, struct plink *l, const struct peer_rank_begin
         rx->replacing = replacing;
         rx->store = into ? into->store : ps->store;
         rx->catalog = into ? into->catalog : ps->catalog;
+        rx->memory_src = into ? into->src : MEMTIER_OWN;
         rx->local = true;
         return 0;
 }
@@ -505,6 +507,12 @@ void peers_step_removed(struct peers *ps, const char *job, uint64_t step) {
 void peers_set_copy_bad(struct peers *ps, replication_copy_bad_fn copy_bad, void *userdata) {
         ps->repl.copy_bad = copy_bad;
         ps->repl.copy_bad_userdata = userdata;
+}
+
+void peers_set_memory(struct peers *ps, struct memtier *memory) {
+        ps->transfers.memory = memory;
+        ps->repl.memory = memory;
+        ps->restore.memory = memory;
 }
 
 struct replica_area *peers_area_of(struct peers *ps, const char *job, uint64_t step,

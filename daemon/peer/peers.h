@@ -163,6 +163,9 @@ void peers_step_removed(struct peers *ps, const char *job, uint64_t step);
  * (peer/replication.h, replication_copy_bad_fn; docs/replication.md, "A
  * refused replica").  Without one such a copy is unrepairable. */
 void peers_set_copy_bad(struct peers *ps, replication_copy_bad_fn copy_bad, void *userdata);
+/* The memory tier (NULL: off; set before the loop runs): what the links
+ * send the newest step from, and where received ranks stay. */
+void peers_set_memory(struct peers *ps, struct memtier *memory);
 
 /* Where (job, step, rank) is held on this node outside the local tier:
  * the replica area, or NULL. */

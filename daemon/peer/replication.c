@@ -239,7 +239,8 @@ void replication_pump(struct replication *r, size_t slot, struct plink *l) {
                         if (rs->rstate[i] != RANK_TODO)
                                 continue;
                         int err = 0;
-                        struct tx *tx = transfer_tx_new(l, r->store, rs->job, rs->step,
+                        const struct transfer_source from = { r->store, r->memory, MEMTIER_OWN };
+                        struct tx *tx = transfer_tx_new(l, &from, rs->job, rs->step,
                                                         rs->ranks[i], PEER_PURPOSE_REPLICATE,
                                                         r->self, ++l->next_stream, &err);
                         if (!tx) {

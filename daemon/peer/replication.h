@@ -27,6 +27,7 @@
 #include "io/worker.h"
 #include "local/rank_check.h"
 #include "local/store.h"
+#include "memory/memtier.h"
 #include "peer/link.h"
 #include "peer/rkeys.h"
 #include "util/list.h"
@@ -53,6 +54,7 @@ typedef int (*replication_copy_bad_fn)(void *userdata, const char *job, uint64_t
 
 struct replication {
         struct store *store;       /* the local tier: what is replicated */
+        struct memtier *memory;    /* its newest steps in memory (NULL: tier off) */
         struct catalog *catalog;
         uint32_t self;
         uint32_t keep;             /* committed steps kept per job on a target */

@@ -55,6 +55,43 @@ static void tx_drop_sent(int fd, uint64_t end) {
         (void)posix_fadvise(fd, 0, (off_t)end, POSIX_FADV_DONTNEED);
 }
 
+/*
+ * The frame [tx->offset, + len) of shard ms from the memory tier: copied
+ * into the tx's own buffer and checked there (memtier_copy), the buffer
+ * set as the frame's payload.  false: the tier does not hold all of it, or
+ * the copy failed its check (the shard is dropped from the tier; the frame
+ * then comes from the file, which has its own check at the receiver).
+ * The buffer is the tx's alone and stays untouched until its next frame is
+ * asked for, which is after this one is out (link.h, struct link_out).
+ */
+static bool tx_frame_from_memory(struct tx *tx, struct link_out *o,
+                                 const struct manifest_shard *ms, uint64_t len) {
+        if (!tx->memory)
+                return false;
+        struct memtier_shard *sh = memtier_find(tx->memory, tx->memory_src, tx->m->job,
+                                                tx->m->step, tx->m->rank, ms->name);
+        if (!sh || memtier_shard_size(sh) != ms->size || memtier_shard_crc32c(sh) != ms->crc32c)
+                return false;
+        if (!tx->mem_buf) {
+                tx->mem_buf = aligned_alloc(4096, FRAME_PAYLOAD);
+                if (!tx->mem_buf)
+                        return false; /* the file will do */
+        }
+        uint64_t bad = 0;
+        int r = memtier_copy(sh, tx->offset, len, tx->mem_buf, &bad);
+        if (r == -EBADMSG) {
+                log_error("peers: job %s step %" PRIu64 " rank %u shard %s: block %" PRIu64
+                          " in memory does not match its CRC32C (a trainer wrote into the slot "
+                          "after the save?); sending from disk", tx->m->job, tx->m->step,
+                          tx->m->rank, ms->name, bad);
+                memtier_drop_shard(tx->memory, sh);
+        }
+        if (r < 0)
+                return false;
+        o->mem = tx->mem_buf;
+        return true;
+}
+
 /* Produce the next frame of the rank into its buffer (link_out.next). */
 static int tx_next(struct link_out *o, struct plink *l) {
         struct tx *tx = container_of(o, struct tx, out);
@@ -99,6 +136,8 @@ static int tx_next(struct link_out *o, struct plink *l) {
                 }
         }
         if (tx->shard >= tx->m->nshards) {
+                free(tx->mem_buf); /* no frame of it is in flight any more */
+                tx->mem_buf = NULL;
                 m.hdr.type = PEER_MSG_RANK_END;
                 n = peer_msg_encode(&m, tx->small, sizeof(tx->small) - PEER_TAG_SIZE);
                 if (n < 0)
@@ -108,17 +147,19 @@ static int tx_next(struct link_out *o, struct plink *l) {
                 return 1;
         }
         const struct manifest_shard *sh = &tx->m->shards[tx->shard];
-        if (o->fd < 0) {
-                int r = store_shard_open_buffered(tx->store, tx->m->job, tx->m->step, tx->m->rank,
-                                                  sh->name, &o->fd);
-                if (r < 0)
-                        return r;
-        }
-        /* the frame before the last one is long out (the last one may still
-         * be on its way, its pages held by the socket) */
-        if (tx->offset > FRAME_PAYLOAD)
-                tx_drop_sent(o->fd, tx->offset - FRAME_PAYLOAD);
         uint64_t len = MIN((uint64_t)FRAME_PAYLOAD, sh->size - tx->offset);
+        if (!tx_frame_from_memory(tx, o, sh, len)) {
+                if (o->fd < 0) {
+                        int r = store_shard_open_buffered(tx->store, tx->m->job, tx->m->step,
+                                                          tx->m->rank, sh->name, &o->fd);
+                        if (r < 0)
+                                return r;
+                }
+                /* the frame before the last one is long out (the last one
+                 * may still be on its way, its pages held by the socket) */
+                if (tx->offset > FRAME_PAYLOAD)
+                        tx_drop_sent(o->fd, tx->offset - FRAME_PAYLOAD);
+        }
         m.hdr.type = PEER_MSG_DATA;
         m.data.shard = tx->shard;
         m.data.offset = tx->offset;
@@ -151,24 +192,28 @@ static void tx_release(struct link_out *o, struct plink *l) {
                 close(o->fd);
         if (o->buf != tx->small)
                 free(o->buf);
+        free(tx->mem_buf);
         manifest_free(tx->m);
         free(tx);
 }
 
-struct tx *transfer_tx_new(struct plink *l, struct store *store, const char *job, uint64_t step,
-                           uint32_t rank, uint8_t purpose, uint32_t src, uint32_t stream, int *err) {
+struct tx *transfer_tx_new(struct plink *l, const struct transfer_source *from, const char *job,
+                           uint64_t step, uint32_t rank, uint8_t purpose, uint32_t src,
+                           uint32_t stream, int *err) {
         struct tx *tx = calloc(1, sizeof(*tx));
         (void)l;
         if (!tx) {
                 *err = -ENOMEM;
                 return NULL;
         }
-        *err = store_rank_manifest(store, job, step, rank, &tx->m);
+        *err = store_rank_manifest(from->store, job, step, rank, &tx->m);
         if (*err < 0) {
                 free(tx);
                 return NULL;
         }
-        tx->store = store;
+        tx->store = from->store;
+        tx->memory = from->memory;
+        tx->memory_src = from->memory_src;
         tx->purpose = purpose;
         tx->src_node = src;
         tx->out.stream = stream;
@@ -198,6 +243,10 @@ struct rx *transfer_rx_find(struct plink *l, uint32_t stream) {
 static void rx_free(struct rx *rx) {
         if (rx->inflight || rx->finishing)
                 return; /* the last chunk or the finish frees it */
+        /* a rank that did not land gives back what the tier kept of it */
+        if (rx->error && rx->kept)
+                memtier_drop_rank(rx->te->memory, rx->memory_src, rx->m->job, rx->m->step,
+                                  rx->m->rank);
         ingest_abort(&rx->ingest);
         void (*report)(void *ctx, int error, const char *msg) = rx->report;
         void *ctx = rx->report_ctx;
@@ -280,6 +329,8 @@ static void rx_finished(void *userdata, int error) {
                 return;
         }
         /* the ingest added the rank's catalog rows */
+        if (rx->kept)
+                memtier_rank_landed(rx->te->memory, rx->memory_src, rx->m);
         list_add_tail(&rx->te->commits, &rx->clink);
         rx_step_commit(rx);
 }
@@ -352,6 +403,9 @@ static void rx_committed(void *userdata, int error) {
         } else {
                 /* committed in rx->catalog too: the ingest marked it */
                 te->hooks->committed(te->owner, rx);
+                if (te->memory)
+                        memtier_step_committed(te->memory, rx->memory_src, rx->m->job,
+                                               rx->m->step);
                 /* (void): catalog_flush() logs a failed commit and drops the batch; reconcile
                  * re-derives the rows from the manifests at the next start */
                 (void)catalog_flush(rx->catalog);
@@ -429,7 +483,21 @@ static void rchunk_done(struct ingest_chunk *ic, int error) {
                 snprintf(rx->msg, sizeof(rx->msg), "writing shard %s: %s",
                          rx->m->shards[ic->shard].name, strerror(-error));
         }
-        pool_release(rx->te->pool, &ic->ext);
+        /* Written: the memory tier keeps the extent for the next reader
+         * (a neighbour's restore, or a trainer here after a restore), on
+         * the terms a save's windows are kept (server/save.c): not while
+         * someone waits for pool memory, and not for a heal, whose rank is
+         * on disk already. */
+        struct transfer_env *te = rx->te;
+        bool kept = ic->end == INGEST_WRITE && error == 0 && !rx->error && te->memory &&
+                    !rx->replacing && pool_waiters(te->pool) == 0 &&
+                    memtier_keep(te->memory, rx->memory_src, rx->m->job, rx->m->step,
+                                 rx->m->rank, rx->m->uid, rx->m->shards[ic->shard].name,
+                                 rx->m->shards[ic->shard].size, ic->offset, ic->length, &ic->ext);
+        if (kept)
+                rx->kept = true;
+        else
+                pool_release(te->pool, &ic->ext);
         free(ch);
         rx_chunk_done(rx);
 }
@@ -469,6 +537,7 @@ void transfer_rx_begin(struct transfer_env *te, struct plink *l, const struct pe
         rx->in.closed = rx_link_closed;
         rx->purpose = b->purpose;
         rx->src = b->src_node;
+        rx->memory_src = b->src_node; /* a replica's; place() says otherwise */
         rx->from = l->node;
         list_init(&rx->clink);
         list_init(&rx->in.link);

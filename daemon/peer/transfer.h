@@ -4,13 +4,22 @@
  *
  *   sending (struct tx): RANK_BEGIN with the MANIFEST text, DATA frames
  *            whose payload the link moves file -> socket with sendfile (no
- *            copy through user space), RANK_END;
+ *            copy through user space), RANK_END.  A frame whose bytes the
+ *            memory tier holds (the newest step: memory/memtier.h) is
+ *            copied from there into the tx's own buffer, checked against
+ *            the manifest's block CRC32Cs and sent from that copy, so the
+ *            disk is not read (a copy, because trainers of the job can
+ *            write the slot's memory; the bytes sent are the bytes that
+ *            passed);
  *   receiving (struct rx): payload straight into pool memory, every 1 MiB
  *            block checked against the manifest's CRC32C on a worker,
  *            O_DIRECT write from the registered slot, then the local
  *            tier's own finish (fsync, MANIFEST, rename), the step's
  *            commit record and the catalog rows — all of it through
- *            step/ingest, the path a trainer's save takes too.
+ *            step/ingest, the path a trainer's save takes too.  Written
+ *            extents are kept by the memory tier, when it wants them, as
+ *            a save's are: under the source node for a replica, as this
+ *            node's own for a restore.
  *
  * Within a transfer, ordering stays strict, which keeps the receiver's
  * checks tight: shards in manifest order, DATA frames contiguous and
@@ -38,6 +47,7 @@
 #include "catalog/catalog.h"
 #include "io/worker.h"
 #include "local/store.h"
+#include "memory/memtier.h"
 #include "peer-proto.h"
 #include "peer/link.h"
 #include "pool/pool.h"
@@ -55,7 +65,8 @@ struct rx;
 /* Where the layer above decides, and hears, what becomes of received ranks. */
 struct transfer_hooks {
         /* RANK_BEGIN of b (asked: a restore transfer this node asked for):
-         * set rx->store, rx->catalog and rx->local, or close the link.
+         * set rx->store, rx->catalog, rx->local and rx->memory_src, or
+         * close the link.
          * 0, or -1 with the link closed. */
         int (*place)(void *owner, struct plink *l, const struct peer_rank_begin *b, bool asked,
                      struct rx *rx);
@@ -72,6 +83,7 @@ struct transfer_hooks {
 struct transfer_env {
         struct worker_pool *workers;
         struct pool *pool;
+        struct memtier *memory;        /* NULL: the tier is off */
         uint64_t pool_wait_ms;
         const struct transfer_hooks *hooks;
         void *owner;
@@ -90,6 +102,9 @@ struct tx {
         uint8_t purpose;
         uint32_t src_node;
         struct store *store;
+        struct memtier *memory;    /* NULL: from the files only */
+        uint32_t memory_src;       /* the rank's key there (MEMTIER_OWN or a node) */
+        uint8_t *mem_buf;          /* FRAME_PAYLOAD bytes: a frame copied from memory */
         struct manifest *m;
         uint32_t shard;
         uint64_t offset;
@@ -102,11 +117,20 @@ struct tx {
         void (*lost)(struct tx *tx);
 };
 
-/* A tx of (job, step, rank) from store on l's stream (not yet queued: the
+/* Where a rank to send lies: its files in store, and its newest step's
+ * bytes in memory (NULL: the tier is off) under memory_src. */
+struct transfer_source {
+        struct store *store;
+        struct memtier *memory;
+        uint32_t memory_src;
+};
+
+/* A tx of (job, step, rank) from `from` on l's stream (not yet queued: the
  * caller sets the owner's fields, then link_out_add()).  NULL with *err
  * set (the rank is gone or unreadable). */
-struct tx *transfer_tx_new(struct plink *l, struct store *store, const char *job, uint64_t step,
-                           uint32_t rank, uint8_t purpose, uint32_t src, uint32_t stream, int *err);
+struct tx *transfer_tx_new(struct plink *l, const struct transfer_source *from, const char *job,
+                           uint64_t step, uint32_t rank, uint8_t purpose, uint32_t src,
+                           uint32_t stream, int *err);
 /* The tx on l's stream, or NULL. */
 struct tx *transfer_tx_find(struct plink *l, uint32_t stream);
 
@@ -124,6 +148,9 @@ struct rx {
         bool local;                /* asked for (restore), not pushed (replica) */
         bool replacing;            /* replaces a corrupt copy (heal) */
         bool copy_bad;             /* a block failed its CRC32C: the sender's copy is bad */
+        bool kept;                 /* the memory tier kept some of its extents */
+        uint32_t memory_src;       /* its key there: MEMTIER_OWN when it lands in the
+                                    * local tier, else the area's node (place() sets it) */
         struct manifest *m;
         struct ingest ingest;      /* the rank landing in store (its writer and files) */
         uint32_t shard;            /* next expected */

@@ -292,7 +292,7 @@ void delete_handle(struct conn *c, const struct ckpt_req_delete *req) {
                 if (st)
                         step_state_free(st);
                 if (srv->memtier)
-                        memtier_drop_step(srv->memtier, job, steps[i]);
+                        memtier_drop_step(srv->memtier, MEMTIER_OWN, job, steps[i]);
                 /* the replicas first: a crash between the two leaves the
                  * local copy, the one this node restores from, as it was */
                 delete_from_areas(srv, job, steps[i]);

@@ -1561,8 +1561,8 @@ static void memory_check_ahead(struct conn *c, struct memtier_shard *sh, uint64_
 
 static bool read_from_memory(struct conn *c, const struct ckpt_req_read *req, int lease) {
         struct server *srv = c->srv;
-        struct memtier_shard *sh = memtier_find(srv->memtier, req->job.str, req->step, req->rank,
-                                                req->shard.str);
+        struct memtier_shard *sh = memtier_find(srv->memtier, MEMTIER_OWN, req->job.str,
+                                                req->step, req->rank, req->shard.str);
         if (!sh || req->offset > memtier_shard_size(sh))
                 return false; /* the disk path says what is wrong */
         restore_drop_prefetches_of(c);
@@ -1769,8 +1769,8 @@ void restore_handle_read_done(struct conn *c, const struct ckpt_req_read_done *r
  * true: answered.
  */
 static bool map_from_memory(struct conn *c, const struct ckpt_req_read *req) {
-        struct memtier_shard *sh = memtier_find(c->srv->memtier, req->job.str, req->step,
-                                                req->rank, req->shard.str);
+        struct memtier_shard *sh = memtier_find(c->srv->memtier, MEMTIER_OWN, req->job.str,
+                                                req->step, req->rank, req->shard.str);
         struct slot *slot;
         uint64_t offset;
         char path[64];

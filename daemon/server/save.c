@@ -255,7 +255,8 @@ void save_fail(struct save *s, int error, const char *fmt, ...) {
         s->state = SAVE_FAILED;
         /* what the memory tier kept of it is of no use to a restore */
         if (srv->memtier)
-                memtier_drop_rank(srv->memtier, s->step->job, s->step->step, s->rank);
+                memtier_drop_rank(srv->memtier, MEMTIER_OWN, s->step->job, s->step->step,
+                                  s->rank);
         server_job_event(srv, LOG_CTX(.id = LOG_ID_SAVE_FAILED, .job = s->step->job,
                                       LOG_STEP(s->step->step), LOG_RANK(s->rank)),
                          "job %s step %" PRIu64 " rank %u: save failed: %s", s->step->job, s->step->step, s->rank, s->errmsg);
@@ -303,7 +304,7 @@ static void save_on_disk(void *userdata, int error) {
         }
         s->state = SAVE_DONE;
         if (srv->memtier)
-                memtier_rank_landed(srv->memtier, s->manifest);
+                memtier_rank_landed(srv->memtier, MEMTIER_OWN, s->manifest);
         /* the ingest added the rank's catalog rows */
         s->manifest = manifest_free(s->manifest);
         ckpt_state_update(srv, s->step);
@@ -405,9 +406,9 @@ static void chunk_done(struct ingest_chunk *ic, int error) {
                 struct step_state *st = s->step;
                 ch->kept = s->srv->memtier && s->state != SAVE_FAILED &&
                            pool_waiters(s->srv->pool) == 0 &&
-                           memtier_keep(s->srv->memtier, st->job, st->step, s->rank, s->uid,
-                                        ch->shard->name, ch->shard->size, ic->offset, ic->length,
-                                        &ic->ext);
+                           memtier_keep(s->srv->memtier, MEMTIER_OWN, st->job, st->step,
+                                        s->rank, s->uid, ch->shard->name, ch->shard->size,
+                                        ic->offset, ic->length, &ic->ext);
         }
         chunk_release(ch);
 }
@@ -539,7 +540,7 @@ void save_handle_begin(struct conn *c, const struct ckpt_req_save_begin *req) {
         }
         /* the memory tier's copy of the rank is the old one's */
         if (srv->memtier)
-                memtier_drop_rank(srv->memtier, job, req->step, req->rank);
+                memtier_drop_rank(srv->memtier, MEMTIER_OWN, job, req->step, req->rank);
         bool ask_verdict = false;
         if (!st) {
                 st = step_new(srv, job, req->step, req->world_size);

@@ -317,7 +317,7 @@ static void step_committed(void *userdata, int error) {
         }
         st->committed = true; /* and in the catalog: the ingest marked it */
         if (srv->memtier)
-                memtier_step_committed(srv->memtier, st->job, st->step);
+                memtier_step_committed(srv->memtier, MEMTIER_OWN, st->job, st->step);
         metrics_count(METRIC_STEPS_COMMITTED, 1);
         metrics_observe_us(METRIC_COMMIT_SECONDS, metrics_now_us() - st->commit_started_us);
         log_event(LOG_INFO, LOG_CTX(.id = LOG_ID_STEP_COMMITTED, .job = st->job, LOG_STEP(st->step)),
@@ -1137,7 +1137,7 @@ void step_retention_run(struct server *srv, const char *job) {
                 if (st)
                         step_state_free(st);
                 if (srv->memtier)
-                        memtier_drop_step(srv->memtier, job, step);
+                        memtier_drop_step(srv->memtier, MEMTIER_OWN, job, step);
                 if (store_step_delete(srv->store, job, step) == 0)
                         /* (void): the files are gone; a row a fault left behind (catalog.c
                          * logs it) is forgotten by reconcile at the next start */

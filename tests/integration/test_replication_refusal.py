@@ -119,9 +119,13 @@ def main(tmp):
     psk = write_psk(os.path.join(tmp, "psk"))
     ports = free_ports(2)
     peers = ",".join("127.0.0.1:%d" % p for p in ports)
-    # keep 1: step 2 (case 2) makes retention remove the refused step 1
+    # keep 1: step 2 (case 2) makes retention remove the refused step 1.
+    # The memory tier is off: with it, node 0 replicates the newest step
+    # from memory, which holds the saved bytes whatever happened to the
+    # file (docs/design-decisions.md, "The memory tier").
     n0, n1 = [Daemon(tmp, name="rf%d" % i, pool="64M", slot="4M",
-                     extra=cluster_flags(peers, 2, i, 2, psk) + ["--local-keep=1"])
+                     extra=cluster_flags(peers, 2, i, 2, psk) +
+                     ["--local-keep=1", "--pool-memory-tier=no"])
               for i in range(2)]
     for i, d in enumerate((n0, n1)):
         d.node = i
