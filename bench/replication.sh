@@ -530,12 +530,16 @@ PYEOF
                 cp -a "$own/." "$HOLDER/"
                 start_node 1
                 wait_socket 1
+                # the holder is a running daemon: its pool touched (it holds
+                # nothing in memory after the restart: the files are read)
+                wait_pool 1
                 restore_node0 restore_sep
                 stop_node 1
                 rm -rf "$HOLDER"
                 HOLDER=
                 start_node 1
                 wait_socket 1
+                wait_pool 1
         fi
 
         # ---- 3. staging while a replication runs, against staging with the daemons idle
