@@ -13,6 +13,9 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 
+/* drop_ranks(): of any source (no node has this id: LINK_NODES_MAX is small) */
+#define MEMTIER_ANY (UINT32_MAX - 1)
+
 /* Bytes [offset, offset + length) of a shard, in extent ext. */
 struct piece {
         uint64_t offset, length;

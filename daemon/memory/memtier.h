@@ -60,7 +60,6 @@ struct memtier_shard;
  * landed in).  The local client paths ask for MEMTIER_OWN only, so a
  * replica is never served to a local trainer. */
 #define MEMTIER_OWN UINT32_MAX
-#define MEMTIER_ANY (UINT32_MAX - 1) /* internal: either */
 
 /* Registers itself as p's evictor.  -ENOMEM. */
 int memtier_new(struct memtier **out, struct pool *p);

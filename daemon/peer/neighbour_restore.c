@@ -596,7 +596,6 @@ void neighbour_restore_answer_get(struct neighbour_restore *nr, struct plink *l,
         const struct peer_get_rank *g = &req->get_rank;
         struct store *store = NULL;
         uint32_t src = nr->self;
-        uint32_t memory_src = MEMTIER_OWN;
 
         if (l->nout >= PEER_STREAMS_MAX || link_out_find(l, req->hdr.stream)) {
                 link_send_error(l, req->hdr.stream, -EBUSY, "%u transfers are running on this "
@@ -612,7 +611,6 @@ void neighbour_restore_answer_get(struct neighbour_restore *nr, struct plink *l,
                 if (a) {
                         store = a->store;
                         src = a->src;
-                        memory_src = a->src;
                 }
         }
         if (!store) {
@@ -629,7 +627,9 @@ void neighbour_restore_answer_get(struct neighbour_restore *nr, struct plink *l,
                 return;
         }
         int err = 0;
-        const struct transfer_source from = { store, nr->memory, memory_src };
+        /* the tier keys this node's own ranks MEMTIER_OWN, a replica by its node */
+        const struct transfer_source from = { store, nr->memory,
+                                              store == nr->store ? MEMTIER_OWN : src };
         struct tx *tx = transfer_tx_new(l, &from, g->job.str, g->step, g->rank,
                                         PEER_PURPOSE_RESTORE, src, req->hdr.stream, &err);
         if (!tx) {

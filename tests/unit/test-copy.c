@@ -17,15 +17,8 @@
 
 #define GUARD 256
 
-static uint64_t rng_state = 0x243f6a8885a308d3ull;
-
-static uint64_t rng(void) {
-        /* xorshift64*: deterministic, so a failure reproduces */
-        rng_state ^= rng_state >> 12;
-        rng_state ^= rng_state << 25;
-        rng_state ^= rng_state >> 27;
-        return rng_state * 0x2545f4914f6cdd1dull;
-}
+#define RNG_SEED 0x243f6a8885a308d3ull
+#include "rng.h"
 
 static void one(unsigned char *src_base, unsigned char *dst_base, size_t len, size_t sa,
                 size_t da) {

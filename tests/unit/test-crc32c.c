@@ -19,15 +19,8 @@
 
 #include "check.h"
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rng(void) {
-        /* xorshift64*: deterministic, so a failure reproduces. */
-        rng_state ^= rng_state >> 12;
-        rng_state ^= rng_state << 25;
-        rng_state ^= rng_state >> 27;
-        return rng_state * 0x2545f4914f6cdd1dull;
-}
+#define RNG_SEED 0x9e3779b97f4a7c15ull
+#include "rng.h"
 
 static void fill_random(unsigned char *p, size_t n) {
         for (size_t i = 0; i < n; i++)

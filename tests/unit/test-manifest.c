@@ -22,14 +22,8 @@
 
 #include "check.h"
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-
-static uint64_t rng(void) {
-        rng_state ^= rng_state >> 12;
-        rng_state ^= rng_state << 25;
-        rng_state ^= rng_state >> 27;
-        return rng_state * 0x2545f4914f6cdd1dull;
-}
+#define RNG_SEED 0x2545f4914f6cdd1dull
+#include "rng.h"
 
 static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *xasprintf(const char *fmt, ...) {
