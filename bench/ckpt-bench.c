@@ -23,6 +23,10 @@
  *                      shards in parallel (restore_parallel_mbps), each a
  *                      contiguous run of the shard list
  *   --restore-strided  ... or each every N-th shard instead
+ *   --settle S         before the timed restore: sync(), then S seconds of
+ *                      quiet (the disk's state right after the save's
+ *                      writes and retention deletes is not what a restore
+ *                      after a restart meets; bench/run.sh --settle)
  *
  * commit (bench/commit.sh) takes its own options:
  *
@@ -84,6 +88,7 @@ struct bench {
         bool commit;
         uint32_t restore_streams;
         bool restore_strided;
+        double settle_s; /* before the timed restore: sync, then this quiet */
         char *src; /* size bytes, prefaulted, non-zero pattern */
         char *dst; /* size bytes, prefaulted */
         struct ckpt_conn *conn;
@@ -462,6 +467,13 @@ static int mode_restore(struct bench *b) {
                 return -EINVAL;
         }
 
+        if (b->settle_s > 0) {
+                sync();
+                struct timespec ts = { .tv_sec = (time_t)b->settle_s,
+                                       .tv_nsec = (long)((b->settle_s - (double)(time_t)b->settle_s) * 1e9) };
+                while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+                }
+        }
         double secs;
         r = restore_pass(b, list, offsets, count, 1, &secs);
         /* the bytes read back are the bytes saved (shards sort by name, as
@@ -1008,7 +1020,7 @@ static int mode_commit(struct bench *b) {
 static void usage(FILE *f) {
         fprintf(f, "usage: ckpt-bench [--socket PATH] [--job NAME] [--size BYTES] [--tensors K]\n"
                    "                  [--daemon-pid PID] [--no-commit] [--restore-streams N]\n"
-                   "                  [--restore-strided] [--sockets P0,P1,..] "
+                   "                  [--restore-strided] [--settle S] [--sockets P0,P1,..] "
                    "[--base-sockets P0,P1,..]\n"
                    "                  [--ranks-per-node R]"
                    " [--steps N] [--warmup W] [--timeout MS]\n"
@@ -1026,6 +1038,7 @@ int main(int argc, char **argv) {
                 { "no-commit", no_argument, NULL, 'C' },
                 { "restore-streams", required_argument, NULL, 'R' },
                 { "restore-strided", no_argument, NULL, 'S' },
+                { "settle", required_argument, NULL, 'Q' },
                 { "sockets", required_argument, NULL, 'P' },
                 { "base-sockets", required_argument, NULL, 'B' },
                 { "ranks-per-node", required_argument, NULL, 'r' },
@@ -1054,6 +1067,15 @@ int main(int argc, char **argv) {
                 case 'p': b.daemon_pid = strtol(optarg, NULL, 10); break;
                 case 'C': b.commit = false; break;
                 case 'S': b.restore_strided = true; break;
+                case 'Q': {
+                        char *end;
+                        b.settle_s = strtod(optarg, &end);
+                        if (end == optarg || *end || !(b.settle_s >= 0 && b.settle_s <= 600)) {
+                                fprintf(stderr, "ckpt-bench: --settle must be 0-600 seconds\n");
+                                return 2;
+                        }
+                        break;
+                }
                 case 'R':
                         b.restore_streams = (uint32_t)strtoul(optarg, NULL, 10);
                         if (b.restore_streams < 1 || b.restore_streams > 16) {

@@ -162,7 +162,8 @@ head = (f"bench/replication.sh: {env['RUNS']} runs, medians; {gib:g} GiB step "
         f"({env['RANKS']} ranks x {env['SHARDS']} shards x {int(env['SHARD_B']) >> 20} MiB), "
         f"pool {int(env['POOL_B']) >> 20} MiB / slot {int(env['SLOT_B']) >> 20} MiB; "
         f"{env['NPROC']} CPUs, kernel {env['KERNEL']}; scratch dir on {env['FSTYPE']} "
-        f"({env['FSSRC']}), state dirs: {env.get('DEVICE_DESC', '?')}; build {env['BUILD']} ({env['BUILDTYPE']}); {env['FIO_VERSION']}, "
+        f"({env['FSSRC']}), state dirs: {env.get('DEVICE_DESC', '?')}; "
+        f"shmem huge pages: {env.get('SHMEM_POLICY') or '?'}; build {env['BUILD']} ({env['BUILDTYPE']}); {env['FIO_VERSION']}, "
         f"{env['IPERF_VERSION']} ({env['IPERF_S']} s); load {env['LOAD_START']} -> "
         f"{env['LOAD_END']}; {env['DURATION']} s")
 print()

@@ -63,6 +63,11 @@
 #   REPL_BENCH_PROFILE=1      perf record -e cpu-clock -g on both daemons during
 #                             parts 1 and 2 of the last run (perf-*.txt in the
 #                             results dir; the CPU numbers of that run include perf)
+#   REPL_BENCH_SHMEM_HUGE=P   set the kernel's shmem huge-page policy to P
+#                             (never, advise, ...) for the run and put it back
+#                             afterwards (needs root); default: leave it as it
+#                             is.  With advise the pools take huge pages
+#                             (docs/design-decisions.md "Huge pages for the pool")
 #   REPL_BENCH_DIR=dir        where the scratch dir is made (default /var/tmp)
 #   REPL_BENCH_KEEP=1         keep the scratch dir
 #   REPL_BENCH_PEER_FLAGS=..  more flags for both clustered daemons, e.g.
@@ -89,6 +94,9 @@ SHM=${REPL_BENCH_SHM:-/dev/shm}
 PROFILE=${REPL_BENCH_PROFILE:-0}
 KEEP=${REPL_BENCH_KEEP:-0}
 DEVICES=${REPL_BENCH_DEVICES:-auto}
+SHMEM_HUGE=${REPL_BENCH_SHMEM_HUGE:-}
+SHMEM_KNOB=/sys/kernel/mm/transparent_hugepage/shmem_enabled
+SHMEM_BEFORE=
 JOB=rbench
 CMDLINE="$(env | { grep -E '^(BUILD|REPL_BENCH_[A-Z_]*)=' || true; } | sort | tr '\n' ' ')bench/replication.sh"
 
@@ -106,6 +114,10 @@ esac
 for v in RUNS RANKS SHARDS IPERF_S; do
         [[ "${!v}" =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer"
 done
+if [ -n "$SHMEM_HUGE" ]; then
+        [[ "$SHMEM_HUGE" =~ ^[a-z_]+$ ]] && grep -qw -- "$SHMEM_HUGE" "$SHMEM_KNOB" 2>/dev/null ||
+                die "REPL_BENCH_SHMEM_HUGE=$SHMEM_HUGE: not one of $(cat "$SHMEM_KNOB" 2>/dev/null || echo "? ($SHMEM_KNOB unreadable)")"
+fi
 SHARD_B=$(to_bytes "$SHARD_SIZE")
 POOL_B=$(to_bytes "$POOL_SIZE")
 SLOT_B=$(to_bytes "$SLOT_SIZE")
@@ -197,6 +209,8 @@ cleanup() {
                 stop_pid "$p"
         done
         [ -z "$HOLDER" ] || rm -rf "$HOLDER"
+        [ -z "$SHMEM_BEFORE" ] || echo "$SHMEM_BEFORE" >"$SHMEM_KNOB" ||
+                log "could not put $SHMEM_KNOB back to $SHMEM_BEFORE"
         for p in "${MOUNTS[@]}"; do umount "$p" 2>/dev/null || log "could not unmount $p"; done
         for p in "${LOOPS[@]}"; do losetup -d "$p" 2>/dev/null || log "could not detach $p"; done
         if [ "$KEEP" = 1 ]; then
@@ -231,6 +245,12 @@ else
         DEVICE_DESC="both on the scratch dir's filesystem"
 fi
 log "state dirs: $DEVICE_DESC"
+if [ -n "$SHMEM_HUGE" ]; then
+        SHMEM_BEFORE=$(sed -n 's/.*\[\([a-z_]*\)\].*/\1/p' "$SHMEM_KNOB")
+        echo "$SHMEM_HUGE" >"$SHMEM_KNOB" || die "cannot set $SHMEM_KNOB to $SHMEM_HUGE (root?)"
+fi
+SHMEM_POLICY=$(sed -n 's/.*\[\([a-z_]*\)\].*/\1/p' "$SHMEM_KNOB" 2>/dev/null || true)
+log "shmem huge pages: ${SHMEM_POLICY:-unknown}"
 
 read -r P0 P1 PI < <(free_ports 3)
 PEERS=127.0.0.1:$P0,127.0.0.1:$P1
@@ -303,7 +323,7 @@ wait_pool() { # index
         start=$(grep -n "^== .* start: ckptd" "$RESULTS/node$i.log" | tail -1 | cut -d: -f1)
         for _ in $(seq 1200); do
                 tail -n +"$start" "$RESULTS/node$i.log" |
-                        grep -qE "pool: all [0-9]+ slots ready|pool: [0-9]+ slots of [0-9]+ MiB \([a-z ]+\)$" &&
+                        grep -qE "pool: all [0-9]+ slots ready|pool: [0-9]+ slots of [0-9]+ MiB \([a-z_ ;:]+\)$" &&
                         return 0
                 kill -0 "${PIDS[$i]}" 2>/dev/null || die "node $i's ckptd exited at start"
                 sleep 0.05
@@ -597,7 +617,7 @@ fi
 FSTYPE=$(findmnt -n -o FSTYPE -T "$WORK" 2>/dev/null || echo "?")
 FSSRC=$(findmnt -n -o SOURCE -T "$WORK" 2>/dev/null || echo "?")
 export RESULTS RAW RUNS STEP_B STAGE_B RANKS SHARDS SHARD_B POOL_B SLOT_B BUILD BUILDTYPE IPERF_S
-export LOAD_START LOAD_END CMDLINE FSTYPE FSSRC PROFILE DEVICES DEVICE_DESC
+export LOAD_START LOAD_END CMDLINE FSTYPE FSSRC PROFILE DEVICES DEVICE_DESC SHMEM_POLICY
 export DURATION=$((T_END - T_START)) NPROC=$(nproc) KERNEL=$(uname -r)
 export FIO_VERSION=$(fio --version) IPERF_VERSION=$("$IPERF3" --version | head -1 | cut -d' ' -f1-2)
 python3 "$SRC_ROOT/bench/replication-report.py"

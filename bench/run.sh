@@ -12,7 +12,7 @@
 #
 #   bench/run.sh [--runs R] [--size N] [--tensors K] [--dir DIR]
 #                [--build-dir DIR] [--slot-size S] [--pool-size P]
-#                [--no-install] [--no-docs] [--keep] [--no-scrub]
+#                [--settle S] [--no-install] [--no-docs] [--keep] [--no-scrub]
 #
 #   --runs R        runs per measurement (default 5); medians are reported
 #   --size N        bytes per checkpoint, >= 1G (default 1G), K/M/G suffixes
@@ -23,6 +23,14 @@
 #   --build-dir D   meson build directory, release (default build-bench)
 #   --slot-size S   ckptd --pool-slot-size (default 64M)
 #   --pool-size P   ckptd --pool-size (default 2 x N, rounded up to slots)
+#   --settle S      seconds of quiet (after a sync) before ckptd's restore
+#                   and before fio's read, each of bytes written just before
+#                   (default 5; 0: read at once).  The saves right before
+#                   ckptd's restore make retention delete steps, and ext4's
+#                   online discard of them (and the saves' write-back) runs
+#                   beside a read started at once (docs/BENCHMARKS.md); a
+#                   restore after a crash comes after the restart, and both
+#                   sides get the same pause
 #   --no-install    do not apt-get install fio / python3-torch when missing
 #   --no-docs       print the table only; leave docs/BENCHMARKS.md alone
 #   --keep          keep DIR afterwards (default: remove what was created)
@@ -45,6 +53,7 @@ INSTALL=1
 DOCS=1
 KEEP=0
 SCRUB=1
+SETTLE=5
 CMDLINE="bench/run.sh${*:+ $*}"
 # Debian's python3-torch lives in /usr/bin/python3, not in pyenv's python;
 # a machine with torch installed for the python3 on PATH instead uses that
@@ -68,6 +77,7 @@ while [ $# -gt 0 ]; do
         --build-dir) BUILD=$2; shift 2 ;;
         --slot-size) SLOT=$2; shift 2 ;;
         --pool-size) POOL=$2; shift 2 ;;
+        --settle) SETTLE=$2; shift 2 ;;
         --no-install) INSTALL=0; shift ;;
         --no-docs) DOCS=0; shift ;;
         --keep) KEEP=1; shift ;;
@@ -80,6 +90,7 @@ done
 . "$SRC_ROOT/bench/lib.sh"
 
 [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "--runs must be a positive integer"
+[[ "$SETTLE" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--settle must be a number of seconds"
 SIZE_B=$(to_bytes "$SIZE")
 SLOT_B=$(to_bytes "$SLOT")
 [ "$SIZE_B" -ge $((1 << 30)) ] || die "--size must be at least 1G (the targets are for GB-sized saves)"
@@ -183,6 +194,14 @@ cpu = (j["usr_cpu"] + j["sys_cpu"]) / 100 * j["job_runtime"] / 1000
 print("%.4f" % (cpu / (j[sys.argv[2]]["io_bytes"] / 1e9)))' "$1" "$2"
 }
 
+# the pause before a read (--settle): what ckpt-bench --settle does too
+settle() {
+        if [ "$SETTLE" != 0 ]; then
+                sync
+                sleep "$SETTLE"
+        fi
+}
+
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 T_START=$(date +%s)
 for run in $(seq "$RUNS"); do
@@ -192,7 +211,7 @@ for run in $(seq "$RUNS"); do
 
         # 1, 3, 4, 5: ckptd (warm-up save, memcpy, stage, zero-copy, restore)
         "$BENCH" --socket "$SOCK" --daemon-pid "$CKPTD_PID" --size "$SIZE_B" \
-                --tensors "$TENSORS" --restore-streams 2 all >>"$out"
+                --tensors "$TENSORS" --restore-streams 2 --settle "$SETTLE" all >>"$out"
         # the protocol's share of staging: the same K shards of 4 KiB each
         "$BENCH" --socket "$SOCK" --job bench-small --size $((TENSORS * 4096)) \
                 --tensors "$TENSORS" stage | sed -n 's/^staging_s=/small_staging_s=/p' >>"$out"
@@ -212,6 +231,7 @@ for run in $(seq "$RUNS"); do
         rm -f "$WORK/fio/read.dat"
         fio --name=layout --filename="$WORK/fio/read.dat" --rw=write --end_fsync=1 \
                 "${FIO_COMMON[@]}" >/dev/null
+        settle
         fio --name=read --filename="$WORK/fio/read.dat" --rw=read \
                 "${FIO_COMMON[@]}" >"$RESULTS/fio-read-$run.json"
         echo "fio_read_mbps=$(fio_mbps "$RESULTS/fio-read-$run.json" read)" >>"$out"
@@ -231,9 +251,12 @@ CPU=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 MEM_GIB=$(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo)
 
 export RESULTS RUNS SIZE_B TENSORS CMDLINE FSTYPE FSSRC CPU MEM_GIB FIXED LOAD_START LOAD_END
-export POOL_B SLOT_B TORCH_PY MEMORY_TIER
+export POOL_B SLOT_B TORCH_PY MEMORY_TIER SETTLE
 export DURATION=$((T_END - T_START))
 export NPROC=$(nproc) KERNEL=$(uname -r) DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
+SHMEM_POLICY=$(sed -n 's/.*\[\([a-z_]*\)\].*/\1/p' \
+        /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null || true)
+export SHMEM_POLICY=${SHMEM_POLICY:-unknown}
 export TORCH_VERSION=$(grep -h '^torch_version=' "$RESULTS"/run-*.txt | head -1 | cut -d= -f2)
 export FIO_VERSION=$(fio --version)
 export DOCS_FILE=$SRC_ROOT/docs/BENCHMARKS.md DOCS
@@ -340,10 +363,11 @@ Command: `{env["CMDLINE"]}` — {env["DATE"]}, {env["RUNS"]} runs, medians
 Saved per checkpoint: {gib:g} GiB = {env["TENSORS"]} float32 tensors of
 {mib(int(env["SIZE_B"]) // int(env["TENSORS"]))}; ckptd `--pool-size {mib(env["POOL_B"])}
 --pool-slot-size {mib(env["SLOT_B"])} --local-keep 2` (fixed buffers: {env["FIXED"]};
-memory tier: {env["MEMORY_TIER"]}), release build.
+memory tier: {env["MEMORY_TIER"]}), release build.  Restore (4.) and fio's read
+each start after a `sync` and {env["SETTLE"]} s of quiet (`--settle`).
 
 Machine: {env["NPROC"]} CPUs ({env["CPU"]}), {env["MEM_GIB"]} GiB RAM, kernel
-{env["KERNEL"]}; state dir, fio and torch files on {env["FSTYPE"]} ({env["FSSRC"]});
+{env["KERNEL"]} (shmem huge pages: {env["SHMEM_POLICY"]}); state dir, fio and torch files on {env["FSTYPE"]} ({env["FSSRC"]});
 {env["FIO_VERSION"]}, torch {env["TORCH_VERSION"]} ({env["TORCH_PY"]}). Load average
 {env["LOAD_START"]} at the start, {env["LOAD_END"]} at the end: **this machine is
 shared with other jobs and noisy**, so single numbers move by tens of percent

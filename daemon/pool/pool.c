@@ -4,6 +4,7 @@
  * FIFO with a timeout.  See pool.h for the isolation rule and the shares.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -127,12 +128,36 @@ static int slot_map(struct slot *s, uint64_t size) {
          * 0.61 s for what this did before, MAP_POPULATE (which maps a shared
          * mapping read-only, so each first write faults again) and a
          * memset; writes afterwards run at the same speed.  Older kernels
-         * refuse the advice: the memset alone faults every page in. */
+         * refuse the advice: the memset alone faults every page in.
+         * MADV_HUGEPAGE first: where the administrator allows shmem huge
+         * pages on advice (shmem_enabled = advise), the slot is backed by
+         * 2 MiB pages, which take 0.12 s per GiB to populate instead of
+         * 0.30 s with 4 KiB ones and make each O_DIRECT request a few large
+         * segments; elsewhere the kernel ignores the hint (pool_new logs
+         * which). */
+        (void)madvise(addr, size, MADV_HUGEPAGE);
         if (madvise(addr, size, MADV_POPULATE_WRITE) < 0)
                 memset(addr, 0, size);
         s->memfd = TAKE_FD(fd);
         s->addr = addr;
         return 0;
+}
+
+/* The kernel's policy for huge pages in shmem (and so memfd) mappings: the
+ * bracketed word of shmem_enabled, or "unknown" where it cannot be read. */
+static const char *shmem_huge_policy(char *buf, size_t len) {
+        _cleanup_close_ int fd = open("/sys/kernel/mm/transparent_hugepage/shmem_enabled",
+                                      O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd < 0 ? -1 : read(fd, buf, len - 1);
+        if (n <= 0)
+                return "unknown";
+        buf[n] = '\0';
+        char *start = strchr(buf, '[');
+        char *end = start ? strchr(start, ']') : NULL;
+        if (!end)
+                return "unknown";
+        *end = '\0';
+        return start + 1;
 }
 
 static void slot_unmap(struct slot *s, uint64_t size) {
@@ -309,8 +334,10 @@ int pool_new(struct pool **out, struct loop *loop, uint64_t pool_size, uint64_t 
                         return r;
                 }
         }
-        log_info("pool: %u slots of %llu MiB (%s)%s", p->count,
+        char policy[128];
+        log_info("pool: %u slots of %llu MiB (%s; shmem huge pages: %s)%s", p->count,
                  (unsigned long long)(slot_size >> 20), p->fixed ? "fixed buffers" : "plain",
+                 shmem_huge_policy(policy, sizeof(policy)),
                  now < p->count ? "; the rest are being touched in the background" : "");
         *out = p;
         return 0;
