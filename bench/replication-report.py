@@ -16,7 +16,7 @@ runs = load_runs(env["RESULTS"])
 for d in runs:
     if "fio_write_mbps" in d and "iperf3_mbps" in d:
         d["limit_mbps"] = min(d["fio_write_mbps"], d["iperf3_mbps"])
-    for k in ("repl", "restore", "restore_sep"):
+    for k in ("repl", "repl_sep", "restore", "restore_sep"):
         if f"{k}_mbps" in d and "limit_mbps" in d:
             d[f"{k}_ratio"] = d[f"{k}_mbps"] / d["limit_mbps"]
     if "stage_busy_s" in d and "stage_idle_s" in d:
@@ -64,6 +64,19 @@ if mw:
                  "daemons share one disk here: node 0 reads the step while node 1 writes it)",
                  fmt(rp, "%.0f MB/s"), f"{mw:.0f} MB/s (read meanwhile {fmt(mr, '%.0f')} MB/s)",
                  fmt(rp / mw if rp else None, "%.2f"), "(info)", "—"))
+rps = med("repl_sep_mbps")
+r1s = rps / lim if rps and lim else None
+if rps:
+    rows.append(("1s. the same replication with node 0's state dir on a tmpfs: the sender's reads "
+                 "(what its memory tier does not hold) no longer share node 1's disk (as on two "
+                 "machines), which only writes, like the limit's fio",
+                 fmt(rps, "%.0f MB/s") + fmt(med("repl_sep_s"), " (%.2f s)"),
+                 fmt(lim, "%.0f MB/s"), fmt(r1s, "%.2f"), "≥ 0.80",
+                 met(None if r1s is None else r1s >= 0.80)))
+    rows.append(("1t. of 1s: daemon CPU s per GB replicated, sender / receiver",
+                 f"{fmt(med('repl_sep_sender_cpu_s_per_gb'), '%.3f')} / "
+                 f"{fmt(med('repl_sep_receiver_cpu_s_per_gb'), '%.3f')} s/GB",
+                 "—", "—", "(info)", "—"))
 rows.append(("1c. of 1: the commit call itself", fmt(med("repl_commit_s"), "%.3f s"), "—", "—",
              "(info)", "—"))
 rows.append(("1d. daemon CPU s per GB replicated: sender (node 0) / receiver (node 1); "
@@ -146,7 +159,7 @@ hdr = ("measurement", "ckptd", "reference", "ratio", "target", "met?")
 table = ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
 table += ["| " + " | ".join(r) + " |" for r in rows]
 
-per_run_keys = ["fio_write_mbps", "fio_write_shared_mbps", "fio_mixed_write_mbps", "iperf3_mbps", "repl_mbps", "repl_ratio", "restore_mbps",
+per_run_keys = ["fio_write_mbps", "fio_write_shared_mbps", "fio_mixed_write_mbps", "iperf3_mbps", "repl_mbps", "repl_ratio", "repl_sep_mbps", "repl_sep_ratio", "restore_mbps",
                 "restore_ratio", "restore_sep_mbps", "restore_sep_ratio", "stage_idle_s", "stage_busy_s", "stage_ratio",
                 "stage_pending_after", "stage_repl_left_s", "stage_repl_s", "control_stage_idle_s",
                 "control_stage_busy_s", "repl_sender_cpu_s_per_gb", "repl_receiver_cpu_s_per_gb",
@@ -177,7 +190,7 @@ print("\n".join(per_run))
 
 summary = {"runs": env["RUNS"], "step_bytes": env["STEP_B"], "stage_bytes": env["STAGE_B"]}
 summary["devices"] = env.get("DEVICES", "shared")
-for k in ("repl_mbps", "restore_mbps", "restore_sep_mbps", "fio_write_mbps", "fio_write_shared_mbps",
+for k in ("repl_mbps", "repl_sep_mbps", "restore_mbps", "restore_sep_mbps", "fio_write_mbps", "fio_write_shared_mbps",
           "fio_mixed_write_mbps", "iperf3_mbps", "limit_mbps",
           "stage_idle_s", "stage_busy_s", "control_stage_idle_s", "control_stage_busy_s",
           "repl_sender_cpu_s_per_gb", "repl_receiver_cpu_s_per_gb",
@@ -185,6 +198,7 @@ for k in ("repl_mbps", "restore_mbps", "restore_sep_mbps", "fio_write_mbps", "fi
     v = med(k)
     summary[k] = "na" if v is None else "%.4f" % v
 summary["repl_ratio"] = "na" if r1 is None else "%.3f" % r1
+summary["repl_sep_ratio"] = "na" if r1s is None else "%.3f" % r1s
 summary["restore_ratio"] = "na" if r2 is None else "%.3f" % r2
 summary["restore_sep_ratio"] = "na" if r2s is None else "%.3f" % r2s
 summary["stage_ratio"] = "na" if r3 is None else "%.3f" % r3

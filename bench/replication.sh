@@ -12,6 +12,9 @@
 #   1. replication: a step of RANKS x SHARDS x SHARD_SIZE saved on node 0
 #      (every rank to tier local, in parallel), then commit -> tier
 #      "replicated" (node 1 holds every rank, checked, fsynced, acked);
+#      then (REPL_BENCH_SEPARATE=1) the same with node 0's state dir on a
+#      tmpfs, so that the sender's reads of what its memory tier does not
+#      hold no longer share node 1's disk (1s);
 #   2. restore of a lost node: node 0 stopped, its state dir wiped, started
 #      again: start -> the step back in its local tier (pulled from node 1);
 #      then the same restore with node 1's state dir copied onto a tmpfs
@@ -54,7 +57,8 @@
 #                             that A and B fit in it together)
 #   REPL_BENCH_IPERF_S=T      iperf3 duration (default 10)
 #   REPL_BENCH_CONTROL=0      skip part 3's control on a lone daemon
-#   REPL_BENCH_SEPARATE=0     skip part 2's restore from a holder on tmpfs
+#   REPL_BENCH_SEPARATE=0     skip part 1s (a sender on tmpfs) and part 2's
+#                             restore from a holder on tmpfs
 #   REPL_BENCH_SHM=dir        the tmpfs for it (default /dev/shm)
 #   REPL_BENCH_DEVICES=loop|shared  each node's state dir on an ext4 loop
 #                             image of its own (needs root, losetup, mkfs.ext4),
@@ -192,6 +196,7 @@ PIDS=("" "")        # ckptd of node 0, node 1
 LOOPS=()            # loop devices attached here
 MOUNTS=()           # their mount points
 HOLDER=             # node 1's state dir while it is on the tmpfs
+SENDER=             # node 0's state dir while it is on the tmpfs (part 1s)
 PERF_PIDS=()
 IPERF_SRV=
 POLL_PID=
@@ -209,6 +214,7 @@ cleanup() {
                 stop_pid "$p"
         done
         [ -z "$HOLDER" ] || rm -rf "$HOLDER"
+        [ -z "$SENDER" ] || rm -rf "$SENDER"
         [ -z "$SHMEM_BEFORE" ] || echo "$SHMEM_BEFORE" >"$SHMEM_KNOB" ||
                 log "could not put $SHMEM_KNOB back to $SHMEM_BEFORE"
         for p in "${MOUNTS[@]}"; do umount "$p" 2>/dev/null || log "could not unmount $p"; done
@@ -278,9 +284,11 @@ profile_stop() {
 }
 
 sock_of() { echo "$WORK/node$1.sock"; }
-state_of() { # index: node 1's is on the tmpfs while HOLDER is set
+state_of() { # index: node 1's is on the tmpfs while HOLDER is set, node 0's while SENDER is
         if [ "$1" = 1 ] && [ -n "$HOLDER" ]; then
                 echo "$HOLDER"
+        elif [ "$1" = 0 ] && [ -n "$SENDER" ]; then
+                echo "$SENDER"
         elif [ "$DEVICES" = loop ]; then
                 echo "$WORK/dev$1/node$1"
         else
@@ -433,6 +441,61 @@ restore_node0() { # prefix; uses run, step, out
         echo "${pre}_verified=1" >>"$out"
 }
 
+# both nodes started and linked, with their pools touched: the save and the
+# CPU figures of a replication start there (issue 13: start-up is reported
+# apart, part 2)
+start_pair() {
+        start_node 0
+        start_node 1
+        wait_socket 0
+        wait_socket 1
+        wait_pool 0
+        wait_pool 1
+        wait_linked
+}
+
+replicate_step() { # prefix; both nodes up and linked; uses run, step, out
+        local pre=$1 r p pids c0s c0r c1s c1r t0 t_commit t1 rdir got
+        export CKPT_SOCKET
+        CKPT_SOCKET=$(sock_of 0)
+        pids=()
+        for r in $(seq 0 $((RANKS - 1))); do
+                "$TESTRANK" save --job "$JOB" --step "$step" --rank "$r" --world "$RANKS" \
+                        --shards "$SHARD_SPEC" --seed "$run" --wait-local --timeout 600000 &
+                pids+=($!)
+        done
+        for p in "${pids[@]}"; do wait "$p" || die "a rank's save failed"; done
+        # nothing committed yet, so nothing replicates yet: both idle here
+        if [ "$PROFILE" = 1 ] && [ "$run" = "$RUNS" ] && [ "$pre" = repl ]; then
+                profile_start "${PIDS[0]}" repl-sender
+                profile_start "${PIDS[1]}" repl-receiver
+                sleep 0.5
+        fi
+        c0s=$(cpu_s "${PIDS[0]}")
+        c0r=$(cpu_s "${PIDS[1]}")
+        t0=$(now)
+        "$TESTRANK" commit --job "$JOB" --step "$step" --timeout 600000
+        t_commit=$(now)
+        "$TESTRANK" wait --job "$JOB" --step "$step" --tier replicated --timeout 600000 ||
+                die "wait --tier replicated failed (see $RESULTS/node*.log)"
+        t1=$(now)
+        c1s=$(cpu_s "${PIDS[0]}")
+        c1r=$(cpu_s "${PIDS[1]}")
+        profile_stop
+        ctl 0 --json status >"$RESULTS/status-$pre-node0-$run.json" 2>&1 || true
+        ctl 1 --json status >"$RESULTS/status-$pre-node1-$run.json" 2>&1 || true
+        # node 1's replica area holds the step's bytes (checked outside the daemon)
+        rdir=$(state_of 1)/replica/node-0/jobs/$JOB/$(printf '%020d' "$step")
+        got=$(find "$rdir" -type f -path '*/rank-*/*' ! -name MANIFEST -printf '%s\n' 2>/dev/null |
+                awk '{ n += $1 } END { printf "%.0f", n }')
+        [ "$got" = "$STEP_B" ] || die "node 1's replica of step $step holds $got shard bytes, want $STEP_B ($rdir)"
+        awk -v p="$pre" -v b="$STEP_B" -v t0="$t0" -v tc="$t_commit" -v t1="$t1" -v c0s="$c0s" \
+            -v c1s="$c1s" -v c0r="$c0r" -v c1r="$c1r" 'BEGIN {
+                printf "%s_s=%.3f\n%s_commit_s=%.3f\n%s_mbps=%.1f\n", p, t1 - t0, p, tc - t0, p, b / (t1 - t0) / 1e6
+                printf "%s_sender_cpu_s_per_gb=%.4f\n%s_receiver_cpu_s_per_gb=%.4f\n",
+                       p, (c1s - c0s) / (b / 1e9), p, (c1r - c0r) / (b / 1e9) }' >>"$out"
+}
+
 # ---- runs ---------------------------------------------------------------------------
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 T_START=$(date +%s)
@@ -490,54 +553,9 @@ PYEOF
 
         # ---- 1. replication: fresh state dirs, fresh daemons each run
         rm -rf "$(state_of 0)" "$(state_of 1)"
-        start_node 0
-        start_node 1
-        wait_socket 0
-        wait_socket 1
-        # the save and the CPU figures start with both pools touched
-        # (issue 13: start-up is reported apart, part 2)
-        wait_pool 0
-        wait_pool 1
-        wait_linked
+        start_pair
         step=$run
-        export CKPT_SOCKET
-        CKPT_SOCKET=$(sock_of 0)
-        pids=()
-        for r in $(seq 0 $((RANKS - 1))); do
-                "$TESTRANK" save --job "$JOB" --step "$step" --rank "$r" --world "$RANKS" \
-                        --shards "$SHARD_SPEC" --seed "$run" --wait-local --timeout 600000 &
-                pids+=($!)
-        done
-        for p in "${pids[@]}"; do wait "$p" || die "a rank's save failed"; done
-        # nothing committed yet, so nothing replicates yet: both idle here
-        if [ "$PROFILE" = 1 ] && [ "$run" = "$RUNS" ]; then
-                profile_start "${PIDS[0]}" repl-sender
-                profile_start "${PIDS[1]}" repl-receiver
-                sleep 0.5
-        fi
-        c0s=$(cpu_s "${PIDS[0]}")
-        c0r=$(cpu_s "${PIDS[1]}")
-        t0=$(now)
-        "$TESTRANK" commit --job "$JOB" --step "$step" --timeout 600000
-        t_commit=$(now)
-        "$TESTRANK" wait --job "$JOB" --step "$step" --tier replicated --timeout 600000 ||
-                die "wait --tier replicated failed (see $RESULTS/node*.log)"
-        t1=$(now)
-        c1s=$(cpu_s "${PIDS[0]}")
-        c1r=$(cpu_s "${PIDS[1]}")
-        profile_stop
-        ctl 0 --json status >"$RESULTS/status-repl-node0-$run.json" 2>&1 || true
-        ctl 1 --json status >"$RESULTS/status-repl-node1-$run.json" 2>&1 || true
-        # node 1's replica area holds the step's bytes (checked outside the daemon)
-        rdir=$(state_of 1)/replica/node-0/jobs/$JOB/$(printf '%020d' "$step")
-        got=$(find "$rdir" -type f -path '*/rank-*/*' ! -name MANIFEST -printf '%s\n' 2>/dev/null |
-                awk '{ n += $1 } END { printf "%.0f", n }')
-        [ "$got" = "$STEP_B" ] || die "node 1's replica of step $step holds $got shard bytes, want $STEP_B ($rdir)"
-        awk -v b="$STEP_B" -v t0="$t0" -v tc="$t_commit" -v t1="$t1" -v c0s="$c0s" -v c1s="$c1s" \
-            -v c0r="$c0r" -v c1r="$c1r" 'BEGIN {
-                printf "repl_s=%.3f\nrepl_commit_s=%.3f\nrepl_mbps=%.1f\n", t1 - t0, tc - t0, b / (t1 - t0) / 1e6
-                printf "repl_sender_cpu_s_per_gb=%.4f\nrepl_receiver_cpu_s_per_gb=%.4f\n",
-                       (c1s - c0s) / (b / 1e9), (c1r - c0r) / (b / 1e9) }' >>"$out"
+        replicate_step repl
 
         # ---- 2. restore of a lost node from node 1
         restore_node0 restore
@@ -582,6 +600,20 @@ PYEOF
                 "$RESULTS/poll-stage-$run.txt" >>"$out"
         stop_node 0
         stop_node 1
+
+        # ---- 1s. part 1 again with node 0's state on the tmpfs: the sender's
+        # reads (the part of the step its memory tier does not hold) off the
+        # disk node 1 writes to, as on two machines; fresh state dirs
+        if [ "$SEPARATE" = 1 ]; then
+                SENDER=$(mktemp -d "$SHM/ckptd-repl-sender.XXXXXX")
+                rm -rf "$(state_of 1)"
+                start_pair
+                replicate_step repl_sep
+                stop_node 0
+                stop_node 1
+                rm -rf "$SENDER"
+                SENDER=
+        fi
 
         # the control: the same sequence on a lone daemon without replication,
         # so what the commit itself and this machine's noise cost is not laid
