@@ -469,8 +469,9 @@ static int mode_restore(struct bench *b) {
 
         if (b->settle_s > 0) {
                 sync();
-                struct timespec ts = { .tv_sec = (time_t)b->settle_s,
-                                       .tv_nsec = (long)((b->settle_s - (double)(time_t)b->settle_s) * 1e9) };
+                uint64_t ms = (uint64_t)(b->settle_s * 1000);
+                struct timespec ts = { .tv_sec = (time_t)(ms / 1000),
+                                       .tv_nsec = (long)(ms % 1000) * 1000000 };
                 while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
                 }
         }

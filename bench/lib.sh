@@ -15,6 +15,16 @@ to_bytes() {
         echo $((v * m))
 }
 
+# The kernel's shmem huge-page policy (the pool's slots take huge pages
+# when it is advise, docs/design-decisions.md): the bracketed word of
+# shmem_enabled, or "unknown"
+SHMEM_KNOB=/sys/kernel/mm/transparent_hugepage/shmem_enabled
+shmem_huge_policy() {
+        local p
+        p=$(sed -n 's/.*\[\([a-z_]*\)\].*/\1/p' "$SHMEM_KNOB" 2>/dev/null || true)
+        echo "${p:-unknown}"
+}
+
 # free_ports N: N TCP ports free on loopback right now, space-separated
 # (bound together, then released: another process could take one before
 # the daemon binds it; the daemon then fails to start, loudly)

@@ -64,6 +64,13 @@ if mw:
                  "daemons share one disk here: node 0 reads the step while node 1 writes it)",
                  fmt(rp, "%.0f MB/s"), f"{mw:.0f} MB/s (read meanwhile {fmt(mr, '%.0f')} MB/s)",
                  fmt(rp / mw if rp else None, "%.2f"), "(info)", "—"))
+rows.append(("1c. of 1: the commit call itself", fmt(med("repl_commit_s"), "%.3f s"), "—", "—",
+             "(info)", "—"))
+rows.append(("1d. daemon CPU s per GB replicated: sender (node 0) / receiver (node 1); "
+             "reference: fio's own CPU per GB written",
+             f"{fmt(med('repl_sender_cpu_s_per_gb'), '%.3f')} / "
+             f"{fmt(med('repl_receiver_cpu_s_per_gb'), '%.3f')} s/GB",
+             fmt(med("fio_write_cpu_s_per_gb"), "%.3f s/GB"), "—", "(info)", "—"))
 rps = med("repl_sep_mbps")
 r1s = rps / lim if rps and lim else None
 if rps:
@@ -77,13 +84,6 @@ if rps:
                  f"{fmt(med('repl_sep_sender_cpu_s_per_gb'), '%.3f')} / "
                  f"{fmt(med('repl_sep_receiver_cpu_s_per_gb'), '%.3f')} s/GB",
                  "—", "—", "(info)", "—"))
-rows.append(("1c. of 1: the commit call itself", fmt(med("repl_commit_s"), "%.3f s"), "—", "—",
-             "(info)", "—"))
-rows.append(("1d. daemon CPU s per GB replicated: sender (node 0) / receiver (node 1); "
-             "reference: fio's own CPU per GB written",
-             f"{fmt(med('repl_sender_cpu_s_per_gb'), '%.3f')} / "
-             f"{fmt(med('repl_receiver_cpu_s_per_gb'), '%.3f')} s/GB",
-             fmt(med("fio_write_cpu_s_per_gb"), "%.3f s/GB"), "—", "(info)", "—"))
 rs = med("restore_mbps")
 r2 = rs / lim if rs and lim else None
 rows.append((f"2. restore of a lost node: empty state dir, start → {gib:g} GiB step back "

@@ -65,7 +65,7 @@
 #                             or both on the scratch dir's filesystem; default
 #                             loop where possible, else shared
 #   REPL_BENCH_PROFILE=1      perf record -e cpu-clock -g on both daemons during
-#                             parts 1 and 2 of the last run (perf-*.txt in the
+#                             parts 1, 1s and 2 of the last run (perf-*.txt in the
 #                             results dir; the CPU numbers of that run include perf)
 #   REPL_BENCH_SHMEM_HUGE=P   set the kernel's shmem huge-page policy to P
 #                             (never, advise, ...) for the run and put it back
@@ -99,7 +99,6 @@ PROFILE=${REPL_BENCH_PROFILE:-0}
 KEEP=${REPL_BENCH_KEEP:-0}
 DEVICES=${REPL_BENCH_DEVICES:-auto}
 SHMEM_HUGE=${REPL_BENCH_SHMEM_HUGE:-}
-SHMEM_KNOB=/sys/kernel/mm/transparent_hugepage/shmem_enabled
 SHMEM_BEFORE=
 JOB=rbench
 CMDLINE="$(env | { grep -E '^(BUILD|REPL_BENCH_[A-Z_]*)=' || true; } | sort | tr '\n' ' ')bench/replication.sh"
@@ -215,7 +214,7 @@ cleanup() {
         done
         [ -z "$HOLDER" ] || rm -rf "$HOLDER"
         [ -z "$SENDER" ] || rm -rf "$SENDER"
-        [ -z "$SHMEM_BEFORE" ] || echo "$SHMEM_BEFORE" >"$SHMEM_KNOB" ||
+        [ -z "$SHMEM_BEFORE" ] || [ "$SHMEM_BEFORE" = unknown ] || echo "$SHMEM_BEFORE" >"$SHMEM_KNOB" ||
                 log "could not put $SHMEM_KNOB back to $SHMEM_BEFORE"
         for p in "${MOUNTS[@]}"; do umount "$p" 2>/dev/null || log "could not unmount $p"; done
         for p in "${LOOPS[@]}"; do losetup -d "$p" 2>/dev/null || log "could not detach $p"; done
@@ -252,11 +251,11 @@ else
 fi
 log "state dirs: $DEVICE_DESC"
 if [ -n "$SHMEM_HUGE" ]; then
-        SHMEM_BEFORE=$(sed -n 's/.*\[\([a-z_]*\)\].*/\1/p' "$SHMEM_KNOB")
+        SHMEM_BEFORE=$(shmem_huge_policy)
         echo "$SHMEM_HUGE" >"$SHMEM_KNOB" || die "cannot set $SHMEM_KNOB to $SHMEM_HUGE (root?)"
 fi
-SHMEM_POLICY=$(sed -n 's/.*\[\([a-z_]*\)\].*/\1/p' "$SHMEM_KNOB" 2>/dev/null || true)
-log "shmem huge pages: ${SHMEM_POLICY:-unknown}"
+SHMEM_POLICY=$(shmem_huge_policy)
+log "shmem huge pages: $SHMEM_POLICY"
 
 read -r P0 P1 PI < <(free_ports 3)
 PEERS=127.0.0.1:$P0,127.0.0.1:$P1
@@ -466,9 +465,9 @@ replicate_step() { # prefix; both nodes up and linked; uses run, step, out
         done
         for p in "${pids[@]}"; do wait "$p" || die "a rank's save failed"; done
         # nothing committed yet, so nothing replicates yet: both idle here
-        if [ "$PROFILE" = 1 ] && [ "$run" = "$RUNS" ] && [ "$pre" = repl ]; then
-                profile_start "${PIDS[0]}" repl-sender
-                profile_start "${PIDS[1]}" repl-receiver
+        if [ "$PROFILE" = 1 ] && [ "$run" = "$RUNS" ]; then
+                profile_start "${PIDS[0]}" "$pre-sender"
+                profile_start "${PIDS[1]}" "$pre-receiver"
                 sleep 0.5
         fi
         c0s=$(cpu_s "${PIDS[0]}")

@@ -254,9 +254,8 @@ export RESULTS RUNS SIZE_B TENSORS CMDLINE FSTYPE FSSRC CPU MEM_GIB FIXED LOAD_S
 export POOL_B SLOT_B TORCH_PY MEMORY_TIER SETTLE
 export DURATION=$((T_END - T_START))
 export NPROC=$(nproc) KERNEL=$(uname -r) DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
-SHMEM_POLICY=$(sed -n 's/.*\[\([a-z_]*\)\].*/\1/p' \
-        /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null || true)
-export SHMEM_POLICY=${SHMEM_POLICY:-unknown}
+SHMEM_POLICY=$(shmem_huge_policy)
+export SHMEM_POLICY
 export TORCH_VERSION=$(grep -h '^torch_version=' "$RESULTS"/run-*.txt | head -1 | cut -d= -f2)
 export FIO_VERSION=$(fio --version)
 export DOCS_FILE=$SRC_ROOT/docs/BENCHMARKS.md DOCS
