@@ -248,6 +248,7 @@ enum stmt_id {
         STMT_REMOTE_PENDING,
         STMT_REMOTE_PENDING_ONE,
         STMT_REPL_SET,
+        STMT_REPL_GET,
         STMT_REPL_COUNTS,
         STMT_REPL_PENDING,
         STMT_COMMIT_ASK_ADD,
@@ -397,6 +398,7 @@ static const char *const stmt_sql[STMT_MAX_] = {
                           " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (job, step, node)"
                           " DO UPDATE SET state = excluded.state, error = excluded.error,"
                           " updated_at = excluded.updated_at",
+        [STMT_REPL_GET] = "SELECT state FROM replication WHERE job = ?1 AND step = ?2 AND node = ?3",
         [STMT_REPL_COUNTS] = "SELECT COALESCE(SUM(state = ?3), 0), COUNT(*) FROM replication"
                              " WHERE job = ?1 AND step = ?2",
         [STMT_REPL_PENDING] = "SELECT job, step FROM replication WHERE node = ?1 AND state != ?2"
@@ -1824,6 +1826,23 @@ int catalog_repl_set(struct catalog *c, const char *job, uint64_t step, uint32_t
             bind_i64(s, 4, state) || bind_text_or_null(s, 5, error) ||
             bind_i64(s, 6, time(NULL)) || sqlite3_step(s) != SQLITE_DONE)
                 return sql_error(c->db, "replication state of job %s step %" PRIu64, job, step);
+        return 0;
+}
+
+int catalog_repl_get(struct catalog *c, const char *job, uint64_t step, uint32_t node,
+                     uint8_t *state) {
+        _cleanup_stmt_ sqlite3_stmt *s = c->stmt[STMT_REPL_GET];
+
+        if (step > (uint64_t)CKPT_STEP_MAX)
+                return -ENOENT;
+        if (bind_text(s, 1, job) || bind_i64(s, 2, (int64_t)step) || bind_i64(s, 3, node))
+                return sql_error(c->db, "replication state of job %s step %" PRIu64, job, step);
+        int r = sqlite3_step(s);
+        if (r == SQLITE_DONE)
+                return -ENOENT;
+        if (r != SQLITE_ROW)
+                return sql_error(c->db, "replication state of job %s step %" PRIu64, job, step);
+        *state = (uint8_t)col_u32(s, 0);
         return 0;
 }
 

@@ -239,6 +239,9 @@ enum catalog_repl_state {
 /* Upsert; error may be NULL.  -ENOENT: no such checkpoint; -EINVAL: state. */
 int catalog_repl_set(struct catalog *c, const char *job, uint64_t step, uint32_t node,
                      uint8_t state, const char *error);
+/* The state recorded for (job, step) and node.  -ENOENT: none recorded. */
+int catalog_repl_get(struct catalog *c, const char *job, uint64_t step, uint32_t node,
+                     uint8_t *state);
 /* Targets done and targets recorded for (job, step). */
 int catalog_repl_counts(struct catalog *c, const char *job, uint64_t step, uint32_t *done,
                         uint32_t *total);

@@ -535,13 +535,33 @@ static int step_list_committed(void *userdata, const char *job, uint64_t step, u
 }
 
 /*
+ * A step the target holds whole but that this node has no record of for
+ * it: a crash between the step's commit record and its rows here leaves it
+ * committed (reconcile reads COMMITTED off the disk) with nothing owed, and
+ * its replication, complete on the target, would never show.  Recorded
+ * done, and a ckpt_wait for tier replicated hears of it.
+ */
+static void repl_record_held(struct replication *r, const struct repl_target *t, const char *job,
+                             uint64_t step) {
+        uint8_t state;
+        if (catalog_repl_get(r->catalog, job, step, t->d->node, &state) != -ENOENT ||
+            catalog_repl_set(r->catalog, job, step, t->d->node, CATALOG_REPL_DONE, NULL) < 0)
+                return;
+        log_info("peers: job %s step %" PRIu64 ": node %u holds every rank, recorded replicated "
+                 "there", job, step, t->d->node);
+        if (r->on_changed)
+                r->on_changed(r->userdata, job, step);
+}
+
+/*
  * The target listed every rank of this node it holds.  A committed step
  * of ours with a rank it lacks, and not on its way there already, lost its
  * replica there (a replaced disk, a wiped replica area): it is owed again,
  * from its ranks the target lacks.  Without this a replacement target
  * would hold this node's checkpoints only from the next save on.  Only
  * the steps the target's retention keeps: an older one (pinned here) would
- * be sent and deleted there on every reconnect.
+ * be sent and deleted there on every reconnect.  One it holds whole is
+ * recorded replicated where no record says so (repl_record_held).
  */
 void replication_reseed(struct replication *r, size_t slot, const struct rkeys *held) {
         struct repl_target *t = &r->targets[slot];
@@ -562,8 +582,11 @@ void replication_reseed(struct replication *r, size_t slot, const struct rkeys *
                         continue;
                 for (size_t k = 0; k < MIN(n, (size_t)256); k++)
                         lacking += !rkeys_has(held, job, step, ranks[k]);
-                if (!lacking)
+                if (!lacking) {
+                        if (n > 0)
+                                repl_record_held(r, t, job, step);
                         continue;
+                }
                 log_notice("peers: node %u lacks %zu of this node's %zu ranks of job %s step %" PRIu64
                            " (a new disk?): sending them again", t->d->node, lacking, n, job, step);
                 if (catalog_repl_set(r->catalog, job, step, t->d->node, CATALOG_REPL_PENDING, NULL) < 0 ||

@@ -30,6 +30,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -902,6 +903,51 @@ def case_area_retention(ctx):
         check_log_clean(d)
 
 
+
+# --------------------------------------------------------------------------
+# 11. a step committed here with no record of its replication
+
+
+def case_no_repl_record(ctx):
+    # A SIGKILL between a step's commit record and its replication rows in
+    # the catalog leaves it committed (reconcile reads COMMITTED off the
+    # disk) with nothing owed, while the target holds it whole (it came up
+    # in the kill loop of test_cluster_commit.py case 6, at random).  That
+    # window cannot be hit on demand, so after a real SIGKILL the test
+    # deletes the rows itself (sqlite3 on the stopped daemon's catalog):
+    # the fault is the test's, the state is the one such a crash leaves.
+    cl = Cluster(ctx, 2, 2, prefix="norec-").start()
+    src, dst = cl.nodes
+    layouts = {r: layout(r) for r in range(cl.world)}
+    step = 3
+    save_cluster(cl, JOB, step, layouts)
+    for d in cl.nodes:
+        wait_replicated(d, JOB, step)
+    src.kill(signal.SIGKILL)
+    db = sqlite3.connect(os.path.join(src.state_dir, "catalog.db"))
+    try:
+        with db:
+            db.execute("DELETE FROM replication WHERE job = ?", (JOB,))
+        left = db.execute("SELECT COUNT(*) FROM replication WHERE job = ?", (JOB,)).fetchone()[0]
+    finally:
+        db.close()
+    check(left == 0, "node 0's catalog still has %d replication rows" % left)
+
+    src.start(timeout=60)
+    wait_replicated(src, JOB, step, timeout_s=30)
+    recorded = log_lines(src, r"peers: job %s step %d: node 1 holds every rank, recorded "
+                              r"replicated there" % (re.escape(JOB), step))
+    check(len(recorded) == 1, "node 0 logged %d records of node 1's copy, want 1" % len(recorded))
+    # recorded from node 1's listing, not sent again
+    sent = log_lines(dst, r"peers: job %s step %d rank 0 replicated from node 0"
+                          % (re.escape(JOB), step))
+    check(len(sent) == 1, "node 1 received step %d rank 0 %d times, want once" % (step, len(sent)))
+    check_healthy(src, JOB, step, 1)
+    must_verify(dst, JOB, step, 0, layouts[0], what=" (the replica node 0 has no record of)")
+    for d in cl.nodes:
+        check_log_clean(d)
+
+
 CASES = [
     (1, "placement: clique 4/1/2, clique 8/2/2, ring 5/1/3", case_placement),
     (2, "a wiped node restores its ranks from its neighbours, and gets their replicas back",
@@ -914,6 +960,8 @@ CASES = [
     (8, "one connection carries several ranks at once, both ways", case_concurrent),
     (9, "the neighbour restarts in the middle of a restore", case_restore_interrupted),
     (10, "replica areas keep the newest `keep` committed steps", case_area_retention),
+    (11, "a step committed with no record of its replication: recorded from the target's "
+     "listing", case_no_repl_record),
 ]
 
 
